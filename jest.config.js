@@ -1,0 +1,20 @@
+/** Jest runs the TypeScript sources as ES modules through ts-jest. */
+export default {
+  testEnvironment: 'node',
+  extensionsToTreatAsEsm: ['.ts'],
+  roots: ['<rootDir>/libs', '<rootDir>/test', '<rootDir>/apps'],
+  testMatch: ['**/*.spec.ts', '**/*.e2e-spec.ts'],
+  testPathIgnorePatterns: ['/node_modules/', '/dist/'],
+  moduleNameMapper: {
+    '^geneva-drive$': '<rootDir>/libs/geneva-drive/src/index.ts',
+    '^geneva-drive/testing$': '<rootDir>/libs/geneva-drive/src/testing/index.ts',
+    '^(\\.{1,2}/.*)\\.js$': '$1',
+  },
+  transform: {
+    '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: '<rootDir>/tsconfig.spec.json' }],
+  },
+  globalSetup: '<rootDir>/test/utils/global-setup.ts',
+  reporters: ['default', '<rootDir>/test/utils/summary-reporter.cjs'],
+  testTimeout: 60000,
+  maxWorkers: 2,
+};

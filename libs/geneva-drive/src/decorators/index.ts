@@ -1,0 +1,2 @@
+export * from './step.decorator.js';
+export * from './workflow.decorator.js';

@@ -1,0 +1,64 @@
+import { Column, Entity, PrimaryColumn } from 'typeorm';
+import { counterTransformer, idTransformer } from './column-transformers.js';
+import { jsonColumnTransformer } from './json-column.js';
+
+/** Signal lifecycle: never moves backwards. @publicApi */
+export type SignalState = 'pending' | 'claimed' | 'consumed';
+
+/**
+ * An external event addressed to one workflow, persisted before anything is dispatched.
+ * @publicApi
+ */
+@Entity({ name: 'geneva_drive_signals' })
+export class Signal<Payload = any> {
+  @PrimaryColumn({ type: 'bigint', generated: 'increment', transformer: idTransformer })
+  id: string;
+
+  @Column({ name: 'workflow_id', type: 'bigint', transformer: idTransformer })
+  workflowId: string;
+
+  @Column({ type: 'varchar', length: 255 })
+  name: string;
+
+  @Column({ name: 'idempotency_key', type: 'varchar', length: 255, nullable: true })
+  idempotencyKey: string | null;
+
+  @Column({ type: 'varchar', length: 16, default: 'pending' })
+  state: SignalState;
+
+  @Column({ type: 'text', nullable: true, transformer: jsonColumnTransformer })
+  payload: Payload;
+
+  /** How many executions attached to this signal. */
+  @Column({ type: 'bigint', default: 0, transformer: counterTransformer })
+  claimed: number;
+
+  /** How many attached execution chains resolved cleanly. */
+  @Column({ type: 'bigint', default: 0, transformer: counterTransformer })
+  consumed: number;
+
+  @Column({ name: 'claimed_at', type: Date, nullable: true })
+  claimedAt: Date | null;
+
+  @Column({ name: 'consumed_at', type: Date, nullable: true })
+  consumedAt: Date | null;
+
+  @Column({ name: 'created_at', type: Date })
+  createdAt: Date;
+
+  @Column({ name: 'updated_at', type: Date })
+  updatedAt: Date;
+
+  /** True when this call was a redelivery of an already recorded event (not persisted). */
+  duplicateDelivery = false;
+
+  /** At least one execution attached (reads the counter, not the lifecycle state). */
+  isClaimed(): boolean {
+    return this.claimed > 0;
+  }
+
+  /** At least one attached chain resolved cleanly (reads the counter, not the lifecycle state). */
+  isConsumed(): boolean {
+    return this.consumed > 0;
+  }
+}

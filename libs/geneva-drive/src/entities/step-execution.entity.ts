@@ -1,0 +1,90 @@
+import { Column, Entity, PrimaryColumn } from 'typeorm';
+import type { StepExecutionState, StepOutcome } from '../state/step-execution-state.js';
+import { idTransformer } from './column-transformers.js';
+import { jsonColumnTransformer } from './json-column.js';
+
+/** Freeform audit data on an execution. @publicApi */
+export interface StepExecutionMetadata {
+  reattemptReason?: 'flow_control' | 'exception_policy' | 'precondition';
+  exception?: { class: string; message: string; backtrace: string[] | null };
+  [key: string]: unknown;
+}
+
+/**
+ * One attempt to run one step: the idempotency key of its job and a line of the audit trail.
+ * @publicApi
+ */
+@Entity({ name: 'geneva_drive_step_executions' })
+export class StepExecution {
+  @PrimaryColumn({ type: 'bigint', generated: 'increment', transformer: idTransformer })
+  id: string;
+
+  @Column({ name: 'workflow_id', type: 'bigint', transformer: idTransformer })
+  workflowId: string;
+
+  @Column({ name: 'step_name', type: 'varchar', length: 255 })
+  stepName: string;
+
+  @Column({ type: 'varchar', length: 32, default: 'scheduled' })
+  state: StepExecutionState;
+
+  @Column({ type: 'varchar', length: 32, nullable: true })
+  outcome: StepOutcome | null;
+
+  @Column({ name: 'scheduled_for', type: Date })
+  scheduledFor: Date;
+
+  @Column({ name: 'started_at', type: Date, nullable: true })
+  startedAt: Date | null;
+
+  @Column({ name: 'completed_at', type: Date, nullable: true })
+  completedAt: Date | null;
+
+  @Column({ name: 'failed_at', type: Date, nullable: true })
+  failedAt: Date | null;
+
+  @Column({ name: 'canceled_at', type: Date, nullable: true })
+  canceledAt: Date | null;
+
+  @Column({ name: 'skipped_at', type: Date, nullable: true })
+  skippedAt: Date | null;
+
+  @Column({ name: 'finished_at', type: Date, nullable: true })
+  finishedAt: Date | null;
+
+  @Column({ name: 'error_class_name', type: 'varchar', length: 255, nullable: true })
+  errorClassName: string | null;
+
+  @Column({ name: 'error_message', type: 'text', nullable: true })
+  errorMessage: string | null;
+
+  @Column({ name: 'error_backtrace', type: 'text', nullable: true })
+  errorBacktrace: string | null;
+
+  @Column({ name: 'job_id', type: 'varchar', length: 255, nullable: true })
+  jobId: string | null;
+
+  @Column({ type: 'text', nullable: true, transformer: jsonColumnTransformer })
+  metadata: StepExecutionMetadata | null;
+
+  /** The resumable step's cursor (encoded with the payload codec). */
+  @Column({ type: 'text', nullable: true, transformer: jsonColumnTransformer })
+  cursor: unknown;
+
+  @Column({ name: 'continues_from_id', type: 'bigint', nullable: true, transformer: idTransformer })
+  continuesFromId: string | null;
+
+  /** The signal this execution is processing (the attachment pin). */
+  @Column({ name: 'signal_id', type: 'bigint', nullable: true, transformer: idTransformer })
+  signalId: string | null;
+
+  /** When the execution parked waiting for a signal. */
+  @Column({ name: 'waiting_since', type: Date, nullable: true })
+  waitingSince: Date | null;
+
+  @Column({ name: 'created_at', type: Date })
+  createdAt: Date;
+
+  @Column({ name: 'updated_at', type: Date })
+  updatedAt: Date;
+}

@@ -1,0 +1,77 @@
+import { Column, Entity, PrimaryColumn } from 'typeorm';
+import { ONGOING_WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
+import { booleanTransformer, idTransformer } from './column-transformers.js';
+
+/**
+ * One workflow instance about one hero. The row is the workflow's state of record; its lock
+ * serialises every change to the workflow, its executions and its signals.
+ * @publicApi
+ */
+@Entity({ name: 'geneva_drive_workflows' })
+export class WorkflowRecord {
+  @PrimaryColumn({ type: 'bigint', generated: 'increment', transformer: idTransformer })
+  id: string;
+
+  /** The stable workflow type name (`@Workflow({ name })`, default the class name). */
+  @Column({ type: 'varchar', length: 255 })
+  type: string;
+
+  /** TypeORM entity name of the hero. */
+  @Column({ name: 'hero_type', type: 'varchar', length: 255 })
+  heroType: string;
+
+  /** Primary key of the hero, as a string (integer and uuid keys both fit). */
+  @Column({ name: 'hero_id', type: 'varchar', length: 191 })
+  heroId: string;
+
+  @Column({ type: 'varchar', length: 32, default: 'ready' })
+  state: WorkflowState;
+
+  /** The step whose body is running right now; null between steps. */
+  @Column({ name: 'current_step_name', type: 'varchar', length: 255, nullable: true })
+  currentStepName: string | null;
+
+  /** The step the most recently created execution targets (still the failed step after a failure). */
+  @Column({ name: 'next_step_name', type: 'varchar', length: 255, nullable: true })
+  nextStepName: string | null;
+
+  @Column({ name: 'allow_multiple', type: 'boolean', default: false, transformer: booleanTransformer })
+  allowMultiple: boolean;
+
+  /** When the first step started. */
+  @Column({ name: 'started_at', type: Date, nullable: true })
+  startedAt: Date | null;
+
+  /** When the workflow last entered `paused`, `finished` or `canceled`; cleared by `resume`. */
+  @Column({ name: 'transitioned_at', type: Date, nullable: true })
+  transitionedAt: Date | null;
+
+  /** When the workflow entered `finished` or `canceled`. */
+  @Column({ name: 'finished_at', type: Date, nullable: true })
+  finishedAt: Date | null;
+
+  @Column({ name: 'created_at', type: Date })
+  createdAt: Date;
+
+  @Column({ name: 'updated_at', type: Date })
+  updatedAt: Date;
+
+  isOngoing(): boolean {
+    return ONGOING_WORKFLOW_STATES.includes(this.state);
+  }
+  isReady(): boolean {
+    return this.state === 'ready';
+  }
+  isPerforming(): boolean {
+    return this.state === 'performing';
+  }
+  isPaused(): boolean {
+    return this.state === 'paused';
+  }
+  isFinished(): boolean {
+    return this.state === 'finished';
+  }
+  isCanceled(): boolean {
+    return this.state === 'canceled';
+  }
+}

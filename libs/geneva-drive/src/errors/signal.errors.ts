@@ -1,0 +1,33 @@
+import { GenevaDriveError } from './geneva-drive.error.js';
+
+/** A new signal was sent to a finished or canceled workflow. Redeliveries of a known key do not raise. @publicApi */
+export class WorkflowNotOngoingError extends GenevaDriveError {
+  constructor(
+    readonly workflowId: string,
+    readonly state: string,
+    readonly signalName: string,
+  ) {
+    super(`Cannot deliver signal "${signalName}" to a ${state} workflow (workflow ${workflowId})`);
+  }
+}
+
+/** The encoded payload exceeds `maxSignalPayloadSize`; nothing was written. @publicApi */
+export class SignalPayloadTooLargeError extends GenevaDriveError {
+  constructor(
+    readonly size: number,
+    readonly limit: number,
+  ) {
+    super(
+      `Signal payload is ${size} bytes, over maxSignalPayloadSize (${limit}): put large data on the hero or another table and send its id`,
+    );
+  }
+}
+
+/** The database lacks the signals migration, and a `waitFor` step ran. @publicApi */
+export class SignalsNotMigratedError extends GenevaDriveError {
+  constructor(what: string) {
+    super(
+      `${what} needs the geneva_drive_signals table and the signal_id/waiting_since columns: run the AddGenevaDriveSignals1730000000001 migration (in GENEVA_DRIVE_MIGRATIONS)`,
+    );
+  }
+}

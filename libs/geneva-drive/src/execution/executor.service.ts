@@ -1,0 +1,431 @@
+import { Inject, Injectable, type LoggerService } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { StepExecution } from '../entities/step-execution.entity.js';
+import type { WorkflowRecord } from '../entities/workflow.entity.js';
+import { StepNotDefinedError } from '../errors/step-not-defined.error.js';
+import { resolveExceptionPolicy, type ExceptionPolicy } from '../exception-policy/exception-policy.js';
+import { isFlowControl, type FlowControlIntent } from '../flow-control/flow-control.js';
+import { GENEVA_DRIVE_LOGGER } from '../geneva-drive.constants.js';
+import { ContextLogger } from '../instrumentation/context-logger.js';
+import { publish } from '../instrumentation/geneva-drive.events.js';
+import { TransactionRunner } from '../persistence/transaction-runner.js';
+import { WorkflowStore } from '../persistence/workflow-store.js';
+import { evaluateCondition, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
+import { WorkflowRegistry } from '../registry/workflow.registry.js';
+import { SignalRendezvous } from '../signals/signal-rendezvous.js';
+import { workflowInternals, type GenevaWorkflow } from '../workflow/geneva-workflow.js';
+import { errorColumns, withMetadata } from './error-record.js';
+import { loadHero } from './hero.js';
+import { WorkflowInstances } from './workflow-instances.js';
+
+/** Everything phase 1 hands to phases 2 and 3. */
+interface Prepared {
+  executionId: string;
+  workflowId: string;
+  definition: WorkflowDefinition;
+  step: StepDefinition;
+  instance: GenevaWorkflow<any>;
+  execution: StepExecution;
+  logger: LoggerService;
+}
+
+type PrepareResult = { run: Prepared } | { done: true; error?: unknown };
+
+type BodyResult =
+  | { kind: 'completed' }
+  | { kind: 'flow'; intent: FlowControlIntent }
+  | { kind: 'exception'; error: unknown; policy: ExceptionPolicy };
+
+type ExceptionReason = 'exception_policy' | 'precondition';
+
+const LOOKUP_ATTEMPTS = 5;
+const LOOKUP_PAUSE_MS = 100;
+
+/**
+ * Runs one step execution in three phases:
+ *  1. prepare, under the workflow + execution row locks: reject duplicate or late jobs, check the
+ *     workflow and hero, evaluate cancelIf / skipIf / the signal gate, and mark the execution started;
+ *  2. run the body with no lock held (hooks around it, flow control and errors captured);
+ *  3. finalize, under the locks again: record the outcome and schedule what comes next.
+ * A step's own exception is re-thrown to the queue only after its outcome is committed.
+ * @publicApi
+ */
+@Injectable()
+export class ExecutorService {
+  constructor(
+    private readonly transactions: TransactionRunner,
+    private readonly store: WorkflowStore,
+    private readonly registry: WorkflowRegistry,
+    private readonly instances: WorkflowInstances,
+    private readonly gate: SignalRendezvous,
+    @Inject(GENEVA_DRIVE_LOGGER) private readonly logger: LoggerService,
+  ) {}
+
+  /** Runs the execution with this id if it is due to run; a duplicate or late job is a logged no-op. */
+  async execute(executionId: string): Promise<void> {
+    const workflowId = await this.findWorkflowId(executionId);
+    if (workflowId === null) {
+      this.logger.warn(`Step execution ${executionId} does not exist (deleted, or never committed); job ignored`);
+      return;
+    }
+    const prepared = await this.prepareSafely(executionId, workflowId);
+    if ('done' in prepared) {
+      if (prepared.error !== undefined) throw prepared.error;
+      return;
+    }
+    const result = await this.runBody(prepared.run);
+    await this.finalize(prepared.run, result);
+  }
+
+  private async findWorkflowId(executionId: string): Promise<string | null> {
+    // A few short retries cover a replica that has not seen the commit that enqueued this job yet.
+    for (let attempt = 1; attempt <= LOOKUP_ATTEMPTS; attempt++) {
+      const row = await this.transactions.dataSource.manager.findOne(StepExecution, { where: { id: executionId }, select: { id: true, workflowId: true } });
+      if (row) return row.workflowId;
+      if (attempt < LOOKUP_ATTEMPTS) await new Promise((resolve) => setTimeout(resolve, LOOKUP_PAUSE_MS));
+    }
+    return null;
+  }
+
+  // ---------------------------------------------------------------- phase 1: prepare
+
+  private async prepareSafely(executionId: string, workflowId: string): Promise<PrepareResult> {
+    try {
+      return await this.transactions.run((manager) => this.prepare(manager, executionId, workflowId));
+    } catch (error) {
+      // The prepare transaction is gone (a database error aborts it on PostgreSQL): record the
+      // failure in a transaction of its own, then surface the original error.
+      await this.transactions.run((manager) => this.recordPrepareFailure(manager, executionId, workflowId, error));
+      throw error;
+    }
+  }
+
+  private async prepare(manager: EntityManager, executionId: string, workflowId: string): Promise<PrepareResult> {
+    const workflow = await this.store.lockWorkflow(manager, workflowId);
+    const execution = await this.store.lockExecution(manager, executionId);
+    if (!execution || execution.state !== 'scheduled') {
+      this.logger.log(`Step execution ${executionId} is ${execution?.state ?? 'gone'}, not scheduled: duplicate or late job ignored`);
+      return { done: true };
+    }
+    const definition = this.registry.findByName(workflow.type);
+    const logger = new ContextLogger(this.logger, workflow, execution);
+    if (workflow.state !== 'ready' && workflow.state !== 'performing') {
+      logger.log(`Workflow is ${workflow.state}: execution canceled`);
+      await this.store.transitionExecution(manager, execution, 'canceled', 'canceled');
+      return { done: true };
+    }
+
+    const hero = await loadHero(manager, workflow.heroType, workflow.heroId);
+    if (hero === null && !definition?.mayProceedWithoutHero) {
+      logger.log('Hero is gone: workflow canceled');
+      await this.store.transitionExecution(manager, execution, 'canceled', 'canceled');
+      await this.store.transitionWorkflow(manager, workflow, 'canceled');
+      return { done: true };
+    }
+
+    const step = definition?.step(execution.stepName);
+    if (!definition || !step) {
+      const error = new StepNotDefinedError(workflow.type, execution.stepName, workflow.id, execution.id);
+      logger.error(error.message);
+      await this.store.transitionExecution(manager, execution, 'failed', 'failed', { errorClassName: error.name, errorMessage: error.message });
+      await this.store.transitionWorkflow(manager, workflow, 'paused');
+      return { done: true, error };
+    }
+
+    const instance = await this.instances.create(definition);
+    workflowInternals.bind(instance, { hero, record: workflow, execution, signal: null, logger });
+    const prepared: Prepared = { executionId, workflowId, definition, step, instance, execution, logger };
+
+    const started = performance.now();
+    const event = (outcome: string, exception?: unknown) =>
+      publish('precondition', () => ({ ...this.eventBase(prepared, started), outcome, ...(exception === undefined ? {} : { exception }) }));
+    let verdict: 'cancel' | 'skip' | 'wait' | 'pass';
+    try {
+      verdict = await this.evaluatePreconditions(manager, prepared, workflow);
+    } catch (error) {
+      event('exception', error);
+      logger.error(`Precondition raised ${String(error)}`);
+      const policy = resolveExceptionPolicy(step, definition.exceptionPolicies, error);
+      await this.applyExceptionPolicy(manager, prepared, workflow, policy, error, 'precondition');
+      return { done: true, error };
+    }
+    switch (verdict) {
+      case 'cancel':
+        event('canceled');
+        logger.log('cancelIf is true: workflow canceled');
+        await this.store.transitionExecution(manager, execution, 'canceled', 'canceled');
+        await this.store.transitionWorkflow(manager, workflow, 'canceled');
+        return { done: true };
+      case 'skip':
+        event('skipped');
+        logger.log('skipIf is true: step skipped');
+        await this.store.transitionExecution(manager, execution, 'skipped', 'skipped');
+        await this.gate.settleOnSkip(manager, execution);
+        await this.store.scheduleNextStep(manager, workflow, definition);
+        return { done: true };
+      case 'wait':
+        event('waiting');
+        return { done: true };
+      case 'pass':
+        event('passed');
+    }
+
+    await this.store.transitionExecution(manager, execution, 'in_progress', null);
+    await this.store.transitionWorkflow(manager, workflow, 'performing', { currentStepName: step.name });
+    return { run: prepared };
+  }
+
+  /** cancelIf, then skipIf, then (for `waitFor` steps) the signal gate, in that order. */
+  private async evaluatePreconditions(manager: EntityManager, prepared: Prepared, workflow: WorkflowRecord): Promise<'cancel' | 'skip' | 'wait' | 'pass'> {
+    const { definition, step, instance, execution } = prepared;
+    if (step.waitFor) this.gate.assertSchemaSupportsSignals(workflow, step);
+    for (const condition of definition.cancelIf) {
+      if (await evaluateCondition(condition, instance)) return 'cancel';
+    }
+    if (step.skipIf !== undefined && (await evaluateCondition(step.skipIf, instance))) return 'skip';
+    if (step.waitFor) {
+      const signal = await this.gate.attachOrPark(manager, workflow, execution, step, instance);
+      if (signal === null) return 'wait';
+      workflowInternals.bind(instance, { hero: instance.hero, record: workflow, execution, signal, logger: prepared.logger });
+    }
+    return 'pass';
+  }
+
+  private async recordPrepareFailure(manager: EntityManager, executionId: string, workflowId: string, error: unknown): Promise<void> {
+    const workflow = await this.store.lockWorkflow(manager, workflowId);
+    const execution = await this.store.lockExecution(manager, executionId);
+    if (!execution || execution.state !== 'scheduled') return;
+    const logger = new ContextLogger(this.logger, workflow, execution);
+    logger.error(`Preparing the step failed: ${String(error)}`);
+    const definition = this.registry.findByName(workflow.type);
+    const step = definition?.step(execution.stepName);
+    await this.store.transitionExecution(manager, execution, 'failed', 'failed', errorColumns(execution, error));
+    // Only the workflow follows the policy here: the step never started, and handlers do not run.
+    const policy = resolveExceptionPolicy(step, definition?.exceptionPolicies ?? [], error);
+    if (workflow.state !== 'ready' && workflow.state !== 'performing') return;
+    switch (policy.isImperative ? 'pause' : policy.action) {
+      case 'reattempt': {
+        const attempt = (await this.consecutiveErrorReattempts(manager, workflow.id, execution.stepName)) + 1;
+        if (policy.maxReattempts !== null && attempt > policy.maxReattempts) {
+          await this.store.transitionWorkflow(manager, workflow, policy.terminalAction === 'cancel' ? 'canceled' : 'paused');
+        } else {
+          await this.store.rescheduleCurrentStep(manager, workflow, definition, { waitMs: policy.reattemptDelay(attempt) });
+        }
+        return;
+      }
+      case 'cancel':
+        await this.store.transitionWorkflow(manager, workflow, 'canceled');
+        return;
+      case 'skip':
+        await this.store.scheduleNextStep(manager, workflow, definition);
+        return;
+      default:
+        await this.store.transitionWorkflow(manager, workflow, 'paused');
+    }
+  }
+
+  // ---------------------------------------------------------------- phase 2: run
+
+  private async runBody(prepared: Prepared): Promise<BodyResult> {
+    const { instance, step, execution, logger } = prepared;
+    const started = performance.now();
+    let thrown: { error: unknown } | undefined;
+    try {
+      await instance.beforeStepExecution(execution);
+      await instance.aroundStepExecution(execution, async () => {
+        await step.invoke(instance);
+      });
+      await instance.afterStepExecution(execution);
+    } catch (error) {
+      thrown = { error };
+    }
+    // A recorded intent wins over whatever was thrown: flow control holds even inside user try/catch.
+    const intent = workflowInternals.takeIntent(instance);
+    let result: BodyResult;
+    if (intent) result = { kind: 'flow', intent };
+    else if (!thrown) result = { kind: 'completed' };
+    else if (isFlowControl(thrown.error)) result = { kind: 'flow', intent: thrown.error.intent };
+    else {
+      logger.error(`Step raised ${String(thrown.error)}`, thrown.error instanceof Error ? thrown.error.stack : undefined);
+      result = { kind: 'exception', error: thrown.error, policy: resolveExceptionPolicy(step, prepared.definition.exceptionPolicies, thrown.error) };
+    }
+    publish('step', () => ({
+      ...this.eventBase(prepared, started),
+      outcome: result.kind === 'flow' ? result.intent.kind : result.kind,
+      ...(result.kind === 'exception' ? { exception: result.error } : {}),
+    }));
+    return result;
+  }
+
+  // ---------------------------------------------------------------- phase 3: finalize
+
+  private async finalize(prepared: Prepared, result: BodyResult): Promise<void> {
+    const started = performance.now();
+    const states = await this.transactions.run(async (manager) => {
+      const workflow = await this.store.lockWorkflow(manager, prepared.workflowId);
+      const execution = await this.store.lockExecution(manager, prepared.executionId);
+      if (!execution || execution.state !== 'in_progress') {
+        prepared.logger.warn(`Execution is ${execution?.state ?? 'gone'} after the body ran (recovered meanwhile?): outcome discarded`);
+        return null;
+      }
+      prepared.execution = execution;
+      if (workflow.state !== 'performing') {
+        prepared.logger.warn(`Workflow became ${workflow.state} while the step ran: execution canceled, outcome discarded`);
+        await this.store.transitionExecution(manager, execution, 'canceled', 'canceled');
+        return null;
+      }
+      if (result.kind === 'exception') {
+        await this.applyExceptionPolicy(manager, prepared, workflow, result.policy, result.error, 'exception_policy');
+      } else {
+        await this.applyOutcome(manager, prepared, workflow, result.kind === 'flow' ? result.intent : undefined);
+      }
+      return { workflowState: workflow.state, stepState: execution.state };
+    });
+    publish('finalize', () => ({
+      ...this.eventBase(prepared, started),
+      workflowState: states?.workflowState,
+      stepState: states?.stepState,
+      ...(result.kind === 'exception' ? { exception: result.error } : {}),
+    }));
+    prepared.logger.log(`Step finished: ${states ? `${states.stepState}, workflow ${states.workflowState}` : 'outcome discarded'}`);
+    if (result.kind === 'exception' && states) throw result.error;
+  }
+
+  /** Records a completed body (no intent) or a flow-control intent, and schedules what follows. */
+  private async applyOutcome(
+    manager: EntityManager,
+    prepared: Prepared,
+    workflow: WorkflowRecord,
+    intent: FlowControlIntent | undefined,
+    errorPatch: Partial<StepExecution> = {},
+    reason: 'flow_control' | ExceptionReason = 'flow_control',
+  ): Promise<void> {
+    const { execution, definition } = prepared;
+    const clear = { currentStepName: null };
+    switch (intent?.kind) {
+      case undefined:
+        await this.store.transitionExecution(manager, execution, 'completed', 'success', errorPatch);
+        await this.gate.settleOnSuccess(manager, execution);
+        await this.store.scheduleNextStep(manager, workflow, definition, clear);
+        return;
+      case 'finished':
+        await this.store.transitionExecution(manager, execution, 'completed', 'success', errorPatch);
+        await this.gate.settleOnSuccess(manager, execution);
+        await this.store.transitionWorkflow(manager, workflow, 'finished', clear);
+        return;
+      case 'skip':
+        await this.store.transitionExecution(manager, execution, 'skipped', 'skipped', errorPatch);
+        await this.gate.settleOnSkip(manager, execution);
+        await this.store.scheduleNextStep(manager, workflow, definition, clear);
+        return;
+      case 'cancel':
+        await this.store.transitionExecution(manager, execution, 'canceled', 'canceled', errorPatch);
+        await this.store.transitionWorkflow(manager, workflow, 'canceled', clear);
+        return;
+      case 'pause':
+        // The execution is canceled; nextStepName still names this step, so resume runs it again.
+        await this.store.transitionExecution(manager, execution, 'canceled', 'canceled', errorPatch);
+        await this.store.transitionWorkflow(manager, workflow, 'paused', clear);
+        return;
+      case 'reattempt':
+        await this.store.transitionExecution(manager, execution, 'completed', 'reattempted', {
+          ...errorPatch,
+          metadata: withMetadata({ ...execution, ...errorPatch } as StepExecution, { reattemptReason: reason }),
+        });
+        await this.store.rescheduleCurrentStep(manager, workflow, definition, { waitMs: intent.waitMs }, clear);
+        return;
+    }
+  }
+
+  /**
+   * Applies an exception policy, after a body exception (execution `in_progress`) or a precondition
+   * exception (execution still `scheduled`, reason `precondition`).
+   */
+  private async applyExceptionPolicy(
+    manager: EntityManager,
+    prepared: Prepared,
+    workflow: WorkflowRecord,
+    policy: ExceptionPolicy,
+    error: unknown,
+    reason: ExceptionReason,
+  ): Promise<void> {
+    const { execution, definition, instance, logger } = prepared;
+    const clear = { currentStepName: null };
+    const failWith = async (outcome: 'failed' | 'canceled', state: 'paused' | 'canceled') => {
+      await this.store.transitionExecution(manager, execution, 'failed', outcome, errorColumns(execution, error));
+      await this.store.transitionWorkflow(manager, workflow, state, clear);
+    };
+
+    if (policy.handler) {
+      // Imperative: the handler decides with flow control, exactly as the body would have.
+      let handlerError: unknown;
+      try {
+        await policy.handler(error, instance);
+      } catch (thrown) {
+        if (!isFlowControl(thrown)) handlerError = thrown;
+      }
+      const intent = workflowInternals.takeIntent(instance);
+      if (handlerError !== undefined) throw handlerError;
+      if (!intent) {
+        logger.warn('Exception handler decided nothing: workflow paused');
+        return failWith('failed', 'paused');
+      }
+      logger.log(`Exception handler decided: ${intent.kind}`);
+      return this.applyOutcome(manager, prepared, workflow, intent, errorColumns(execution, error), reason);
+    }
+
+    logger.log(`Exception policy: ${policy.action}`);
+    switch (policy.action) {
+      case 'reattempt': {
+        const attempt = (await this.consecutiveErrorReattempts(manager, workflow.id, execution.stepName)) + 1;
+        if (policy.maxReattempts !== null && attempt > policy.maxReattempts) {
+          logger.warn(`Reattempts exhausted (${policy.maxReattempts}): ${policy.terminalAction}`);
+          return failWith(policy.terminalAction === 'cancel' ? 'canceled' : 'failed', policy.terminalAction === 'cancel' ? 'canceled' : 'paused');
+        }
+        const described = errorColumns(execution, error);
+        await this.store.transitionExecution(manager, execution, 'completed', 'reattempted', {
+          metadata: { ...described.metadata, reattemptReason: reason },
+        });
+        await this.store.rescheduleCurrentStep(manager, workflow, definition, { waitMs: policy.reattemptDelay(attempt) }, clear);
+        return;
+      }
+      case 'skip':
+        await this.store.transitionExecution(manager, execution, 'skipped', 'skipped');
+        await this.gate.settleOnSkip(manager, execution);
+        await this.store.scheduleNextStep(manager, workflow, definition, clear);
+        return;
+      case 'cancel':
+        return failWith('canceled', 'canceled');
+      default:
+        return failWith('failed', 'paused');
+    }
+  }
+
+  /**
+   * Error-driven reattempts of `stepName` since its last clean completion (flow-control reattempts
+   * do not count). Ordered by creation time and id, so it works with any key type.
+   */
+  private async consecutiveErrorReattempts(manager: EntityManager, workflowId: string, stepName: string): Promise<number> {
+    const rows = await manager.find(StepExecution, {
+      where: { workflowId, stepName, state: 'completed' },
+      select: { id: true, outcome: true, metadata: true, createdAt: true },
+      order: { createdAt: 'DESC', id: 'DESC' },
+    });
+    let count = 0;
+    for (const row of rows) {
+      if (row.outcome !== 'reattempted') break;
+      if (row.metadata?.reattemptReason !== 'flow_control') count++;
+    }
+    return count;
+  }
+
+  private eventBase(prepared: Prepared, started: number) {
+    return {
+      executionId: prepared.executionId,
+      workflowId: prepared.workflowId,
+      workflowClass: prepared.definition.name,
+      stepName: prepared.step.name,
+      durationMs: performance.now() - started,
+    };
+  }
+}

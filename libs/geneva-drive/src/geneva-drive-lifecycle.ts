@@ -1,0 +1,33 @@
+import { Inject, Injectable, type BeforeApplicationShutdown, type LoggerService, type OnApplicationBootstrap, type OnModuleInit } from '@nestjs/common';
+import { ExecutorService } from './execution/executor.service.js';
+import { GENEVA_DRIVE_LOGGER, QUEUE_PORT } from './geneva-drive.constants.js';
+import { SchemaCapabilities } from './persistence/schema-capabilities.js';
+import { TransactionRunner } from './persistence/transaction-runner.js';
+import type { QueuePort } from './queue/queue.port.js';
+
+/** Detects the schema at init, starts consuming step jobs once the application is up, stops before shutdown. */
+@Injectable()
+export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown {
+  constructor(
+    private readonly schema: SchemaCapabilities,
+    private readonly transactions: TransactionRunner,
+    private readonly executor: ExecutorService,
+    @Inject(QUEUE_PORT) private readonly queue: QueuePort,
+    @Inject(GENEVA_DRIVE_LOGGER) private readonly logger: LoggerService,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    await this.schema.detect(this.transactions.dataSource);
+    if (!this.schema.hasSignals) {
+      this.logger.warn('The signals migration has not run: waitFor steps will fail until it does (everything else works)');
+    }
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    await this.queue.start((executionId) => this.executor.execute(executionId));
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.queue.stop();
+  }
+}

@@ -1,0 +1,43 @@
+import type { GenevaDriveModuleOptions, ResolvedGenevaDriveOptions } from './interfaces/geneva-drive-options.interface.js';
+import { parseDuration, requireDuration } from './util/duration.js';
+
+const KNOWN_ADAPTERS = ['bull', 'local', 'manual'];
+
+/** Applies defaults and validates the module options once, at boot, with errors that name the option. */
+export function resolveOptions(options: GenevaDriveModuleOptions = {}): ResolvedGenevaDriveOptions {
+  const queue = options.queue ?? { adapter: 'local' };
+  if (!KNOWN_ADAPTERS.includes(queue.adapter)) {
+    throw new TypeError(`geneva-drive: queue.adapter must be one of ${KNOWN_ADAPTERS.join(', ')}, got ${JSON.stringify(queue.adapter)}`);
+  }
+  const stuckRecoveryAction = options.stuckRecoveryAction ?? 'reattempt';
+  if (stuckRecoveryAction !== 'reattempt' && stuckRecoveryAction !== 'cancel') {
+    throw new TypeError(`geneva-drive: stuckRecoveryAction must be 'reattempt' or 'cancel', got ${JSON.stringify(stuckRecoveryAction)}`);
+  }
+  const maxSignalPayloadSize = options.maxSignalPayloadSize === undefined ? 131_072 : options.maxSignalPayloadSize;
+  if (maxSignalPayloadSize !== null && !(Number.isInteger(maxSignalPayloadSize) && maxSignalPayloadSize > 0)) {
+    throw new TypeError('geneva-drive: maxSignalPayloadSize must be a positive integer or null');
+  }
+  const batch = options.housekeepingBatchSize ?? 1000;
+  if (!Number.isInteger(batch) || batch <= 0) throw new TypeError('geneva-drive: housekeepingBatchSize must be a positive integer');
+  return {
+    queue,
+    dataSource: options.dataSource,
+    enqueueAfterCommit: options.enqueueAfterCommit ?? true,
+    maxSignalPayloadSize,
+    maxCursorSize: options.maxCursorSize ?? 131_072,
+    waitingVisibilityThresholdMs: requireDuration(options.waitingVisibilityThreshold ?? '7d', 'waitingVisibilityThreshold'),
+    deleteCompletedWorkflowsAfterMs:
+      options.deleteCompletedWorkflowsAfter === null
+        ? null
+        : requireDuration(options.deleteCompletedWorkflowsAfter ?? '30d', 'deleteCompletedWorkflowsAfter'),
+    stuckInProgressThresholdMs: requireDuration(options.stuckInProgressThreshold ?? '1h', 'stuckInProgressThreshold'),
+    stuckScheduledThresholdMs: requireDuration(options.stuckScheduledThreshold ?? '15m', 'stuckScheduledThreshold'),
+    stuckRecoveryAction,
+    housekeepingBatchSize: batch,
+    housekeepingEveryMs:
+      options.housekeeping === false ? null : requireDuration((options.housekeeping ?? { every: '30m' }).every, 'housekeeping.every'),
+    logger: options.logger,
+  };
+}
+
+export { parseDuration };

@@ -1,0 +1,56 @@
+import { channel } from 'node:diagnostics_channel';
+
+/**
+ * Events on `node:diagnostics_channel`, for metrics and tracing without coupling. Subscribe with
+ * `diagnostics_channel.subscribe('geneva-drive:step', (event) => ...)`.
+ * @publicApi
+ */
+export const GENEVA_DRIVE_CHANNELS = {
+  precondition: 'geneva-drive:precondition',
+  step: 'geneva-drive:step',
+  finalize: 'geneva-drive:finalize',
+  signal: 'geneva-drive:signal',
+  housekeeping: 'geneva-drive:housekeeping',
+} as const;
+
+/** Common keys of the execution events. @publicApi */
+export interface ExecutionEvent {
+  executionId: string;
+  workflowId: string;
+  workflowClass: string;
+  stepName: string;
+  durationMs: number;
+}
+
+/** `geneva-drive:precondition`: cancelIf / skipIf / the signal gate were evaluated. @publicApi */
+export interface PreconditionEvent extends ExecutionEvent {
+  outcome: 'passed' | 'canceled' | 'skipped' | 'waiting' | 'exception';
+  exception?: unknown;
+}
+
+/** `geneva-drive:step`: the step body ran. @publicApi */
+export interface StepEvent extends ExecutionEvent {
+  outcome: 'completed' | 'cancel' | 'pause' | 'reattempt' | 'skip' | 'finished' | 'exception';
+  exception?: unknown;
+}
+
+/** `geneva-drive:finalize`: the outcome was committed. @publicApi */
+export interface FinalizeEvent extends ExecutionEvent {
+  workflowState: string;
+  stepState: string;
+  exception?: unknown;
+}
+
+const channels = {
+  precondition: channel(GENEVA_DRIVE_CHANNELS.precondition),
+  step: channel(GENEVA_DRIVE_CHANNELS.step),
+  finalize: channel(GENEVA_DRIVE_CHANNELS.finalize),
+  signal: channel(GENEVA_DRIVE_CHANNELS.signal),
+  housekeeping: channel(GENEVA_DRIVE_CHANNELS.housekeeping),
+};
+
+/** Publishes an event when anyone listens (no allocation otherwise). */
+export function publish(name: keyof typeof channels, build: () => object): void {
+  const target = channels[name];
+  if (target.hasSubscribers) target.publish(build());
+}

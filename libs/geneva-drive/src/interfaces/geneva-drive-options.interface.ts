@@ -1,0 +1,77 @@
+import type { LoggerService } from '@nestjs/common';
+import type { QueueOptions as BullQueueOptions } from 'bull';
+import type { Duration } from '../util/duration.js';
+
+/** Bull on Redis: production, several processes and hosts. @publicApi */
+export interface BullQueueAdapterOptions {
+  adapter: 'bull';
+  /** Redis connection (a URL or ioredis options). */
+  redis?: string | BullQueueOptions['redis'];
+  /** @default 'geneva-drive' */
+  name?: string;
+  /** Redis key prefix. @default 'bull' */
+  prefix?: string;
+  /** Step jobs processed at once by this process; 0 makes the process enqueue-only. @default 1 */
+  concurrency?: number;
+}
+
+/** In-process timers that rebuild themselves from the database at boot. @publicApi */
+export interface LocalQueueAdapterOptions {
+  adapter: 'local';
+  /** Step jobs run at once. @default 1 */
+  concurrency?: number;
+}
+
+/** Records jobs and never runs them: for tests driven by the `geneva-drive/testing` helpers. @publicApi */
+export interface ManualQueueAdapterOptions {
+  adapter: 'manual';
+}
+
+export type QueueAdapterOptions = BullQueueAdapterOptions | LocalQueueAdapterOptions | ManualQueueAdapterOptions;
+
+/** Options of `GenevaDriveModule.forRoot`. Every option is optional. @publicApi */
+export interface GenevaDriveModuleOptions {
+  /** Where step jobs run. @default { adapter: 'local' } */
+  queue?: QueueAdapterOptions;
+  /** Name of the TypeORM DataSource (as given to `TypeOrmModule.forRoot({ name })`). @default the default DataSource */
+  dataSource?: string;
+  /** Enqueue jobs only after the outermost transaction commits. @default true */
+  enqueueAfterCommit?: boolean;
+  /** Largest encoded signal payload in bytes; `null` disables the check. @default 131072 */
+  maxSignalPayloadSize?: number | null;
+  /** Largest encoded resumable-step cursor in bytes. @default 131072 */
+  maxCursorSize?: number;
+  /** A parked execution older than this counts toward the `waiting_overdue` gauge. @default '7d' */
+  waitingVisibilityThreshold?: Duration;
+  /** Finished/canceled workflows older than this are deleted by housekeeping; `null` disables. @default '30d' */
+  deleteCompletedWorkflowsAfter?: Duration | null;
+  /** An `in_progress` execution started longer ago than this is stuck. @default '1h' */
+  stuckInProgressThreshold?: Duration;
+  /** A `scheduled` execution overdue by more than this is stuck. @default '15m' */
+  stuckScheduledThreshold?: Duration;
+  /** What housekeeping does with a stuck execution. @default 'reattempt' */
+  stuckRecoveryAction?: 'reattempt' | 'cancel';
+  /** Rows per housekeeping batch. @default 1000 */
+  housekeepingBatchSize?: number;
+  /** Run housekeeping periodically; `false` turns it off. @default { every: '30m' } */
+  housekeeping?: { every: Duration } | false;
+  /** Replaces Nest's `Logger` for every line the engine writes. */
+  logger?: LoggerService;
+}
+
+/** Options after defaults are applied and durations converted to milliseconds. */
+export interface ResolvedGenevaDriveOptions {
+  queue: QueueAdapterOptions;
+  dataSource?: string;
+  enqueueAfterCommit: boolean;
+  maxSignalPayloadSize: number | null;
+  maxCursorSize: number;
+  waitingVisibilityThresholdMs: number;
+  deleteCompletedWorkflowsAfterMs: number | null;
+  stuckInProgressThresholdMs: number;
+  stuckScheduledThresholdMs: number;
+  stuckRecoveryAction: 'reattempt' | 'cancel';
+  housekeepingBatchSize: number;
+  housekeepingEveryMs: number | null;
+  logger?: LoggerService;
+}

@@ -1,0 +1,41 @@
+import type { ExceptionAction, ExceptionHandler, ExceptionPolicy } from '../exception-policy/exception-policy.js';
+import type { SignalMatcherLike } from '../signals/signal-matcher.js';
+import type { Duration } from '../util/duration.js';
+
+/** A condition on the workflow: a function, the name of a method of the workflow, or a constant. @publicApi */
+export type WorkflowCondition<W = any> = boolean | string | ((workflow: W) => boolean | Promise<boolean>);
+
+/** Options passed to the queue for a step's jobs (Bull's `priority`, `attempts` is always 1). @publicApi */
+export interface StepJobOptions {
+  priority?: number;
+  lifo?: boolean;
+}
+
+/** Options of `@Step()`. @publicApi */
+export interface StepOptions<W = any> {
+  /** Stable step name stored in the database. @default the method name */
+  name?: string;
+  /** Delay before the step runs, counted from when it is scheduled. */
+  wait?: Duration;
+  /** Park the step until a matching signal arrives: a signal name or a matcher. */
+  waitFor?: string | SignalMatcherLike<W>;
+  /** Skip the step when true (evaluated when the step is due, after `cancelIf`). */
+  skipIf?: WorkflowCondition<W>;
+  /** What to do when the step throws. @default 'pause' (unless a class-level policy applies) */
+  onException?: ExceptionAction | ExceptionPolicy | ExceptionHandler<W>;
+  /** With `onException: 'reattempt'`: consecutive reattempts allowed; `null` = unlimited. @default 100 */
+  maxReattempts?: number | null;
+  /** With `onException: 'reattempt'`: what to do when reattempts run out. @default 'pause' */
+  terminalAction?: 'pause' | 'cancel';
+  /** Insert this step before an earlier-declared step. */
+  before?: string;
+  /** Insert this step after an earlier-declared step. */
+  after?: string;
+  /** Queue options for this step's jobs (merged over the workflow's). */
+  jobOptions?: StepJobOptions;
+}
+
+/** A step declared without a method (programmatic step lists). @publicApi */
+export interface ProgrammaticStepOptions<W = any> extends StepOptions<W> {
+  run: (workflow: W) => unknown;
+}

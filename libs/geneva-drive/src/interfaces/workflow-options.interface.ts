@@ -1,0 +1,26 @@
+import type { ExceptionAction, ExceptionHandler, ExceptionPolicy, ExceptionPolicyOptions } from '../exception-policy/exception-policy.js';
+import type { StepJobOptions, WorkflowCondition } from './step-options.interface.js';
+
+/** A class-level exception policy: a policy object or its options in one literal. @publicApi */
+export type ClassExceptionPolicy<W = any> =
+  | ExceptionPolicy
+  | (ExceptionPolicyOptions & { action: ExceptionAction })
+  | { on?: ExceptionPolicyOptions['on']; handler: ExceptionHandler<W> };
+
+/** Options of `@Workflow()`. @publicApi */
+export interface WorkflowOptions<W = any> {
+  /** Stable type name stored in the database. @default the class name */
+  name?: string;
+  /** The hero entity class (a thunk, to allow circular imports). */
+  hero?: () => Function;
+  /** Cancel the workflow when any condition is true before a step starts. */
+  cancelIf?: WorkflowCondition<W>[];
+  /** Class-level exception policies; later entries win over earlier ones. */
+  onException?: ClassExceptionPolicy<W>[];
+  /** Queue options for every step of this workflow. */
+  jobOptions?: StepJobOptions;
+  /** Keep running when the hero row is gone (otherwise the workflow is canceled). @default false */
+  mayProceedWithoutHero?: boolean;
+  /** Skip steps that are no longer defined (removed by a deploy) instead of pausing. @default false */
+  skipUndefinedSteps?: boolean;
+}

@@ -1,0 +1,96 @@
+import type { QueryRunner, TableColumnOptions } from 'typeorm';
+
+/**
+ * The three SQL dialects the migrations know. MariaDB is `mysql` (same SQL for everything we use);
+ * SQLite means the `better-sqlite3` driver (TypeORM 1.x has no plain `sqlite` driver any more).
+ */
+export type Dialect = 'postgres' | 'mysql' | 'sqlite';
+
+/** The dialect of the database a migration runs against; any other driver is refused loudly. */
+export function dialectOf(queryRunner: QueryRunner): Dialect {
+  const type = queryRunner.dataSource.driver.options.type;
+  switch (type) {
+    case 'postgres':
+      return 'postgres';
+    case 'mysql':
+    case 'mariadb':
+      return 'mysql';
+    case 'better-sqlite3':
+      return 'sqlite';
+    default:
+      throw new Error(`geneva-drive migrations support PostgreSQL, MySQL/MariaDB and SQLite, not "${type}"`);
+  }
+}
+
+/** Column options without the name (the name is supplied per column). */
+type ColumnShape = Omit<TableColumnOptions, 'name'>;
+
+/**
+ * The only place that maps a logical column type to a concrete one per dialect. Everything else in
+ * the migrations (varchar, text, bigint) means the same on all three and is written inline.
+ */
+export interface ColumnTypes {
+  /** Autoincrement bigint primary key. */
+  id(name?: string): TableColumnOptions;
+  /** A timestamp with sub-second precision that round-trips a JS `Date` exactly (ms). */
+  datetime(name: string, options?: { nullable?: boolean }): TableColumnOptions;
+  /** A JSON document (always nullable; the engine writes the payload codec's encoded text). */
+  json(name: string): TableColumnOptions;
+  /** NOT NULL boolean with a default. */
+  boolean(name: string, defaultValue: boolean): TableColumnOptions;
+  /** How a boolean literal is written in SQL (partial index predicates, defaults). */
+  booleanLiteral(value: boolean): string;
+}
+
+const DATETIME: Record<Dialect, ColumnShape> = {
+  // timestamptz: stores an instant, so the server's and the client's time zones never matter.
+  postgres: { type: 'timestamptz' },
+  // datetime(6) has no time zone: the DataSource must use `timezone: 'Z'` so mysql2 writes UTC.
+  mysql: { type: 'datetime', precision: 6 },
+  // TypeORM writes `YYYY-MM-DD HH:MM:SS.SSS` in UTC for Date-typed columns; those sort as text.
+  sqlite: { type: 'datetime' },
+};
+
+const JSON_TYPE: Record<Dialect, ColumnShape> = {
+  postgres: { type: 'jsonb' },
+  // longtext, not MySQL's JSON type: MariaDB's JSON is an alias of longtext anyway, and a text column
+  // keeps the encoded payload byte for byte (MySQL's JSON type re-serialises it).
+  mysql: { type: 'longtext' },
+  sqlite: { type: 'text' },
+};
+
+const ID: Record<Dialect, ColumnShape> = {
+  // TypeORM emits BIGSERIAL (bigint + owned sequence), what @PrimaryGeneratedColumn('increment') expects.
+  postgres: { type: 'bigint' },
+  // Signed bigint on purpose: every referencing column is a plain (signed) bigint, and MySQL
+  // refuses a foreign key between an unsigned and a signed column.
+  mysql: { type: 'bigint' },
+  // SQLite only allows AUTOINCREMENT on a column declared exactly `integer` (the rowid alias),
+  // which is a 64-bit integer anyway.
+  sqlite: { type: 'integer' },
+};
+
+export function columnTypes(dialect: Dialect): ColumnTypes {
+  const booleanLiteral = (value: boolean): string => {
+    if (dialect === 'postgres') return value ? 'true' : 'false';
+    return value ? '1' : '0'; // MySQL tinyint(1) and SQLite integer affinity
+  };
+  return {
+    id: (name = 'id') => ({
+      name,
+      ...ID[dialect],
+      isPrimary: true,
+      isGenerated: true,
+      generationStrategy: 'increment',
+    }),
+    datetime: (name, options = {}) => ({ name, ...DATETIME[dialect], isNullable: options.nullable ?? false }),
+    json: (name) => ({ name, ...JSON_TYPE[dialect], isNullable: true }),
+    boolean: (name, defaultValue) => ({
+      name,
+      type: 'boolean',
+      isNullable: false,
+      default: booleanLiteral(defaultValue),
+    }),
+    booleanLiteral,
+  };
+}

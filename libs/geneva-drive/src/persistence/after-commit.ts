@@ -1,0 +1,68 @@
+import type { DataSource, EntityManager, EntitySubscriberInterface, QueryRunner, TransactionCommitEvent, TransactionRollbackEvent } from 'typeorm';
+
+type Callback = () => void | Promise<void>;
+interface Pending {
+  depth: number;
+  run: Callback;
+}
+
+/**
+ * Runs callbacks once the OUTERMOST transaction of a query runner commits, and drops them if it (or
+ * the savepoint they were registered in) rolls back. This is how jobs are enqueued only for work that
+ * is durable — also when the work joined a caller's transaction through a passed-in `manager`.
+ */
+export class AfterCommitSubscriber implements EntitySubscriberInterface {
+  private readonly pending = new WeakMap<QueryRunner, Pending[]>();
+
+  constructor(private readonly onError: (error: unknown) => void) {}
+
+  static install(dataSource: DataSource, onError: (error: unknown) => void): AfterCommitSubscriber {
+    const existing = dataSource.subscribers.find((s): s is AfterCommitSubscriber => s instanceof AfterCommitSubscriber);
+    if (existing) return existing;
+    const subscriber = new AfterCommitSubscriber(onError);
+    dataSource.subscribers.push(subscriber);
+    return subscriber;
+  }
+
+  /** Registers `run` for after the outermost commit of `manager`'s transaction; runs it now when there is none. */
+  async register(manager: EntityManager, run: Callback): Promise<void> {
+    const runner = manager.queryRunner;
+    if (!runner || !runner.isTransactionActive) {
+      await run();
+      return;
+    }
+    const list = this.pending.get(runner) ?? [];
+    list.push({ depth: transactionDepth(runner), run });
+    this.pending.set(runner, list);
+  }
+
+  afterTransactionCommit(event: TransactionCommitEvent): void {
+    const runner = event.queryRunner;
+    if (runner.isTransactionActive) return; // a savepoint was released: still inside the outer transaction
+    const list = this.pending.get(runner);
+    if (!list) return;
+    this.pending.delete(runner);
+    for (const entry of list) {
+      Promise.resolve()
+        .then(entry.run)
+        .catch((error) => this.onError(error));
+    }
+  }
+
+  afterTransactionRollback(event: TransactionRollbackEvent): void {
+    const runner = event.queryRunner;
+    const list = this.pending.get(runner);
+    if (!list) return;
+    if (!runner.isTransactionActive) {
+      this.pending.delete(runner);
+      return;
+    }
+    // A savepoint rolled back: forget what was registered inside it.
+    const depth = transactionDepth(runner);
+    this.pending.set(runner, list.filter((entry) => entry.depth <= depth));
+  }
+}
+
+function transactionDepth(runner: QueryRunner): number {
+  return (runner as unknown as { transactionDepth?: number }).transactionDepth ?? 1;
+}

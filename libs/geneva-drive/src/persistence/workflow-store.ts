@@ -1,0 +1,219 @@
+import type { EntityManager } from 'typeorm';
+import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity.js';
+import { StepExecution } from '../entities/step-execution.entity.js';
+import { WorkflowRecord } from '../entities/workflow.entity.js';
+import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
+import type { StepJobOptions } from '../interfaces/step-options.interface.js';
+import type { QueuePort } from '../queue/queue.port.js';
+import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-definition.js';
+import {
+  assertExecutionTransition,
+  TERMINAL_TIMESTAMP,
+  type StepExecutionState,
+  type StepOutcome,
+} from '../state/step-execution-state.js';
+import { assertWorkflowTransition, STOPPED_WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
+import type { AfterCommitSubscriber } from './after-commit.js';
+import { lockRow } from './row-lock.js';
+
+/** Options for a new execution. */
+export interface NewExecution {
+  waitMs?: number;
+  signalId?: string | null;
+  cursor?: unknown;
+  continuesFromId?: string | null;
+}
+
+/**
+ * The scheduling primitives and every write to workflows and executions. Each method takes the
+ * manager of a transaction that already holds the workflow row lock. Changed columns are written
+ * with one UPDATE per row per call (the in-memory record is kept in step).
+ */
+export class WorkflowStore {
+  constructor(
+    private readonly queue: QueuePort,
+    private readonly afterCommit: AfterCommitSubscriber,
+    private readonly enqueueAfterCommit: boolean,
+    private readonly clock: () => Date = () => new Date(),
+  ) {}
+
+  now(): Date {
+    return this.clock();
+  }
+
+  async lockWorkflow(manager: EntityManager, id: string): Promise<WorkflowRecord> {
+    const workflow = await lockRow(manager, WorkflowRecord, id);
+    if (!workflow) throw new WorkflowNotFoundError(id);
+    return workflow;
+  }
+
+  lockExecution(manager: EntityManager, id: string): Promise<StepExecution | null> {
+    return lockRow(manager, StepExecution, id);
+  }
+
+  async insertWorkflow(manager: EntityManager, values: Pick<WorkflowRecord, 'type' | 'heroType' | 'heroId' | 'allowMultiple'>): Promise<WorkflowRecord> {
+    const now = this.now();
+    const workflow = manager.create(WorkflowRecord, { ...values, state: 'ready', createdAt: now, updatedAt: now });
+    await manager.insert(WorkflowRecord, workflow);
+    workflow.id = String(workflow.id);
+    return workflow;
+  }
+
+  /** Moves the workflow through its state machine, stamping the lifecycle timestamps, plus `patch`. */
+  async transitionWorkflow(manager: EntityManager, workflow: WorkflowRecord, to: WorkflowState, patch: Partial<WorkflowRecord> = {}): Promise<void> {
+    await this.updateWorkflow(manager, workflow, this.transitionChanges(workflow, to, patch));
+  }
+
+  /** The column changes of a workflow transition (validated), for callers that write them with other changes. */
+  transitionChanges(workflow: WorkflowRecord, to: WorkflowState, patch: Partial<WorkflowRecord> = {}): Partial<WorkflowRecord> {
+    assertWorkflowTransition(workflow.state, to);
+    const now = this.now();
+    const changes: Partial<WorkflowRecord> = { ...patch };
+    if (workflow.state !== to) {
+      changes.state = to;
+      if (STOPPED_WORKFLOW_STATES.includes(to)) changes.transitionedAt = now;
+      if (to === 'finished' || to === 'canceled') changes.finishedAt = now;
+      if (workflow.state === 'paused' && to === 'ready') changes.transitionedAt = null;
+      if (to === 'performing' && workflow.startedAt === null) changes.startedAt = now;
+    }
+    return changes;
+  }
+
+  async updateWorkflow(manager: EntityManager, workflow: WorkflowRecord, changes: Partial<WorkflowRecord>): Promise<void> {
+    if (Object.keys(changes).length === 0) return;
+    changes.updatedAt = this.now();
+    await manager.update(WorkflowRecord, { id: workflow.id }, changes as QueryDeepPartialEntity<WorkflowRecord>);
+    Object.assign(workflow, changes);
+  }
+
+  /** Moves an execution through its state machine; terminal states stamp their timestamp and `finishedAt`. */
+  async transitionExecution(
+    manager: EntityManager,
+    execution: StepExecution,
+    to: StepExecutionState,
+    outcome: StepOutcome | null,
+    patch: Partial<StepExecution> = {},
+  ): Promise<void> {
+    assertExecutionTransition(execution.state, to);
+    const now = this.now();
+    const changes: Partial<StepExecution> = { ...patch, state: to, outcome, updatedAt: now };
+    if (to === 'in_progress') changes.startedAt = now;
+    if (to in TERMINAL_TIMESTAMP) {
+      changes[TERMINAL_TIMESTAMP[to as keyof typeof TERMINAL_TIMESTAMP]] = now;
+      changes.finishedAt = now;
+    }
+    await manager.update(StepExecution, { id: execution.id }, changes as QueryDeepPartialEntity<StepExecution>);
+    Object.assign(execution, changes);
+  }
+
+  /** The workflow's active execution (scheduled, waiting or in progress), if any. */
+  currentExecution(manager: EntityManager, workflowId: string): Promise<StepExecution | null> {
+    return manager
+      .createQueryBuilder(StepExecution, 'e')
+      .where('e.workflowId = :workflowId', { workflowId })
+      .andWhere('e.state IN (:...states)', { states: ['scheduled', 'waiting', 'in_progress'] })
+      .orderBy('e.createdAt', 'DESC')
+      .addOrderBy('e.id', 'DESC')
+      .getOne();
+  }
+
+  /**
+   * Cancels a preserved `scheduled`/`waiting` execution that a new one replaces (after an operator
+   * skip of a paused workflow, or a test helper running a step out of order).
+   */
+  async supersedeActive(manager: EntityManager, workflowId: string): Promise<void> {
+    const now = this.now();
+    await manager
+      .createQueryBuilder()
+      .update(StepExecution)
+      .set({ state: 'canceled', outcome: 'canceled', canceledAt: now, finishedAt: now, updatedAt: now })
+      .where('workflow_id = :workflowId', { workflowId })
+      .andWhere('state IN (:...states)', { states: ['scheduled', 'waiting'] })
+      .execute();
+  }
+
+  /**
+   * Inserts a `scheduled` execution of the step and points `nextStepName` at it, in one UPDATE with
+   * `workflowChanges`. Its job is enqueued after the outermost commit.
+   */
+  async createExecution(
+    manager: EntityManager,
+    workflow: WorkflowRecord,
+    definition: WorkflowDefinition | undefined,
+    stepName: string,
+    options: NewExecution = {},
+    workflowChanges: Partial<WorkflowRecord> = {},
+  ): Promise<StepExecution> {
+    const execution = await this.insertExecution(manager, workflow.id, stepName, options);
+    await this.updateWorkflow(manager, workflow, { ...workflowChanges, nextStepName: stepName });
+    await this.enqueue(manager, execution, jobOptionsFor(definition, definition?.step(stepName)));
+    return execution;
+  }
+
+  /** Inserts a `scheduled` execution, nothing else (no pointer update, no job). */
+  async insertExecution(manager: EntityManager, workflowId: string, stepName: string, options: NewExecution = {}): Promise<StepExecution> {
+    const now = this.now();
+    const execution = manager.create(StepExecution, {
+      workflowId,
+      stepName,
+      state: 'scheduled',
+      scheduledFor: new Date(now.getTime() + (options.waitMs ?? 0)),
+      metadata: null,
+      cursor: options.cursor ?? null,
+      continuesFromId: options.continuesFromId ?? null,
+      signalId: options.signalId ?? null,
+      createdAt: now,
+      updatedAt: now,
+    });
+    await manager.insert(StepExecution, execution as QueryDeepPartialEntity<StepExecution>);
+    execution.id = String(execution.id);
+    return execution;
+  }
+
+  /** Enqueues the execution's job after the outermost commit (or at once when configured so). */
+  async enqueue(manager: EntityManager, execution: StepExecution, jobOptions: StepJobOptions): Promise<void> {
+    const job = { executionId: execution.id, runAt: execution.scheduledFor, jobOptions };
+    if (!this.enqueueAfterCommit) {
+      await this.queue.enqueue(job);
+      return;
+    }
+    await this.afterCommit.register(manager, () => this.queue.enqueue(job));
+  }
+
+  /**
+   * Advances past the reference step (`currentStepName ?? nextStepName`): schedules the step after
+   * it with that step's own `wait` (or `waitMs`), or finishes the workflow when there is none.
+   * The workflow moves to `ready` (or `finished`) with `patch` in the same UPDATE.
+   */
+  async scheduleNextStep(
+    manager: EntityManager,
+    workflow: WorkflowRecord,
+    definition: WorkflowDefinition | undefined,
+    patch: Partial<WorkflowRecord> = {},
+  ): Promise<StepExecution | null> {
+    const reference = workflow.currentStepName ?? workflow.nextStepName;
+    const next = definition?.stepAfter(reference);
+    if (!next) {
+      await this.transitionWorkflow(manager, workflow, 'finished', { ...patch, currentStepName: null, nextStepName: null });
+      return null;
+    }
+    return this.createExecution(manager, workflow, definition, next.name, { waitMs: next.waitMs }, this.transitionChanges(workflow, 'ready', patch));
+  }
+
+  /** Schedules the reference step again (reattempts, resume, recovery); the step's own `wait` does not apply. */
+  async rescheduleCurrentStep(
+    manager: EntityManager,
+    workflow: WorkflowRecord,
+    definition: WorkflowDefinition | undefined,
+    options: NewExecution = {},
+    patch: Partial<WorkflowRecord> = {},
+  ): Promise<StepExecution> {
+    const stepName = workflow.currentStepName ?? workflow.nextStepName;
+    if (stepName === null) throw new Error(`Workflow ${workflow.id} has no step to reschedule`);
+    return this.createExecution(manager, workflow, definition, stepName, options, this.transitionChanges(workflow, 'ready', patch));
+  }
+}
+
+export function jobOptionsFor(definition: WorkflowDefinition | undefined, step: StepDefinition | undefined): StepJobOptions {
+  return { ...(definition?.jobOptions ?? {}), ...(step?.jobOptions ?? {}) };
+}

@@ -1,0 +1,56 @@
+import type { LoggerService } from '@nestjs/common';
+import Bull from 'bull';
+import type { BullQueueAdapterOptions } from '../interfaces/geneva-drive-options.interface.js';
+import { DEFAULT_QUEUE_NAME } from '../geneva-drive.constants.js';
+import type { QueuePort, StepJob, StepJobHandler } from './queue.port.js';
+
+interface StepJobData {
+  executionId: string;
+}
+
+/**
+ * Step jobs on Bull (Redis): any number of worker processes and hosts. The job id is the execution
+ * id, so enqueuing the same execution twice is one job; finished jobs are removed so a later
+ * re-enqueue of the same execution (resume, recovery) is not swallowed. Each job runs once (no Bull
+ * retries): what to do after a failure is the engine's exception policy, already committed.
+ */
+export class BullQueueAdapter implements QueuePort {
+  readonly queue: Bull.Queue<StepJobData>;
+
+  constructor(
+    private readonly options: BullQueueAdapterOptions,
+    private readonly logger: LoggerService,
+  ) {
+    const name = options.name ?? DEFAULT_QUEUE_NAME;
+    this.queue =
+      typeof options.redis === 'string'
+        ? new Bull(name, options.redis, { prefix: options.prefix })
+        : new Bull(name, { redis: options.redis, prefix: options.prefix });
+  }
+
+  async enqueue(job: StepJob): Promise<void> {
+    await this.queue.add(
+      { executionId: job.executionId },
+      {
+        jobId: job.executionId,
+        delay: Math.max(0, job.runAt.getTime() - Date.now()),
+        attempts: 1,
+        removeOnComplete: true,
+        removeOnFail: true,
+        ...(job.jobOptions.priority !== undefined ? { priority: job.jobOptions.priority } : {}),
+        ...(job.jobOptions.lifo !== undefined ? { lifo: job.jobOptions.lifo } : {}),
+      },
+    );
+  }
+
+  async start(handler: StepJobHandler): Promise<void> {
+    const concurrency = this.options.concurrency ?? 1;
+    if (concurrency <= 0) return; // an enqueue-only process (a web tier that only sends signals)
+    this.queue.on('error', (error) => this.logger.error(`Bull queue error: ${String(error)}`));
+    void this.queue.process(concurrency, (job) => handler(job.data.executionId));
+  }
+
+  async stop(): Promise<void> {
+    await this.queue.close();
+  }
+}

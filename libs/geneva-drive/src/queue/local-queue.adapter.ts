@@ -1,0 +1,78 @@
+import type { LoggerService } from '@nestjs/common';
+import type { DataSource } from 'typeorm';
+import { StepExecution } from '../entities/step-execution.entity.js';
+import type { QueuePort, StepJob, StepJobHandler } from './queue.port.js';
+
+// setTimeout cannot wait longer than 2^31-1 ms (~24.8 days); longer waits re-arm.
+const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * Runs step jobs in this process with timers. Restart-safe: at start it rebuilds its timers from
+ * the scheduled executions of runnable workflows, so nothing is lost with the process. For the
+ * embedded default and development; use Bull to run several processes.
+ */
+export class LocalQueueAdapter implements QueuePort {
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private readonly ready: string[] = [];
+  private readonly running = new Set<Promise<void>>();
+  private handler: StepJobHandler | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly concurrency: number,
+    private readonly logger: LoggerService,
+  ) {}
+
+  async enqueue(job: StepJob): Promise<void> {
+    if (this.stopped) return;
+    this.arm(job.executionId, job.runAt.getTime());
+  }
+
+  async start(handler: StepJobHandler): Promise<void> {
+    this.handler = handler;
+    this.stopped = false;
+    const due = await this.dataSource
+      .createQueryBuilder(StepExecution, 'e')
+      .innerJoin('geneva_drive_workflows', 'w', 'w.id = e.workflow_id')
+      .select(['e.id', 'e.scheduledFor'])
+      .where("e.state = 'scheduled'")
+      .andWhere("w.state IN ('ready', 'performing')")
+      .getMany();
+    for (const execution of due) this.arm(execution.id, execution.scheduledFor.getTime());
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const timer of this.timers.values()) clearTimeout(timer);
+    this.timers.clear();
+    this.ready.length = 0;
+    await Promise.allSettled([...this.running]);
+  }
+
+  private arm(executionId: string, at: number): void {
+    if (this.timers.has(executionId) || this.ready.includes(executionId)) return; // job id = execution id: duplicates collapse
+    const delay = Math.max(0, at - Date.now());
+    const timer = setTimeout(() => {
+      this.timers.delete(executionId);
+      if (delay > MAX_TIMER_MS) return this.arm(executionId, at);
+      this.ready.push(executionId);
+      this.drain();
+    }, Math.min(delay, MAX_TIMER_MS));
+    timer.unref?.();
+    this.timers.set(executionId, timer);
+  }
+
+  private drain(): void {
+    while (!this.stopped && this.handler && this.running.size < this.concurrency && this.ready.length > 0) {
+      const executionId = this.ready.shift()!;
+      const run = this.handler(executionId)
+        .catch((error) => this.logger.warn(`Step job ${executionId} ended with ${String(error)}`))
+        .finally(() => {
+          this.running.delete(run);
+          this.drain();
+        });
+      this.running.add(run);
+    }
+  }
+}

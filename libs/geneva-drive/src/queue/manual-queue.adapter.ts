@@ -1,0 +1,19 @@
+import type { QueuePort, StepJob } from './queue.port.js';
+
+/** Records jobs and never runs them: tests drive execution with the `geneva-drive/testing` helpers. */
+export class ManualQueueAdapter implements QueuePort {
+  readonly jobs: StepJob[] = [];
+
+  async enqueue(job: StepJob): Promise<void> {
+    this.jobs.push(job);
+  }
+
+  async start(): Promise<void> {}
+
+  async stop(): Promise<void> {}
+
+  /** Forgets the recorded jobs. */
+  clear(): void {
+    this.jobs.length = 0;
+  }
+}

@@ -1,0 +1,23 @@
+import type { StepJobOptions } from '../interfaces/step-options.interface.js';
+
+/** One step job: run execution `executionId` at `runAt`. The job id is the execution id. */
+export interface StepJob {
+  executionId: string;
+  runAt: Date;
+  jobOptions: StepJobOptions;
+}
+
+/** Runs one execution; the queue calls it when a job is due. */
+export type StepJobHandler = (executionId: string) => Promise<void>;
+
+/**
+ * Where step jobs go. The database is the source of truth; the queue only wakes executions up, so
+ * an adapter may deliver a job twice (the executor ignores the second) but must not invent one.
+ */
+export interface QueuePort {
+  enqueue(job: StepJob): Promise<void>;
+  /** Starts consuming jobs in this process. */
+  start(handler: StepJobHandler): Promise<void>;
+  /** Stops taking jobs and waits for running ones. */
+  stop(): Promise<void>;
+}

@@ -1,0 +1,35 @@
+import { Injectable } from '@nestjs/common';
+import { StepConfigurationError } from '../errors/step-configuration.error.js';
+import { UnknownWorkflowError } from '../errors/unknown-workflow.error.js';
+import type { WorkflowDefinition } from './workflow-definition.js';
+
+/** Workflow definitions by stored type name and by class; filled once at boot by the explorer. */
+@Injectable()
+export class WorkflowRegistry {
+  private readonly byName = new Map<string, WorkflowDefinition>();
+  private readonly byClass = new Map<Function, WorkflowDefinition>();
+
+  register(definition: WorkflowDefinition): void {
+    const existing = this.byName.get(definition.name);
+    if (existing && existing.target !== definition.target) {
+      throw new StepConfigurationError(definition.target.name, undefined, `workflow name "${definition.name}" is already used by ${existing.target.name}`);
+    }
+    this.byName.set(definition.name, definition);
+    this.byClass.set(definition.target, definition);
+  }
+
+  /** The definition of a stored type name, or undefined when the class is gone. */
+  findByName(name: string): WorkflowDefinition | undefined {
+    return this.byName.get(name);
+  }
+
+  getByClass(target: Function): WorkflowDefinition {
+    const definition = this.byClass.get(target);
+    if (!definition) throw new UnknownWorkflowError(target.name);
+    return definition;
+  }
+
+  all(): WorkflowDefinition[] {
+    return [...this.byName.values()];
+  }
+}

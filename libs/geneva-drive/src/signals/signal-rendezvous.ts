@@ -1,0 +1,192 @@
+import type { EntityManager } from 'typeorm';
+import { Signal } from '../entities/signal.entity.js';
+import { StepExecution } from '../entities/step-execution.entity.js';
+import type { WorkflowRecord } from '../entities/workflow.entity.js';
+import { SignalsNotMigratedError } from '../errors/signal.errors.js';
+import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
+import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
+import type { StepDefinition } from '../registry/workflow-definition.js';
+import type { WorkflowRegistry } from '../registry/workflow.registry.js';
+import type { GenevaWorkflow } from '../workflow/geneva-workflow.js';
+import type { WorkflowInstances } from '../execution/workflow-instances.js';
+
+/**
+ * The rendezvous of signals and waiting steps — both sides, and the settlement of claims. Every
+ * method runs inside a transaction that holds the workflow row lock, which is what makes the meeting
+ * race-free: a signal either finds the step parked (and wakes it) or is buffered before the step's
+ * gate looks (and is found there).
+ *
+ * Lifecycle: `pending` → `claimed` (an execution attached) → `consumed` (every attached chain
+ * resolved cleanly: completed or skipped). Failures, pauses, cancels and reattempts leave the claim
+ * in place, so a retry re-reads the same event.
+ */
+export class SignalRendezvous {
+  constructor(
+    private readonly store: WorkflowStore,
+    private readonly schema: SchemaCapabilities,
+    private readonly registry: WorkflowRegistry,
+    private readonly instances: WorkflowInstances,
+  ) {}
+
+  assertSchemaSupportsSignals(workflow: WorkflowRecord, step: StepDefinition): void {
+    if (!this.schema.hasSignals) throw new SignalsNotMigratedError(`Step ${workflow.type}.${step.name} (waitFor)`);
+  }
+
+  // ------------------------------------------------------------ receiver side: the gate
+
+  /**
+   * For a `waitFor` step about to start: the pinned signal if the execution carries one (woken by
+   * dispatch, or inherited by a successor), else the oldest attachable matching signal (claimed and
+   * pinned now), else park the execution as `waiting` and return null.
+   */
+  async attachOrPark(
+    manager: EntityManager,
+    workflow: WorkflowRecord,
+    execution: StepExecution,
+    step: StepDefinition,
+    instance: GenevaWorkflow<any>,
+  ): Promise<Signal | null> {
+    if (execution.signalId) return manager.findOneOrFail(Signal, { where: { id: execution.signalId } });
+    const signal = await this.firstMatching(manager, workflow.id, step, instance);
+    if (signal) {
+      await this.claim(manager, signal);
+      await manager.update(StepExecution, { id: execution.id }, { signalId: signal.id, updatedAt: this.store.now() });
+      execution.signalId = signal.id;
+      return signal;
+    }
+    await this.store.transitionExecution(manager, execution, 'waiting', null, { waitingSince: this.store.now() });
+    return null;
+  }
+
+  // ------------------------------------------------------------ sender side: dispatch
+
+  /**
+   * Wakes every parked execution of the workflow whose matcher accepts the signal: claim, pin,
+   * `waiting → scheduled` due now, job enqueued after commit. Returns how many woke. Matchers run on
+   * a fresh workflow instance bound to the locked record; a matcher that throws aborts the delivery.
+   */
+  async dispatch(manager: EntityManager, workflow: WorkflowRecord, signal: Signal): Promise<number> {
+    const definition = this.registry.findByName(workflow.type);
+    if (!definition || !this.schema.hasSignals) return 0;
+    const waiting = await manager.find(StepExecution, {
+      where: { workflowId: workflow.id, state: 'waiting' },
+      order: { createdAt: 'ASC', id: 'ASC' },
+    });
+    let woken = 0;
+    for (const execution of waiting) {
+      const step = definition.step(execution.stepName);
+      if (!step?.waitFor) continue;
+      const instance = await this.instances.createBound(manager, definition, workflow, execution);
+      if (!step.waitFor.matches(signal, instance)) continue;
+      await this.claim(manager, signal);
+      await this.store.transitionExecution(manager, execution, 'scheduled', null, {
+        signalId: signal.id,
+        // Due now: if the enqueue below is lost, the stuck-scheduled sweep finds this row overdue.
+        scheduledFor: this.store.now(),
+        waitingSince: null,
+      });
+      await this.store.enqueue(manager, execution, jobOptionsFor(definition, step));
+      woken++;
+    }
+    return woken;
+  }
+
+  /**
+   * `resume` of a workflow whose current execution is parked: run the rendezvous again with the
+   * oldest attachable signal its matcher accepts (it may have been buffered while paused).
+   */
+  async redeliver(manager: EntityManager, workflow: WorkflowRecord, execution: StepExecution): Promise<number> {
+    const definition = this.registry.findByName(workflow.type);
+    const step = definition?.step(execution.stepName);
+    if (!definition || !step?.waitFor) return 0;
+    const instance = await this.instances.createBound(manager, definition, workflow, execution);
+    const signal = await this.firstMatching(manager, workflow.id, step, instance);
+    return signal ? this.dispatch(manager, workflow, signal) : 0;
+  }
+
+  // ------------------------------------------------------------ settlement
+
+  /** The execution completed cleanly: its pinned signal records a consumption. */
+  async settleOnSuccess(manager: EntityManager, execution: StepExecution): Promise<void> {
+    if (execution.signalId) await this.recordConsumption(manager, execution.signalId, []);
+  }
+
+  /**
+   * The execution was skipped (skipIf, `skip()`, a skip policy, an operator skip). Skipping counts
+   * as finishing: the signal the step was delivered is settled. When the skipped execution never
+   * attached, the claim still held by the step's latest failed execution is settled instead (a
+   * retry skipped before its gate ran); signals that no execution attached stay buffered.
+   */
+  async settleOnSkip(manager: EntityManager, execution: StepExecution): Promise<void> {
+    if (!this.schema.hasSignals) return;
+    let signalId = execution.signalId;
+    if (!signalId) {
+      const holder = await manager.findOne(StepExecution, {
+        where: { workflowId: execution.workflowId, stepName: execution.stepName, state: 'failed' },
+        order: { createdAt: 'DESC', id: 'DESC' },
+      });
+      signalId = holder?.signalId ?? null;
+    }
+    if (signalId) await this.recordConsumption(manager, signalId, [execution.stepName]);
+  }
+
+  private async claim(manager: EntityManager, signal: Signal): Promise<void> {
+    const now = this.store.now();
+    const changes: Partial<Signal> = { claimed: signal.claimed + 1, updatedAt: now };
+    if (signal.state === 'pending') {
+      changes.state = 'claimed';
+      changes.claimedAt = now;
+    }
+    await manager.update(Signal, { id: signal.id }, changes);
+    Object.assign(signal, changes);
+  }
+
+  /**
+   * `consumed += 1`; the signal becomes `consumed` once no attached chain is still unresolved.
+   * `resolvedSteps` count as resolved whatever their latest row says (an operator skip of a failed step).
+   */
+  private async recordConsumption(manager: EntityManager, signalId: string, resolvedSteps: string[]): Promise<void> {
+    const signal = await manager.findOne(Signal, { where: { id: signalId } });
+    if (!signal || signal.state === 'consumed') return;
+    const now = this.store.now();
+    const changes: Partial<Signal> = { consumed: signal.consumed + 1, updatedAt: now };
+    if (signal.state === 'claimed' && (await this.fullyResolved(manager, signalId, resolvedSteps))) {
+      changes.state = 'consumed';
+      changes.consumedAt = now;
+    }
+    await manager.update(Signal, { id: signalId }, changes);
+  }
+
+  private async fullyResolved(manager: EntityManager, signalId: string, resolvedSteps: string[]): Promise<boolean> {
+    const pinned = await manager.find(StepExecution, {
+      where: { signalId },
+      select: { id: true, stepName: true, state: true, outcome: true, createdAt: true },
+      order: { createdAt: 'ASC', id: 'ASC' },
+    });
+    const latestByStep = new Map<string, StepExecution>();
+    for (const execution of pinned) {
+      if (['scheduled', 'waiting', 'in_progress'].includes(execution.state)) return false;
+      latestByStep.set(execution.stepName, execution);
+    }
+    for (const [stepName, latest] of latestByStep) {
+      if (resolvedSteps.includes(stepName)) continue;
+      if (latest.outcome !== 'success' && latest.outcome !== 'skipped') return false;
+    }
+    return true;
+  }
+
+  /** Oldest-first attachable (not consumed) signal of the workflow the step's matcher accepts. */
+  private async firstMatching(manager: EntityManager, workflowId: string, step: StepDefinition, instance: GenevaWorkflow<any>): Promise<Signal | null> {
+    const query = manager
+      .createQueryBuilder(Signal, 's')
+      .where('s.workflowId = :workflowId', { workflowId })
+      .andWhere('s.state <> :consumed', { consumed: 'consumed' })
+      .orderBy('s.createdAt', 'ASC')
+      .addOrderBy('s.id', 'ASC');
+    if (step.waitFor!.signalName) query.andWhere('s.name = :name', { name: step.waitFor!.signalName });
+    for (const signal of await query.getMany()) {
+      if (step.waitFor!.matches(signal, instance)) return signal;
+    }
+    return null;
+  }
+}

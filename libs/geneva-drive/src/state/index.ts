@@ -1,0 +1,2 @@
+export * from './workflow-state.js';
+export * from './step-execution-state.js';

@@ -1,0 +1,163 @@
+import { AssertionError } from 'node:assert';
+import type { INestApplicationContext } from '@nestjs/common';
+import { Signal, type SignalState } from '../entities/signal.entity.js';
+import { StepExecution } from '../entities/step-execution.entity.js';
+import { WorkflowRecord } from '../entities/workflow.entity.js';
+import { ExecutorService } from '../execution/executor.service.js';
+import { QUEUE_PORT } from '../geneva-drive.constants.js';
+import { TransactionRunner } from '../persistence/transaction-runner.js';
+import { WorkflowStore } from '../persistence/workflow-store.js';
+import type { QueuePort, StepJob } from '../queue/queue.port.js';
+import { ManualQueueAdapter } from '../queue/manual-queue.adapter.js';
+import { WorkflowRegistry } from '../registry/workflow.registry.js';
+import { describeMatcher } from '../signals/signal-matcher.js';
+import type { StepExecutionState } from '../state/step-execution-state.js';
+import type { WorkflowState } from '../state/workflow-state.js';
+
+type WorkflowRef = WorkflowRecord | string;
+
+/**
+ * Drives and inspects workflows from a test. Create it from a compiled testing module whose
+ * GenevaDriveModule uses the `manual` queue: `const gd = GenevaDriveTesting.create(moduleRef)`.
+ * Driving helpers run executions immediately (ignoring `scheduledFor`) and throw, naming the
+ * signal, instead of spinning on a parked execution.
+ * @publicApi
+ */
+export class GenevaDriveTesting {
+  private constructor(
+    private readonly executor: ExecutorService,
+    private readonly transactions: TransactionRunner,
+    private readonly store: WorkflowStore,
+    private readonly registry: WorkflowRegistry,
+    private readonly queue: QueuePort,
+  ) {}
+
+  static create(app: INestApplicationContext): GenevaDriveTesting {
+    const get = <T>(token: unknown) => app.get<T>(token as never, { strict: false });
+    return new GenevaDriveTesting(get(ExecutorService), get(TransactionRunner), get(WorkflowStore), get(WorkflowRegistry), get(QUEUE_PORT));
+  }
+
+  /** Jobs recorded by the manual queue (empty with other adapters). */
+  get enqueuedJobs(): readonly StepJob[] {
+    return this.queue instanceof ManualQueueAdapter ? this.queue.jobs : [];
+  }
+
+  /** Reloads the workflow row. */
+  reload(workflow: WorkflowRef): Promise<WorkflowRecord> {
+    return this.manager.findOneOrFail(WorkflowRecord, { where: { id: idOf(workflow) } });
+  }
+
+  /**
+   * Runs the current execution once (even if it is scheduled for later) and returns it reloaded, or
+   * null when there is none. The step's own error propagates after its outcome is committed.
+   */
+  async performNextStep(workflow: WorkflowRef): Promise<StepExecution | null> {
+    const current = await this.store.currentExecution(this.manager, idOf(workflow));
+    if (!current) return null;
+    await this.refuseParked(current);
+    return this.executeAndReload(workflow, current.id);
+  }
+
+  /** Runs executions until the workflow is no longer ready (finished, canceled, paused) or has none. */
+  async speedrunWorkflow(workflow: WorkflowRef, options: { maxSteps?: number } = {}): Promise<WorkflowRecord> {
+    const maxSteps = options.maxSteps ?? 100;
+    for (let steps = 0; ; steps++) {
+      const record = await this.reload(workflow);
+      if (record.state !== 'ready' && record.state !== 'performing') return this.sync(workflow, record);
+      const current = await this.store.currentExecution(this.manager, record.id);
+      if (!current) return this.sync(workflow, record);
+      if (steps >= maxSteps) throw new Error(`speedrunWorkflow ran ${maxSteps} steps without the workflow ending: an infinite loop? (raise maxSteps if intended)`);
+      await this.refuseParked(current);
+      await this.executeAndReload(workflow, current.id);
+    }
+  }
+
+  /**
+   * Runs one step now, out of order if need be (default: the next one), without touching
+   * `nextStepName`: the active scheduled or waiting execution is superseded (canceled).
+   */
+  async performStepInline(workflow: WorkflowRef, stepName?: string): Promise<StepExecution> {
+    const record = await this.reload(workflow);
+    const definition = this.registry.findByName(record.type);
+    const name = stepName ?? record.nextStepName;
+    if (!name || !definition?.step(name)) {
+      throw new Error(`Step "${name}" is not defined in ${record.type}. Available steps: ${definition?.stepNames.join(', ') ?? 'none'}`);
+    }
+    const execution = await this.transactions.run(async (manager) => {
+      await this.store.lockWorkflow(manager, record.id);
+      await this.store.supersedeActive(manager, record.id);
+      return this.store.insertExecution(manager, record.id, name);
+    });
+    return this.executeAndReload(workflow, execution.id);
+  }
+
+  async assertWorkflowState(workflow: WorkflowRef, expected: WorkflowState): Promise<void> {
+    const record = await this.reload(workflow);
+    if (record.state !== expected) {
+      throw new AssertionError({ message: `Expected workflow ${record.id} (${record.type}) to be ${expected}, but it is ${record.state}`, actual: record.state, expected });
+    }
+  }
+
+  async assertStepExecuted(workflow: WorkflowRef, stepName: string, options: { state?: StepExecutionState } = {}): Promise<void> {
+    const state = options.state ?? 'completed';
+    const rows = await this.manager.find(StepExecution, { where: { workflowId: idOf(workflow), stepName }, order: { createdAt: 'ASC', id: 'ASC' } });
+    if (!rows.some((row) => row.state === state)) {
+      const seen = rows.map((row) => `${row.state}/${row.outcome ?? '-'}`).join(', ') || 'no executions';
+      throw new AssertionError({ message: `Expected step "${stepName}" to have a ${state} execution; found ${seen}`, actual: seen, expected: state });
+    }
+  }
+
+  /** The current execution is parked; with a name, the step waits for that signal. */
+  async assertWaitingForSignal(workflow: WorkflowRef, name?: string): Promise<void> {
+    const record = await this.reload(workflow);
+    const current = await this.store.currentExecution(this.manager, record.id);
+    if (current?.state !== 'waiting') {
+      throw new AssertionError({ message: `Expected workflow ${record.id} to be parked waiting for a signal, but its current execution is ${current ? `${current.stepName} (${current.state})` : 'none'}` });
+    }
+    const matcher = this.registry.findByName(record.type)?.step(current.stepName)?.waitFor;
+    const awaited = matcher ? (matcher.signalName ?? describeMatcher(matcher)) : undefined;
+    if (name !== undefined && awaited !== name && (matcher ? describeMatcher(matcher) : undefined) !== name) {
+      throw new AssertionError({ message: `Expected step "${current.stepName}" to wait for "${name}", but it waits for "${awaited}"`, actual: awaited, expected: name });
+    }
+  }
+
+  /** The most recent signal with this name is in `state`. */
+  async assertSignalState(workflow: WorkflowRef, name: string, state: SignalState): Promise<void> {
+    const signal = await this.manager.findOne(Signal, { where: { workflowId: idOf(workflow), name }, order: { createdAt: 'DESC', id: 'DESC' } });
+    if (!signal) throw new AssertionError({ message: `Expected a signal "${name}" on workflow ${idOf(workflow)}, but there is none` });
+    if (signal.state !== state) {
+      throw new AssertionError({ message: `Expected signal "${name}" to be ${state}, but it is ${signal.state}`, actual: signal.state, expected: state });
+    }
+  }
+
+  private async refuseParked(execution: StepExecution): Promise<void> {
+    if (execution.state !== 'waiting') return;
+    const record = await this.reload(execution.workflowId);
+    const matcher = this.registry.findByName(record.type)?.step(execution.stepName)?.waitFor;
+    throw new Error(
+      `Step "${execution.stepName}" of workflow ${record.id} is parked waiting for signal ${matcher ? `"${describeMatcher(matcher)}"` : '(unknown)'}: send it with SignalService.signal() first`,
+    );
+  }
+
+  private async executeAndReload(workflow: WorkflowRef, executionId: string): Promise<StepExecution> {
+    try {
+      await this.executor.execute(executionId);
+    } finally {
+      if (typeof workflow !== 'string') this.sync(workflow, await this.reload(workflow));
+    }
+    return this.manager.findOneOrFail(StepExecution, { where: { id: executionId } });
+  }
+
+  private sync(target: WorkflowRef, record: WorkflowRecord): WorkflowRecord {
+    if (typeof target !== 'string') Object.assign(target, record);
+    return record;
+  }
+
+  private get manager() {
+    return this.transactions.dataSource.manager;
+  }
+}
+
+function idOf(workflow: WorkflowRef): string {
+  return typeof workflow === 'string' ? workflow : workflow.id;
+}

@@ -1,0 +1,48 @@
+/**
+ * JSON with an exact round trip for the values JSON loses: `Date`, `bigint`, `undefined` inside
+ * arrays stays `null` as in JSON. Tagged values are objects with the single key `$gd`; a user object
+ * that itself has a `$gd` key is wrapped, so no payload can be mistaken for a tag.
+ * Used for signal payloads, resumable-step cursors and execution metadata.
+ */
+const TAG = '$gd';
+
+export function encodePayload(value: unknown): string {
+  return JSON.stringify(value, function (this: Record<string, unknown>, key: string, current: unknown) {
+    const raw = this[key];
+    if (raw instanceof Date) return { [TAG]: 'date', v: Number.isNaN(raw.getTime()) ? null : raw.toISOString() };
+    if (typeof raw === 'bigint') return { [TAG]: 'bigint', v: raw.toString() };
+    if (raw !== null && typeof raw === 'object' && !Array.isArray(raw) && Object.hasOwn(raw, TAG)) {
+      return { [TAG]: 'object', v: { ...(raw as object) } };
+    }
+    return current;
+  });
+}
+
+/** Decodes what {@link encodePayload} wrote; accepts an already parsed object (PostgreSQL jsonb). */
+export function decodePayload(stored: unknown): unknown {
+  if (stored === null || stored === undefined) return stored;
+  const parsed = typeof stored === 'string' ? JSON.parse(stored) : stored;
+  return revive(parsed);
+}
+
+function revive(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(revive);
+  if (value === null || typeof value !== 'object') return value;
+  const record = value as Record<string, unknown>;
+  if (Object.hasOwn(record, TAG) && Object.keys(record).length === 2 && 'v' in record) {
+    switch (record[TAG]) {
+      case 'date':
+        return new Date(record.v === null ? Number.NaN : String(record.v));
+      case 'bigint':
+        return BigInt(String(record.v));
+      case 'object':
+        return Object.fromEntries(Object.entries(record.v as object).map(([k, v]) => [k, revive(v)]));
+    }
+  }
+  return Object.fromEntries(Object.entries(record).map(([k, v]) => [k, revive(v)]));
+}
+
+/** Size in bytes of the encoded form, as stored. */
+export function encodedSize(encoded: string): number {
+  return Buffer.byteLength(encoded, 'utf8');
+}

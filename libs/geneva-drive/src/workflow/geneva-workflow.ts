@@ -1,0 +1,120 @@
+import type { LoggerService } from '@nestjs/common';
+import type { Signal } from '../entities/signal.entity.js';
+import type { StepExecution } from '../entities/step-execution.entity.js';
+import type { WorkflowRecord } from '../entities/workflow.entity.js';
+import { GenevaDriveError } from '../errors/geneva-drive.error.js';
+import { FlowControlSignal, type FlowControlIntent } from '../flow-control/flow-control.js';
+import { parseDuration, type Duration } from '../util/duration.js';
+
+/** What the executor binds to a fresh workflow instance before running a step. */
+export interface StepContext<Hero> {
+  hero: Hero;
+  record: WorkflowRecord;
+  execution: StepExecution;
+  signal: Signal<any> | null;
+  logger: LoggerService;
+}
+
+const CONTEXT = Symbol('geneva-drive:step-context');
+const INTENT = Symbol('geneva-drive:flow-intent');
+
+/**
+ * Base class of workflows. Inside a step, `this` offers the hero, the workflow record, the current
+ * execution, the signal that woke the step, and flow control. Each execution gets a fresh instance.
+ * @publicApi
+ */
+export abstract class GenevaWorkflow<Hero = unknown> {
+  private [CONTEXT]: StepContext<Hero> | undefined;
+  private [INTENT]: FlowControlIntent | undefined;
+
+  /** The entity this workflow is about (`null` only with `mayProceedWithoutHero` once it is gone). */
+  get hero(): Hero {
+    return this.context('hero').hero;
+  }
+
+  /** The workflow's row. */
+  get record(): WorkflowRecord {
+    return this.context('record').record;
+  }
+
+  /** The execution being run. */
+  get currentExecution(): StepExecution {
+    return this.context('currentExecution').execution;
+  }
+
+  /** The signal this step is processing (a `waitFor` step), otherwise `null`. */
+  get receivedSignal(): Signal<any> | null {
+    return this.context('receivedSignal').signal;
+  }
+
+  /** A logger whose lines carry the workflow and execution context. */
+  get logger(): LoggerService {
+    return this.context('logger').logger;
+  }
+
+  /** Stops the workflow for good. */
+  cancel(): never {
+    return this.flowControl({ kind: 'cancel' });
+  }
+
+  /** Stops the workflow for a human; `resume` runs this step again. */
+  pause(): never {
+    return this.flowControl({ kind: 'pause' });
+  }
+
+  /** Ends this step as skipped and moves on to the next one. */
+  skip(): never {
+    return this.flowControl({ kind: 'skip' });
+  }
+
+  /** Runs this step again, after `wait` if given. Never counted against `maxReattempts`. */
+  reattempt(options: { wait?: Duration } = {}): never {
+    const waitMs = options.wait === undefined ? undefined : parseDuration(options.wait);
+    if (options.wait !== undefined && waitMs === undefined) throw new TypeError(`reattempt wait must be a duration, got ${JSON.stringify(options.wait)}`);
+    return this.flowControl({ kind: 'reattempt', waitMs });
+  }
+
+  /** Completes this step and the whole workflow, skipping the remaining steps. */
+  finished(): never {
+    return this.flowControl({ kind: 'finished' });
+  }
+
+  /** Called before the step body (override to add behaviour). */
+  beforeStepExecution(_execution: StepExecution): void | Promise<void> {}
+
+  /** Called after the step body, whatever its outcome (override to add behaviour). */
+  afterStepExecution(_execution: StepExecution): void | Promise<void> {}
+
+  /** Wraps the step body; must call `run`. Its return value does not matter. */
+  async aroundStepExecution(_execution: StepExecution, run: () => Promise<void>): Promise<unknown> {
+    return run();
+  }
+
+  private flowControl(intent: FlowControlIntent): never {
+    this.context(intent.kind);
+    // Record first: the executor honours the intent even if user code swallows the throw.
+    this[INTENT] = intent;
+    throw new FlowControlSignal(intent);
+  }
+
+  private context(what: string): StepContext<Hero> {
+    const context = this[CONTEXT];
+    if (!context) {
+      throw new GenevaDriveError(`${this.constructor.name}: "${what}" is only available while a step runs; use WorkflowService for operator actions`);
+    }
+    return context;
+  }
+}
+
+/** Engine-side access to a workflow instance's binding and recorded flow-control intent. */
+export const workflowInternals = {
+  bind<Hero>(workflow: GenevaWorkflow<Hero>, context: StepContext<Hero>): void {
+    (workflow as any)[CONTEXT] = context;
+    (workflow as any)[INTENT] = undefined;
+  },
+  takeIntent(workflow: GenevaWorkflow<any>): FlowControlIntent | undefined {
+    const intent = (workflow as any)[INTENT] as FlowControlIntent | undefined;
+    (workflow as any)[INTENT] = undefined;
+    return intent;
+  },
+};

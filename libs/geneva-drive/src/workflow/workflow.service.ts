@@ -1,0 +1,172 @@
+import { Injectable } from '@nestjs/common';
+import { In, type EntityManager } from 'typeorm';
+import { StepExecution } from '../entities/step-execution.entity.js';
+import { WorkflowRecord } from '../entities/workflow.entity.js';
+import { InvalidStateError } from '../errors/invalid-state.error.js';
+import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
+import { heroReference } from '../execution/hero.js';
+import { TransactionRunner } from '../persistence/transaction-runner.js';
+import { jobOptionsFor, WorkflowStore } from '../persistence/workflow-store.js';
+import { WorkflowRegistry } from '../registry/workflow.registry.js';
+import { SignalRendezvous } from '../signals/signal-rendezvous.js';
+import { SignalService, type StartSignal } from '../signals/signal.service.js';
+import type { WorkflowState } from '../state/workflow-state.js';
+import type { GenevaWorkflow } from './geneva-workflow.js';
+
+type WorkflowClass = abstract new (...args: any[]) => GenevaWorkflow<any>;
+
+/** Options of `WorkflowService.start`. @publicApi */
+export interface StartOptions {
+  /** Allow several ongoing workflows of this class for the same hero. @default false */
+  allowMultiple?: boolean;
+  /** Signals to buffer in the same transaction (signal-with-start). */
+  signals?: StartSignal[];
+  /** Join the caller's transaction. */
+  manager?: EntityManager;
+}
+
+/**
+ * Starts, finds and operates workflows. Operator actions (`pause`, `resume`, `skip`, `cancel`) lock
+ * the workflow row, check its state under the lock and throw `InvalidStateError` (changing nothing)
+ * when the state does not allow them — including while a step is performing.
+ * @publicApi
+ */
+@Injectable()
+export class WorkflowService {
+  constructor(
+    private readonly transactions: TransactionRunner,
+    private readonly store: WorkflowStore,
+    private readonly registry: WorkflowRegistry,
+    private readonly rendezvous: SignalRendezvous,
+    private readonly signals: SignalService,
+  ) {}
+
+  /** Creates the workflow and schedules its first step (or finishes it at once when it has none). */
+  async start(workflowClass: WorkflowClass, hero: object, options: StartOptions = {}): Promise<WorkflowRecord> {
+    const definition = this.registry.getByClass(workflowClass);
+    const ref = heroReference(this.transactions.dataSource, definition.name, hero, definition.heroEntity?.());
+    const signals = (options.signals ?? []).map((signal) => this.signals.prepareSignal(signal));
+    return this.transactions.run(async (manager) => {
+      const workflow = await this.store.insertWorkflow(manager, { type: definition.name, ...ref, allowMultiple: options.allowMultiple ?? false });
+      for (const signal of signals) await this.signals.insert(manager, workflow.id, signal);
+      const first = definition.firstStep;
+      if (!first) await this.store.transitionWorkflow(manager, workflow, 'finished');
+      else await this.store.createExecution(manager, workflow, definition, first.name, { waitMs: first.waitMs });
+      return workflow;
+    }, options.manager);
+  }
+
+  async find(id: string): Promise<WorkflowRecord> {
+    const workflow = await this.manager.findOne(WorkflowRecord, { where: { id } });
+    if (!workflow) throw new WorkflowNotFoundError(id);
+    return workflow;
+  }
+
+  /** The ongoing workflow of this class for the hero (the most recent, with `allowMultiple`), or null. */
+  findOngoing(workflowClass: WorkflowClass, hero: object): Promise<WorkflowRecord | null> {
+    const definition = this.registry.getByClass(workflowClass);
+    const ref = heroReference(this.transactions.dataSource, definition.name, hero);
+    return this.manager.findOne(WorkflowRecord, {
+      where: { type: definition.name, ...ref, state: In(['ready', 'performing', 'paused']) },
+      order: { createdAt: 'DESC', id: 'DESC' },
+    });
+  }
+
+  /** Workflows in a state, optionally of one class, oldest first. */
+  findByState(state: WorkflowState | 'ongoing', workflowClass?: WorkflowClass): Promise<WorkflowRecord[]> {
+    const states = state === 'ongoing' ? ['ready', 'performing', 'paused'] : [state];
+    return this.manager.find(WorkflowRecord, {
+      where: { state: In(states), ...(workflowClass ? { type: this.registry.getByClass(workflowClass).name } : {}) },
+      order: { createdAt: 'ASC', id: 'ASC' },
+    });
+  }
+
+  /** Every execution of the workflow, oldest first. */
+  executionHistory(workflow: WorkflowRecord | string): Promise<StepExecution[]> {
+    return this.manager.find(StepExecution, { where: { workflowId: idOf(workflow) }, order: { createdAt: 'ASC', id: 'ASC' } });
+  }
+
+  /** The scheduled, waiting or in-progress execution, if any. */
+  currentExecution(workflow: WorkflowRecord | string): Promise<StepExecution | null> {
+    return this.store.currentExecution(this.manager, idOf(workflow));
+  }
+
+  /** Stops a `ready` workflow for a human. Its scheduled (or parked) execution is kept for `resume`. */
+  pause(workflow: WorkflowRecord | string): Promise<WorkflowRecord> {
+    return this.operate(workflow, 'pause', ['ready'], async (manager, record) => {
+      await this.store.transitionWorkflow(manager, record, 'paused');
+    });
+  }
+
+  /**
+   * Resumes a paused workflow: the kept execution is enqueued again for its original time (now if
+   * overdue), a parked one meets any signal buffered meanwhile, and when there is none (paused by a
+   * failure or by `pause()` in a step) the same step is scheduled afresh. Atomic.
+   */
+  resume(workflow: WorkflowRecord | string): Promise<WorkflowRecord> {
+    return this.operate(workflow, 'resume', ['paused'], async (manager, record) => {
+      await this.store.transitionWorkflow(manager, record, 'ready');
+      const current = await this.store.currentExecution(manager, record.id);
+      const definition = this.registry.findByName(record.type);
+      if (current?.state === 'scheduled') {
+        await this.store.enqueue(manager, current, jobOptionsFor(definition, definition?.step(current.stepName)));
+      } else if (current?.state === 'waiting') {
+        await this.rendezvous.redeliver(manager, record, current);
+      } else if (record.nextStepName !== null) {
+        await this.store.rescheduleCurrentStep(manager, record, definition);
+      }
+    });
+  }
+
+  /**
+   * Skips the current step and schedules the next (or finishes). On a paused workflow the kept
+   * execution is canceled and the workflow resumes at the following step. Skipping settles the
+   * signal the skipped step was delivered.
+   */
+  skip(workflow: WorkflowRecord | string): Promise<WorkflowRecord> {
+    return this.operate(workflow, 'skip', ['ready', 'paused'], async (manager, record) => {
+      const definition = this.registry.findByName(record.type);
+      const current = await this.store.currentExecution(manager, record.id);
+      if (record.state === 'ready' && current) {
+        await this.store.transitionExecution(manager, current, 'skipped', 'skipped');
+        await this.rendezvous.settleOnSkip(manager, current);
+      } else if (record.state === 'paused') {
+        if (current) await this.store.transitionExecution(manager, current, 'canceled', 'canceled');
+        await this.rendezvous.settleOnSkip(manager, current ?? ({ workflowId: record.id, stepName: record.nextStepName ?? '', signalId: null } as StepExecution));
+      }
+      await this.store.scheduleNextStep(manager, record, definition);
+    });
+  }
+
+  /** Cancels a `ready` or `paused` workflow for good; its active execution is canceled. */
+  cancel(workflow: WorkflowRecord | string): Promise<WorkflowRecord> {
+    return this.operate(workflow, 'cancel', ['ready', 'paused'], async (manager, record) => {
+      const current = await this.store.currentExecution(manager, record.id);
+      if (current) await this.store.transitionExecution(manager, current, 'canceled', 'canceled');
+      await this.store.transitionWorkflow(manager, record, 'canceled');
+    });
+  }
+
+  private async operate(
+    workflow: WorkflowRecord | string,
+    action: string,
+    allowed: WorkflowState[],
+    change: (manager: EntityManager, record: WorkflowRecord) => Promise<void>,
+  ): Promise<WorkflowRecord> {
+    return this.transactions.run(async (manager) => {
+      const record = await this.store.lockWorkflow(manager, idOf(workflow));
+      if (!allowed.includes(record.state)) throw new InvalidStateError(action, record.id, record.state);
+      await change(manager, record);
+      if (typeof workflow !== 'string') Object.assign(workflow, record);
+      return record;
+    });
+  }
+
+  private get manager(): EntityManager {
+    return this.transactions.dataSource.manager;
+  }
+}
+
+function idOf(workflow: WorkflowRecord | string): string {
+  return typeof workflow === 'string' ? workflow : workflow.id;
+}

@@ -1,0 +1,394 @@
+/**
+ * The migrations against each real database: the schema they build matches the entities, and the
+ * uniqueness guarantees, cascades and the up/down cycle behave the same on PostgreSQL, MySQL/MariaDB
+ * and SQLite.
+ */
+import { DataSource, QueryFailedError } from 'typeorm';
+import { Signal, StepExecution, WorkflowRecord } from '../../libs/geneva-drive/src/entities/index.js';
+import type { StepExecutionState } from '../../libs/geneva-drive/src/state/index.js';
+import {
+  dataSourceOptions,
+  describeEachDatabase,
+  prepareDatabase,
+  truncateAll,
+  type DatabaseKind,
+} from '../utils/databases.js';
+
+const GENEVA_TABLES = ['geneva_drive_workflows', 'geneva_drive_step_executions', 'geneva_drive_signals'];
+
+/** The driver's code for a unique violation. */
+const UNIQUE_VIOLATION: Record<DatabaseKind, string> = {
+  postgres: '23505',
+  mysql: 'ER_DUP_ENTRY',
+  sqlite: 'SQLITE_CONSTRAINT_UNIQUE',
+};
+
+describeEachDatabase('geneva-drive migrations', (kind) => {
+  let dataSource: DataSource;
+
+  async function open(): Promise<void> {
+    dataSource = await new DataSource(dataSourceOptions(kind)).initialize();
+  }
+
+  /**
+   * Asserts that `attempt` fails with a unique violation; on PostgreSQL and MySQL also that `index`
+   * is the one that fired (SQLite names the columns, not the index).
+   */
+  async function expectUniqueViolation(attempt: Promise<unknown>, index: string): Promise<void> {
+    const error = await attempt.then(
+      () => undefined,
+      (rejection: unknown) => rejection,
+    );
+    expect(error).toBeInstanceOf(QueryFailedError);
+    const driverError = (error as QueryFailedError).driverError as { code?: string; message: string };
+    expect(driverError.code).toBe(UNIQUE_VIOLATION[kind]);
+    if (kind !== 'sqlite') expect(driverError.message).toContain(index);
+  }
+
+  async function hasTable(name: string): Promise<boolean> {
+    const queryRunner = dataSource.createQueryRunner();
+    try {
+      return await queryRunner.hasTable(name);
+    } finally {
+      await queryRunner.release();
+    }
+  }
+
+  async function hasColumn(table: string, column: string): Promise<boolean> {
+    const queryRunner = dataSource.createQueryRunner();
+    try {
+      return await queryRunner.hasColumn(table, column);
+    } finally {
+      await queryRunner.release();
+    }
+  }
+
+  async function insertWorkflow(values: Partial<WorkflowRecord> = {}): Promise<string> {
+    const at = new Date();
+    const { identifiers } = await dataSource.getRepository(WorkflowRecord).insert({
+      type: 'OrderWorkflow',
+      heroType: 'TestHero',
+      heroId: '1',
+      createdAt: at,
+      updatedAt: at,
+      ...values,
+    });
+    return String(identifiers[0].id);
+  }
+
+  async function setWorkflowState(id: string, state: WorkflowRecord['state']): Promise<void> {
+    await dataSource.getRepository(WorkflowRecord).update(id, { state });
+  }
+
+  async function insertExecution(workflowId: string, state: StepExecutionState): Promise<string> {
+    const at = new Date();
+    const { identifiers } = await dataSource.getRepository(StepExecution).insert({
+      workflowId,
+      stepName: 'charge',
+      state,
+      scheduledFor: at,
+      createdAt: at,
+      updatedAt: at,
+    });
+    return String(identifiers[0].id);
+  }
+
+  async function insertSignal(workflowId: string, name: string, idempotencyKey: string | null): Promise<string> {
+    const at = new Date();
+    const { identifiers } = await dataSource.getRepository(Signal).insert({
+      workflowId,
+      name,
+      idempotencyKey,
+      createdAt: at,
+      updatedAt: at,
+    });
+    return String(identifiers[0].id);
+  }
+
+  describe('fully migrated', () => {
+    beforeAll(async () => {
+      await prepareDatabase(kind);
+      await open();
+    });
+    afterAll(() => dataSource?.destroy());
+    beforeEach(() => truncateAll(dataSource));
+
+    it('runs every migration up on an empty database', async () => {
+      expect(await dataSource.showMigrations()).toBe(false); // nothing pending
+      const executed: { name: string }[] = await dataSource.query(
+        `SELECT ${dataSource.driver.escape('name')} FROM ${dataSource.driver.escape('migrations')} ORDER BY ${dataSource.driver.escape('timestamp')}`,
+      );
+      expect(executed.map((row) => row.name)).toEqual([
+        'CreateTestFixtures1600000000000',
+        'CreateGenevaDriveTables1730000000000',
+        'AddGenevaDriveSignals1730000000001',
+      ]);
+      for (const table of [...GENEVA_TABLES, 'test_heroes', 'test_uuid_heroes']) {
+        expect(await hasTable(table)).toBe(true);
+      }
+    });
+
+    it('stores and loads every entity column (the schema matches the entities)', async () => {
+      const at = new Date('2024-05-06T07:08:09.123Z');
+      const later = new Date('2024-05-06T08:00:00.456Z');
+
+      const workflows = dataSource.getRepository(WorkflowRecord);
+      const workflow = await workflows.save(
+        workflows.create({
+          type: 'OrderWorkflow',
+          heroType: 'UuidHero',
+          heroId: '1b4e28ba-2fa1-11d2-883f-0016d3cca427',
+          state: 'paused',
+          currentStepName: 'charge',
+          nextStepName: 'ship',
+          allowMultiple: true,
+          startedAt: at,
+          transitionedAt: later,
+          finishedAt: null,
+          createdAt: at,
+          updatedAt: later,
+        }),
+      );
+      expect(await workflows.findOneByOrFail({ id: workflow.id })).toEqual(workflow);
+
+      const signals = dataSource.getRepository(Signal);
+      const signal = await signals.save(
+        signals.create({
+          workflowId: workflow.id,
+          name: 'payment_confirmed',
+          idempotencyKey: 'evt_1',
+          state: 'claimed',
+          payload: { amountCents: 1250, at, note: 'ünïcödé ✓' },
+          claimed: 2,
+          consumed: 1,
+          claimedAt: at,
+          consumedAt: later,
+          createdAt: at,
+          updatedAt: later,
+        }),
+      );
+      expect(await signals.findOneByOrFail({ id: signal.id })).toEqual(signal);
+
+      const executions = dataSource.getRepository(StepExecution);
+      const execution = await executions.save(
+        executions.create({
+          workflowId: workflow.id,
+          stepName: 'charge',
+          state: 'failed',
+          outcome: 'failed',
+          scheduledFor: at,
+          startedAt: at,
+          completedAt: null,
+          failedAt: later,
+          canceledAt: null,
+          skippedAt: null,
+          finishedAt: later,
+          errorClassName: 'PaymentError',
+          errorMessage: 'card declined',
+          errorBacktrace: 'at charge\nat perform',
+          jobId: '42',
+          metadata: { reattemptReason: 'exception_policy', exception: { class: 'PaymentError', message: 'card declined', backtrace: null } },
+          cursor: { page: 3, seen: [1, 2, 3] },
+          continuesFromId: null,
+          signalId: signal.id,
+          waitingSince: at,
+          createdAt: at,
+          updatedAt: later,
+        }),
+      );
+      expect(await executions.findOneByOrFail({ id: execution.id })).toEqual(execution);
+    });
+
+    describe('one ongoing workflow per type and hero', () => {
+      const index = 'geneva_drive_workflows_unique_ongoing';
+
+      it.each(['ready', 'performing', 'paused'] as const)('rejects a second workflow while the first is %s', async (state) => {
+        await insertWorkflow({ state });
+        await expectUniqueViolation(insertWorkflow(), index);
+      });
+
+      it('allows a second one with allow_multiple, in either position', async () => {
+        await insertWorkflow();
+        await insertWorkflow({ allowMultiple: true });
+        await insertWorkflow({ type: 'RefundWorkflow', allowMultiple: true });
+        await insertWorkflow({ type: 'RefundWorkflow' });
+        expect(await dataSource.getRepository(WorkflowRecord).count()).toBe(4);
+      });
+
+      it.each(['finished', 'canceled'] as const)('allows a new one once the first is %s', async (state) => {
+        const first = await insertWorkflow();
+        await setWorkflowState(first, state);
+        await insertWorkflow();
+        // ...and the old row cannot come back while the new one is ongoing.
+        await expectUniqueViolation(setWorkflowState(first, 'ready'), index);
+      });
+
+      it('allows another type for the same hero, and the same type for another hero', async () => {
+        await insertWorkflow();
+        await insertWorkflow({ type: 'RefundWorkflow' });
+        await insertWorkflow({ heroType: 'UuidHero' });
+        await insertWorkflow({ heroId: '2' });
+        expect(await dataSource.getRepository(WorkflowRecord).count()).toBe(4);
+      });
+
+      it('compares the key exactly: no separator collisions, case and trailing spaces count', async () => {
+        // Would collide under a naive CONCAT(type, '-', hero_type, '-', hero_id).
+        await insertWorkflow({ type: 'A-B', heroType: 'C', heroId: 'D' });
+        await insertWorkflow({ type: 'A', heroType: 'B-C', heroId: 'D' });
+        await insertWorkflow({ type: 'A', heroType: 'B', heroId: 'C-D' });
+        // Would collide under a case-insensitive or PAD SPACE collation (MySQL's defaults).
+        await insertWorkflow({ heroId: 'abc' });
+        await insertWorkflow({ heroId: 'ABC' });
+        await insertWorkflow({ heroId: 'abc ' });
+        expect(await dataSource.getRepository(WorkflowRecord).count()).toBe(6);
+      });
+    });
+
+    describe('one active execution per workflow', () => {
+      const index = 'geneva_drive_step_executions_one_active';
+
+      it.each([
+        ['scheduled', 'scheduled'],
+        ['scheduled', 'waiting'],
+        ['waiting', 'in_progress'],
+        ['in_progress', 'scheduled'],
+      ] as const)('rejects %s + %s', async (first, second) => {
+        const workflowId = await insertWorkflow();
+        await insertExecution(workflowId, first);
+        await expectUniqueViolation(insertExecution(workflowId, second), index);
+      });
+
+      it('allows any number of finished executions next to one active', async () => {
+        const workflowId = await insertWorkflow();
+        for (const state of ['completed', 'failed', 'canceled', 'skipped'] as const) {
+          await insertExecution(workflowId, state);
+        }
+        await insertExecution(workflowId, 'scheduled');
+        await insertExecution(workflowId, 'completed');
+        expect(await dataSource.getRepository(StepExecution).countBy({ workflowId })).toBe(6);
+      });
+
+      it('frees the slot when the active execution finishes, and is per workflow', async () => {
+        const workflowId = await insertWorkflow();
+        const other = await insertWorkflow({ type: 'RefundWorkflow' });
+        const first = await insertExecution(workflowId, 'in_progress');
+        await insertExecution(other, 'in_progress');
+        await dataSource.getRepository(StepExecution).update(first, { state: 'completed' });
+        await insertExecution(workflowId, 'scheduled');
+        await expectUniqueViolation(dataSource.getRepository(StepExecution).update(first, { state: 'waiting' }), index);
+      });
+    });
+
+    it('deleting a workflow deletes its executions and signals', async () => {
+      const doomed = await insertWorkflow();
+      const kept = await insertWorkflow({ heroId: '2' });
+      for (const workflowId of [doomed, kept]) {
+        await insertExecution(workflowId, 'completed');
+        await insertExecution(workflowId, 'scheduled');
+        await insertSignal(workflowId, 'payment_confirmed', 'evt_1');
+      }
+
+      await dataSource.getRepository(WorkflowRecord).delete(doomed);
+
+      expect(await dataSource.getRepository(StepExecution).countBy({ workflowId: doomed })).toBe(0);
+      expect(await dataSource.getRepository(Signal).countBy({ workflowId: doomed })).toBe(0);
+      expect(await dataSource.getRepository(StepExecution).countBy({ workflowId: kept })).toBe(2);
+      expect(await dataSource.getRepository(Signal).countBy({ workflowId: kept })).toBe(1);
+    });
+
+    it('rejects an execution or a signal for a workflow that does not exist', async () => {
+      await expect(insertExecution('999999', 'scheduled')).rejects.toBeInstanceOf(QueryFailedError);
+      await expect(insertSignal('999999', 'payment_confirmed', null)).rejects.toBeInstanceOf(QueryFailedError);
+    });
+
+    describe('signal dedup', () => {
+      const index = 'geneva_drive_signals_dedup';
+
+      it('rejects the same (workflow, name, idempotency key) twice', async () => {
+        const workflowId = await insertWorkflow();
+        await insertSignal(workflowId, 'payment_confirmed', 'evt_1');
+        await expectUniqueViolation(insertSignal(workflowId, 'payment_confirmed', 'evt_1'), index);
+      });
+
+      it('allows the key again under another name or workflow, and any number of NULL keys', async () => {
+        const workflowId = await insertWorkflow();
+        const other = await insertWorkflow({ heroId: '2' });
+        await insertSignal(workflowId, 'payment_confirmed', 'evt_1');
+        await insertSignal(workflowId, 'payment_refunded', 'evt_1');
+        await insertSignal(other, 'payment_confirmed', 'evt_1');
+        await insertSignal(workflowId, 'payment_confirmed', null);
+        await insertSignal(workflowId, 'payment_confirmed', null);
+        expect(await dataSource.getRepository(Signal).count()).toBe(5);
+      });
+
+      it('accepts the longest name and key (fits the MySQL index size)', async () => {
+        const workflowId = await insertWorkflow();
+        await insertSignal(workflowId, 'ñ'.repeat(255), '✓'.repeat(255));
+        await expectUniqueViolation(insertSignal(workflowId, 'ñ'.repeat(255), '✓'.repeat(255)), index);
+      });
+    });
+
+    it('goes down and up again', async () => {
+      await dataSource.undoLastMigration();
+      expect(await hasTable('geneva_drive_signals')).toBe(false);
+      expect(await hasColumn('geneva_drive_step_executions', 'signal_id')).toBe(false);
+      expect(await hasColumn('geneva_drive_step_executions', 'waiting_since')).toBe(false);
+      expect(await hasTable('geneva_drive_step_executions')).toBe(true);
+
+      await dataSource.undoLastMigration();
+      for (const table of GENEVA_TABLES) expect(await hasTable(table)).toBe(false);
+      expect(await hasTable('test_heroes')).toBe(true); // the fixture migration is still applied
+
+      await dataSource.runMigrations();
+      expect(await dataSource.showMigrations()).toBe(false);
+      for (const table of GENEVA_TABLES) expect(await hasTable(table)).toBe(true);
+
+      // The re-created schema enforces the same guarantees.
+      const workflowId = await insertWorkflow();
+      await expectUniqueViolation(insertWorkflow(), 'geneva_drive_workflows_unique_ongoing');
+      await insertExecution(workflowId, 'scheduled');
+      await expectUniqueViolation(insertExecution(workflowId, 'waiting'), 'geneva_drive_step_executions_one_active');
+    });
+  });
+
+  describe('without the signals migration', () => {
+    beforeAll(async () => {
+      await prepareDatabase(kind, { withoutSignals: true });
+      await open();
+    });
+    afterAll(() => dataSource?.destroy());
+
+    it('has no signals table and no signal columns on executions', async () => {
+      await truncateAll(dataSource); // tolerates the missing signals table
+      expect(await hasTable('geneva_drive_workflows')).toBe(true);
+      expect(await hasTable('geneva_drive_signals')).toBe(false);
+      expect(await hasColumn('geneva_drive_step_executions', 'signal_id')).toBe(false);
+      expect(await hasColumn('geneva_drive_step_executions', 'waiting_since')).toBe(false);
+      expect(await dataSource.showMigrations()).toBe(true); // the signals migration is pending
+    });
+
+    it('upgrades a database in use: rows and the unique indexes survive', async () => {
+      // Raw SQL: the entity already maps the columns the upgrade adds.
+      const workflowId = await insertWorkflow();
+      const q = (name: string) => dataSource.driver.escape(name);
+      const p = (n: number) => (kind === 'postgres' ? `$${n}` : '?');
+      // better-sqlite3 cannot bind a Date: SQLite gets the text TypeORM itself would write.
+      const at = kind === 'sqlite' ? '2024-01-01 00:00:00.000' : new Date('2024-01-01T00:00:00Z');
+      const columns = ['workflow_id', 'step_name', 'scheduled_for', 'created_at', 'updated_at'].map(q).join(', ');
+      await dataSource.query(
+        `INSERT INTO ${q('geneva_drive_step_executions')} (${columns}) VALUES (${p(1)}, 'charge', ${p(2)}, ${p(3)}, ${p(4)})`,
+        [workflowId, at, at, at],
+      );
+
+      await dataSource.runMigrations();
+
+      expect(await hasColumn('geneva_drive_step_executions', 'signal_id')).toBe(true);
+      expect(await hasColumn('geneva_drive_step_executions', 'waiting_since')).toBe(true);
+      const [execution] = await dataSource.getRepository(StepExecution).findBy({ workflowId });
+      expect(execution).toMatchObject({ stepName: 'charge', state: 'scheduled', signalId: null, waitingSince: null });
+      await expectUniqueViolation(insertExecution(workflowId, 'waiting'), 'geneva_drive_step_executions_one_active');
+      await expectUniqueViolation(insertWorkflow(), 'geneva_drive_workflows_unique_ongoing');
+      await insertSignal(workflowId, 'payment_confirmed', null);
+    });
+  });
+});

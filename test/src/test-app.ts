@@ -1,0 +1,58 @@
+import { Logger, type Provider, type Type } from '@nestjs/common';
+import { Test, type TestingModule } from '@nestjs/testing';
+import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
+import type { DataSource } from 'typeorm';
+import { GenevaDriveModule, type GenevaDriveModuleOptions } from 'geneva-drive';
+import { GenevaDriveTesting } from 'geneva-drive/testing';
+import { dataSourceOptions, prepareDatabase, truncateAll, type DatabaseKind } from '../utils/databases.js';
+
+/** A booted test application: the module, its DataSource and the testing helpers. */
+export interface TestApp {
+  moduleRef: TestingModule;
+  dataSource: DataSource;
+  gd: GenevaDriveTesting;
+  reset(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Boots a Nest testing module with TypeORM on `kind`, GenevaDriveModule (manual queue unless
+ * `options.queue` says otherwise) and the given workflow classes and providers.
+ */
+export async function createTestApp(
+  kind: DatabaseKind,
+  providers: Provider[],
+  options: GenevaDriveModuleOptions & { withoutSignals?: boolean; prepare?: boolean } = {},
+): Promise<TestApp> {
+  const { withoutSignals, prepare = true, ...moduleOptions } = options;
+  if (prepare) await prepareDatabase(kind, { withoutSignals });
+  const moduleRef = await Test.createTestingModule({
+    imports: [
+      TypeOrmModule.forRoot({ ...dataSourceOptions(kind), migrations: [], migrationsRun: false }),
+      GenevaDriveModule.forRoot({ queue: { adapter: 'manual' }, housekeeping: false, ...moduleOptions }),
+    ],
+    providers,
+  })
+    .setLogger(quietLogger())
+    .compile();
+  await moduleRef.init();
+  const dataSource = moduleRef.get<DataSource>(getDataSourceToken());
+  const gd = GenevaDriveTesting.create(moduleRef);
+  return {
+    moduleRef,
+    dataSource,
+    gd,
+    reset: async () => {
+      await truncateAll(dataSource);
+      (gd.enqueuedJobs as unknown[]).length = 0;
+    },
+    close: () => moduleRef.close(),
+  };
+}
+
+/** Keeps test output readable; set GD_TEST_LOGS=1 to see the engine's log lines. */
+function quietLogger(): Logger | false {
+  return process.env.GD_TEST_LOGS ? new Logger() : false;
+}
+
+export type { Type };
