@@ -1,4 +1,4 @@
-import { Table, TableColumn, TableIndex, type MigrationInterface, type QueryRunner, type TableColumnOptions } from 'typeorm';
+import { Table, TableColumn, type MigrationInterface, type QueryRunner, type TableColumnOptions } from 'typeorm';
 import { columnTypes, dialectOf } from './column-types.js';
 
 const WORKFLOWS = 'geneva_drive_workflows';
@@ -16,8 +16,8 @@ export class AddGenevaDriveSignals1730000000001 implements MigrationInterface {
   name = 'AddGenevaDriveSignals1730000000001';
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    const dialect = dialectOf(queryRunner);
-    const t = columnTypes(dialect);
+    const t = columnTypes(dialectOf(queryRunner));
+    const q = (identifier: string) => queryRunner.dataSource.driver.escape(identifier);
 
     await queryRunner.createTable(
       new Table({
@@ -61,46 +61,37 @@ export class AddGenevaDriveSignals1730000000001 implements MigrationInterface {
       }),
     );
 
-    // `signal_id` has no foreign key: one signal is pinned by many executions, the pin is an audit
-    // link, and on SQLite adding a foreign key would mean rebuilding the executions table.
+    // The executions table is changed with raw SQL: on MySQL TypeORM cannot introspect it (generated
+    // column, see the first migration), and on SQLite its addColumn copies the whole table into a new
+    // one, where a nullable column without a default is a plain ALTER TABLE.
+    // `signal_id` has no foreign key: it is an audit pin shared by many executions, and adding a
+    // foreign key to an existing SQLite table means rebuilding it.
     if (!(await queryRunner.hasColumn(EXECUTIONS, 'signal_id'))) {
-      await this.addColumn(queryRunner, { name: 'signal_id', type: 'bigint', isNullable: true });
-      await queryRunner.createIndex(EXECUTIONS, new TableIndex({ name: SIGNAL_ID_INDEX, columnNames: ['signal_id'] }));
+      await this.addNullableColumn(queryRunner, { name: 'signal_id', type: 'bigint' });
+      await queryRunner.query(`CREATE INDEX ${q(SIGNAL_ID_INDEX)} ON ${q(EXECUTIONS)} (${q('signal_id')})`);
     }
     if (!(await queryRunner.hasColumn(EXECUTIONS, 'waiting_since'))) {
-      await this.addColumn(queryRunner, t.datetime('waiting_since', { nullable: true }));
+      await this.addNullableColumn(queryRunner, t.datetime('waiting_since', { nullable: true }));
     }
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
     const q = (identifier: string) => queryRunner.dataSource.driver.escape(identifier);
-    if (dialectOf(queryRunner) === 'sqlite') {
-      // Native DROP COLUMN (SQLite >= 3.35) instead of TypeORM's table rebuild; an indexed column
-      // cannot be dropped, so its index goes first.
-      await queryRunner.query(`DROP INDEX IF EXISTS ${q(SIGNAL_ID_INDEX)}`);
-      for (const column of ['signal_id', 'waiting_since']) {
-        if (await queryRunner.hasColumn(EXECUTIONS, column)) {
-          await queryRunner.query(`ALTER TABLE ${q(EXECUTIONS)} DROP COLUMN ${q(column)}`);
-        }
-      }
-    } else {
-      // Dropping a column drops its index on PostgreSQL and MySQL.
-      await queryRunner.dropColumns(EXECUTIONS, ['signal_id', 'waiting_since'], true);
+    if (await queryRunner.hasColumn(EXECUTIONS, 'signal_id')) {
+      // SQLite refuses to drop an indexed column; PostgreSQL and MySQL drop the index with it.
+      if (dialectOf(queryRunner) === 'sqlite') await queryRunner.query(`DROP INDEX IF EXISTS ${q(SIGNAL_ID_INDEX)}`);
+      await queryRunner.query(`ALTER TABLE ${q(EXECUTIONS)} DROP COLUMN ${q('signal_id')}`);
+    }
+    if (await queryRunner.hasColumn(EXECUTIONS, 'waiting_since')) {
+      await queryRunner.query(`ALTER TABLE ${q(EXECUTIONS)} DROP COLUMN ${q('waiting_since')}`);
     }
     await queryRunner.dropTable(SIGNALS, true);
   }
 
-  /**
-   * Adds a nullable column to the executions table. On SQLite TypeORM's `addColumn` copies the whole
-   * table into a new one (slow on a big audit table, and it re-creates our partial indexes from its
-   * own parse of them); a nullable column without a default is a plain ALTER TABLE there.
-   */
-  private async addColumn(queryRunner: QueryRunner, column: TableColumnOptions): Promise<void> {
-    if (dialectOf(queryRunner) !== 'sqlite') {
-      await queryRunner.addColumn(EXECUTIONS, new TableColumn(column));
-      return;
-    }
-    const q = (identifier: string) => queryRunner.dataSource.driver.escape(identifier);
-    await queryRunner.query(`ALTER TABLE ${q(EXECUTIONS)} ADD COLUMN ${q(column.name)} ${column.type}`);
+  /** `ALTER TABLE … ADD COLUMN` with the column type rendered by the driver (same SQL on all three). */
+  private async addNullableColumn(queryRunner: QueryRunner, column: TableColumnOptions): Promise<void> {
+    const driver = queryRunner.dataSource.driver;
+    const type = driver.createFullType(new TableColumn(column));
+    await queryRunner.query(`ALTER TABLE ${driver.escape(EXECUTIONS)} ADD COLUMN ${driver.escape(column.name)} ${type} NULL`);
   }
 }

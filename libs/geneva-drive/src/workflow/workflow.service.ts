@@ -72,6 +72,13 @@ export class WorkflowService {
     });
   }
 
+  /** Every workflow of this class for the hero, newest first. */
+  findForHero(workflowClass: WorkflowClass, hero: object): Promise<WorkflowRecord[]> {
+    const definition = this.registry.getByClass(workflowClass);
+    const ref = heroReference(this.transactions.dataSource, definition.name, hero);
+    return this.manager.find(WorkflowRecord, { where: { type: definition.name, ...ref }, order: { createdAt: 'DESC', id: 'DESC' } });
+  }
+
   /** Workflows in a state, optionally of one class, oldest first. */
   findByState(state: WorkflowState | 'ongoing', workflowClass?: WorkflowClass): Promise<WorkflowRecord[]> {
     const states = state === 'ongoing' ? ['ready', 'performing', 'paused'] : [state];

@@ -1,0 +1,55 @@
+import { Body, Controller, Get, NotFoundException, Param, ParseIntPipe, Post } from '@nestjs/common';
+import { InjectRepository } from '@nestjs/typeorm';
+import { IsBoolean, IsInt, IsNotEmpty, IsOptional, IsString, Min } from 'class-validator';
+import { SignalService, WorkflowService } from 'geneva-drive';
+import { Repository } from 'typeorm';
+import { OrderFulfillmentWorkflow } from './order-fulfillment.workflow.js';
+import { Order } from './order.entity.js';
+
+class CreateOrderDto {
+  @IsString()
+  @IsNotEmpty()
+  sku: string;
+
+  @IsInt()
+  @Min(1)
+  amountCents: number;
+
+  @IsOptional()
+  @IsBoolean()
+  pickup?: boolean;
+}
+
+@Controller('orders')
+export class OrdersController {
+  constructor(
+    @InjectRepository(Order) private readonly orders: Repository<Order>,
+    private readonly workflows: WorkflowService,
+    private readonly signals: SignalService,
+  ) {}
+
+  /** Creates an order and starts its fulfilment in the same transaction. */
+  @Post()
+  async create(@Body() body: CreateOrderDto) {
+    return this.orders.manager.transaction(async (manager) => {
+      const order = await manager.save(manager.create(Order, { sku: body.sku, amountCents: body.amountCents, pickup: body.pickup ?? false }));
+      const workflow = await this.workflows.start(OrderFulfillmentWorkflow, order, { manager });
+      return { order, workflowId: workflow.id };
+    });
+  }
+
+  /** The order's workflow: its state, every step execution and every signal, oldest first. */
+  @Get(':id/timeline')
+  async timeline(@Param('id', ParseIntPipe) id: number) {
+    const order = await this.orders.findOneBy({ id });
+    if (!order) throw new NotFoundException(`Order ${id} not found`);
+    const [record] = await this.workflows.findForHero(OrderFulfillmentWorkflow, order);
+    if (!record) throw new NotFoundException(`Order ${id} has no workflow`);
+    return {
+      order,
+      workflow: { id: record.id, state: record.state, nextStepName: record.nextStepName },
+      steps: (await this.workflows.executionHistory(record)).map((e) => ({ step: e.stepName, state: e.state, outcome: e.outcome, at: e.updatedAt })),
+      signals: (await this.signals.list(record)).map((s) => ({ name: s.name, state: s.state, key: s.idempotencyKey, claimed: s.claimed, consumed: s.consumed })),
+    };
+  }
+}

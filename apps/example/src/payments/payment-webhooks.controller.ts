@@ -1,0 +1,40 @@
+import { Body, ConflictException, Controller, HttpCode, NotFoundException, PayloadTooLargeException, Post } from '@nestjs/common';
+import { InjectRepository } from '@nestjs/typeorm';
+import { SignalPayloadTooLargeError, SignalService, WorkflowNotOngoingError, WorkflowService } from 'geneva-drive';
+import { Repository } from 'typeorm';
+import { OrderFulfillmentWorkflow } from '../orders/order-fulfillment.workflow.js';
+import { Order } from '../orders/order.entity.js';
+import { PaymentWebhookDto } from './payment-webhook.dto.js';
+
+/**
+ * The payment provider's webhook. The provider's event id is the idempotency key, so its retries
+ * are answered 200 without delivering the event twice.
+ */
+@Controller('webhooks/payments')
+export class PaymentWebhooksController {
+  constructor(
+    @InjectRepository(Order) private readonly orders: Repository<Order>,
+    private readonly workflows: WorkflowService,
+    private readonly signals: SignalService,
+  ) {}
+
+  @Post()
+  @HttpCode(200)
+  async paymentConfirmed(@Body() event: PaymentWebhookDto) {
+    const order = await this.orders.findOneBy({ id: event.orderId });
+    if (!order) throw new NotFoundException(`Order ${event.orderId} not found`);
+    const [workflow] = await this.workflows.findForHero(OrderFulfillmentWorkflow, order);
+    if (!workflow) throw new NotFoundException(`Order ${event.orderId} has no fulfilment workflow`);
+    try {
+      const signal = await this.signals.signal(workflow, 'payment_confirmed', {
+        payload: { amountCents: event.amountCents },
+        idempotencyKey: event.eventId,
+      });
+      return { signalId: signal.id, state: signal.state, duplicate: signal.duplicateDelivery };
+    } catch (error) {
+      if (error instanceof WorkflowNotOngoingError) throw new ConflictException(error.message);
+      if (error instanceof SignalPayloadTooLargeError) throw new PayloadTooLargeException(error.message);
+      throw error;
+    }
+  }
+}
