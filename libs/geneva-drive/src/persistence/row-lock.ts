@@ -19,3 +19,14 @@ export function isSqlite(manager: EntityManager): boolean {
   const type = manager.connection.options.type;
   return type === 'better-sqlite3' || type === 'sqljs';
 }
+
+/**
+ * Lock options that make a read see the latest committed rows. Needed on MySQL/MariaDB, where a
+ * plain SELECT under REPEATABLE READ reads the transaction's snapshot — which, inside a caller's
+ * transaction, may predate the workflow lock we just took and miss a step that parked meanwhile.
+ * PostgreSQL's READ COMMITTED and SQLite's database lock already see the latest rows.
+ */
+export function latestRowsLock(manager: EntityManager): { mode: 'pessimistic_read' } | undefined {
+  const type = manager.connection.options.type;
+  return type === 'mysql' || type === 'mariadb' ? { mode: 'pessimistic_read' } : undefined;
+}

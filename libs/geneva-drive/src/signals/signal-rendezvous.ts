@@ -3,6 +3,7 @@ import { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { SignalsNotMigratedError } from '../errors/signal.errors.js';
+import { latestRowsLock } from '../persistence/row-lock.js';
 import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
 import type { StepDefinition } from '../registry/workflow-definition.js';
@@ -71,6 +72,7 @@ export class SignalRendezvous {
     const waiting = await manager.find(StepExecution, {
       where: { workflowId: workflow.id, state: 'waiting' },
       order: { createdAt: 'ASC', id: 'ASC' },
+      lock: latestRowsLock(manager),
     });
     let woken = 0;
     for (const execution of waiting) {
@@ -184,6 +186,8 @@ export class SignalRendezvous {
       .orderBy('s.createdAt', 'ASC')
       .addOrderBy('s.id', 'ASC');
     if (step.waitFor!.signalName) query.andWhere('s.name = :name', { name: step.waitFor!.signalName });
+    const lock = latestRowsLock(manager);
+    if (lock) query.setLock(lock.mode);
     for (const signal of await query.getMany()) {
       if (step.waitFor!.matches(signal, instance)) return signal;
     }

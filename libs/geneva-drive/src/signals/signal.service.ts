@@ -8,6 +8,7 @@ import { GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
 import { publish } from '../instrumentation/geneva-drive.events.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
+import { latestRowsLock } from '../persistence/row-lock.js';
 import { isUniqueViolation } from '../persistence/unique-violation.js';
 import { WorkflowStore } from '../persistence/workflow-store.js';
 import { encodedSize, encodePayload } from '../util/payload-codec.js';
@@ -135,7 +136,10 @@ export class SignalService {
 
   private findExisting(manager: EntityManager, workflowId: string, prepared: PreparedSignal): Promise<Signal | null> {
     if (prepared.idempotencyKey === null) return Promise.resolve(null);
-    return manager.findOne(Signal, { where: { workflowId, name: prepared.name, idempotencyKey: prepared.idempotencyKey } });
+    return manager.findOne(Signal, {
+      where: { workflowId, name: prepared.name, idempotencyKey: prepared.idempotencyKey },
+      lock: latestRowsLock(manager),
+    });
   }
 }
 
