@@ -1,15 +1,18 @@
 import type { EntityManager, EntityTarget, ObjectLiteral } from 'typeorm';
+import { holdsSqliteWriteLock } from './transaction-runner.js';
 
 /**
  * Reads a row under an exclusive lock held until the transaction ends. PostgreSQL and MySQL take
- * `SELECT ... FOR UPDATE`. SQLite has no row locks: a no-op UPDATE of the row takes the database
- * write lock at once (what `BEGIN IMMEDIATE` would do), so two processes on one SQLite file
- * serialise here too; within a process the transaction runner already serialises transactions.
+ * `SELECT ... FOR UPDATE`. SQLite has no row locks, only the database write lock: the engine's own
+ * transactions hold it from `BEGIN IMMEDIATE`; in a caller's transaction a no-op UPDATE of the row
+ * takes it before the read.
  */
 export async function lockRow<T extends ObjectLiteral>(manager: EntityManager, target: EntityTarget<T>, id: string): Promise<T | null> {
   if (isSqlite(manager)) {
-    const table = manager.connection.getMetadata(target).tableName;
-    await manager.query(`UPDATE "${table}" SET "id" = "id" WHERE "id" = ?`, [id]);
+    if (!holdsSqliteWriteLock(manager)) {
+      const table = manager.connection.getMetadata(target).tableName;
+      await manager.query(`UPDATE "${table}" SET "id" = "id" WHERE "id" = ?`, [id]);
+    }
     return manager.findOne(target, { where: { id } as never });
   }
   return manager.createQueryBuilder(target, 'row').setLock('pessimistic_write').where('row.id = :id', { id }).getOne();

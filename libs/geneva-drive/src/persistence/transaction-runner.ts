@@ -1,24 +1,56 @@
-import type { DataSource, EntityManager } from 'typeorm';
-import { isSqlite } from './row-lock.js';
+import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+
+/** SQLite transactions this runner began with `BEGIN IMMEDIATE`: they already hold the database write lock. */
+const immediateRunners = new WeakSet<QueryRunner>();
+
+export function holdsSqliteWriteLock(manager: EntityManager): boolean {
+  return manager.queryRunner !== undefined && immediateRunners.has(manager.queryRunner);
+}
 
 /**
  * Runs the engine's transactions. Joins a caller's open transaction (passed as `manager`), otherwise
- * opens one. On SQLite every engine transaction in this process is serialised: TypeORM shares one
- * connection there, so two interleaved transactions would otherwise nest on it.
+ * opens one. On SQLite, TypeORM shares one connection between all query runners, so the engine's
+ * transactions in this process are serialised here, and each begins IMMEDIATE: it takes the write
+ * lock up front, so another process on the same file waits (busy timeout) instead of failing a
+ * read-to-write lock upgrade half way through.
  */
 export class TransactionRunner {
   private sqliteQueue: Promise<unknown> = Promise.resolve();
+  private readonly sqlite: boolean;
 
-  constructor(readonly dataSource: DataSource) {}
+  constructor(readonly dataSource: DataSource) {
+    this.sqlite = dataSource.options.type === 'better-sqlite3' || dataSource.options.type === 'sqljs';
+  }
 
   async run<T>(work: (manager: EntityManager) => Promise<T>, manager?: EntityManager): Promise<T> {
     if (manager?.queryRunner?.isTransactionActive) return work(manager);
     if (manager && manager.connection !== this.dataSource) {
       throw new TypeError('geneva-drive: the manager passed in belongs to another DataSource than the one geneva-drive is configured with');
     }
-    if (!isSqlite(this.dataSource.manager)) return this.dataSource.transaction(work);
-    const result = this.sqliteQueue.then(() => this.dataSource.transaction(work));
+    if (!this.sqlite) return this.dataSource.transaction(work);
+    const result = this.sqliteQueue.then(() => this.runImmediate(work));
     this.sqliteQueue = result.catch(() => undefined);
     return result;
+  }
+
+  private async runImmediate<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    const runner = this.dataSource.createQueryRunner();
+    await runner.connect();
+    await runner.query('BEGIN IMMEDIATE');
+    // Tell TypeORM a transaction is open, so nested transactions become savepoints and
+    // commit/rollback (with their subscriber events) work as for one it began itself.
+    Object.assign(runner, { isTransactionActive: true, transactionDepth: 1 });
+    immediateRunners.add(runner);
+    try {
+      const result = await work(runner.manager);
+      await runner.commitTransaction();
+      return result;
+    } catch (error) {
+      if (runner.isTransactionActive) await runner.rollbackTransaction();
+      throw error;
+    } finally {
+      immediateRunners.delete(runner);
+      await runner.release();
+    }
   }
 }
