@@ -1,4 +1,5 @@
 import { Injectable, Scope } from '@nestjs/common';
+import { SCOPE_OPTIONS_METADATA } from '@nestjs/common/constants.js';
 import { WORKFLOW_METADATA } from '../geneva-drive.constants.js';
 import type { WorkflowOptions } from '../interfaces/workflow-options.interface.js';
 
@@ -11,7 +12,9 @@ import type { WorkflowOptions } from '../interfaces/workflow-options.interface.j
 export function Workflow(options: WorkflowOptions = {}): ClassDecorator {
   return (target) => {
     Reflect.defineMetadata(WORKFLOW_METADATA, options, target);
-    Injectable({ scope: Scope.TRANSIENT })(target);
+    // Keep a request scope someone declared, so the explorer can refuse it with a clear error.
+    const declared = Reflect.getMetadata(SCOPE_OPTIONS_METADATA, target) as { scope?: Scope } | undefined;
+    if (declared?.scope !== Scope.REQUEST) Injectable({ scope: Scope.TRANSIENT })(target);
   };
 }
 

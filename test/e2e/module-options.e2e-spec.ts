@@ -1,0 +1,103 @@
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { Injectable, Scope } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
+import {
+  GenevaDriveModule,
+  GenevaWorkflow,
+  InvalidHeroError,
+  Step,
+  StepConfigurationError,
+  UnknownWorkflowError,
+  Workflow,
+  WorkflowRecord,
+  WorkflowService,
+} from 'geneva-drive';
+import { GenevaDriveTesting } from 'geneva-drive/testing';
+import type { DataSource } from 'typeorm';
+import { dataSourceOptions, prepareDatabase } from '../utils/databases.js';
+import { TestHero } from '../utils/fixtures.js';
+
+@Workflow()
+class OneStepWorkflow extends GenevaWorkflow<TestHero> {
+  @Step()
+  async only() {}
+}
+
+@Workflow()
+class NotRegisteredWorkflow extends GenevaWorkflow<TestHero> {
+  @Step()
+  async only() {}
+}
+
+@Workflow()
+@Injectable({ scope: Scope.REQUEST })
+class RequestScopedWorkflow extends GenevaWorkflow<TestHero> {
+  @Step()
+  async only() {}
+}
+
+const typeorm = () => TypeOrmModule.forRoot({ ...dataSourceOptions('sqlite'), migrations: [], migrationsRun: false });
+
+describe('module configuration [sqlite]', () => {
+  const opened: Array<{ close(): Promise<void> }> = [];
+  afterEach(async () => {
+    while (opened.length) await opened.pop()!.close();
+  });
+
+  it('forRootAsync builds the options with injected dependencies', async () => {
+    await prepareDatabase('sqlite');
+    const moduleRef = await Test.createTestingModule({
+      imports: [typeorm(), GenevaDriveModule.forRootAsync({ useFactory: async () => ({ queue: { adapter: 'manual' as const }, housekeeping: false as const }) })],
+      providers: [OneStepWorkflow],
+    })
+      .setLogger(false)
+      .compile();
+    opened.push(moduleRef);
+    await moduleRef.init();
+    const heroes = moduleRef.get<DataSource>(getDataSourceToken()).getRepository(TestHero);
+    const wf = await moduleRef.get(WorkflowService).start(OneStepWorkflow, await heroes.save(heroes.create({ name: 'a' })));
+    const finished = await GenevaDriveTesting.create(moduleRef).speedrunWorkflow(wf);
+    expect(finished.state).toBe('finished');
+  });
+
+  it('rejects an unknown queue adapter at boot with a message naming the option', async () => {
+    const build = Test.createTestingModule({
+      imports: [typeorm(), GenevaDriveModule.forRoot({ queue: { adapter: 'rabbit' } as never })],
+    })
+      .setLogger(false)
+      .compile();
+    await expect(build).rejects.toThrow(/queue\.adapter must be one of bull, local, manual/);
+  });
+
+  it('rejects a request-scoped workflow at boot', async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [typeorm(), GenevaDriveModule.forRoot({ queue: { adapter: 'manual' }, housekeeping: false })],
+      providers: [RequestScopedWorkflow],
+    })
+      .setLogger(false)
+      .compile();
+    opened.push(moduleRef);
+    await expect(moduleRef.init()).rejects.toThrow(StepConfigurationError);
+    await expect(moduleRef.init()).rejects.toThrow(/RequestScopedWorkflow.*request-scoped/);
+  });
+
+  it('refuses to start an unregistered class or a hero that is not a saved entity, writing nothing', async () => {
+    await prepareDatabase('sqlite');
+    const moduleRef = await Test.createTestingModule({
+      imports: [typeorm(), GenevaDriveModule.forRoot({ queue: { adapter: 'manual' }, housekeeping: false })],
+      providers: [OneStepWorkflow],
+    })
+      .setLogger(false)
+      .compile();
+    opened.push(moduleRef);
+    await moduleRef.init();
+    const workflows = moduleRef.get(WorkflowService);
+    const dataSource = moduleRef.get<DataSource>(getDataSourceToken());
+    const heroes = dataSource.getRepository(TestHero);
+    await expect(workflows.start(NotRegisteredWorkflow, await heroes.save(heroes.create({ name: 'a' })))).rejects.toThrow(UnknownWorkflowError);
+    await expect(workflows.start(OneStepWorkflow, { name: 'plain object' })).rejects.toThrow(InvalidHeroError);
+    await expect(workflows.start(OneStepWorkflow, heroes.create({ name: 'unsaved' }))).rejects.toThrow(/save it first/);
+    expect(await dataSource.getRepository(WorkflowRecord).count()).toBe(0);
+  });
+});
