@@ -13,6 +13,7 @@ import {
   truncateAll,
   type DatabaseKind,
 } from '../utils/databases.js';
+import { TestHero, UuidHero } from '../utils/fixtures.js';
 
 const GENEVA_TABLES = ['geneva_drive_workflows', 'geneva_drive_step_executions', 'geneva_drive_signals'];
 
@@ -197,6 +198,17 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
         }),
       );
       expect(await executions.findOneByOrFail({ id: execution.id })).toEqual(execution);
+    });
+
+    it('creates the fixture hero tables with their defaults', async () => {
+      const heroes = dataSource.getRepository(TestHero);
+      const hero = await heroes.save(heroes.create({ name: 'Ada' }));
+      expect(await heroes.findOneByOrFail({ id: hero.id })).toEqual({ id: hero.id, name: 'Ada', active: true, canceled: false });
+
+      const uuidHeroes = dataSource.getRepository(UuidHero);
+      const uuidHero = await uuidHeroes.save(uuidHeroes.create({ name: 'Grace' }));
+      expect(uuidHero.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      expect(await uuidHeroes.findOneByOrFail({ id: uuidHero.id })).toEqual(uuidHero);
     });
 
     describe('one ongoing workflow per type and hero', () => {

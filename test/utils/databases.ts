@@ -84,10 +84,11 @@ function serverConnectionOptions(kind: 'postgres' | 'mysql', database?: string):
 
 /**
  * The name of this jest worker's database (also used for the SQLite file). Child processes spawned by
- * a test inherit `JEST_WORKER_ID` and so land on the same database.
+ * a test inherit `JEST_WORKER_ID` and so land on the same database. Two jest runs at once on one
+ * machine would wipe each other's databases: give one of them another `GD_TEST_DB_PREFIX`.
  */
 export function workerDatabaseName(): string {
-  return `gd_test_${process.env.JEST_WORKER_ID ?? '0'}`;
+  return `${process.env.GD_TEST_DB_PREFIX || 'gd_test'}_${process.env.JEST_WORKER_ID ?? '0'}`;
 }
 
 /** Migrations in run order: the fixture tables first, then geneva-drive's. */

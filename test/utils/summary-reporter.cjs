@@ -1,12 +1,13 @@
 /**
  * Jest reporter that ends the run with one machine-readable line: `N passed, N failed` and, when any
  * test was skipped or left as a todo, `, N skipped`.
- * A test file that could not run at all (syntax error, failing import, throw at collection) reports no
- * test results, so it counts as one failure here: the line must never read "0 failed" for a broken run.
+ * A test file that failed outside its tests (syntax error, failing import, a throwing beforeAll or
+ * afterAll) without any failing test counts as one failure, so a broken run never reads "0 failed".
  */
 class SummaryReporter {
   onRunComplete(_testContexts, results) {
-    const failed = results.numFailedTests + results.numRuntimeErrorTestSuites;
+    const brokenFiles = results.testResults.filter((file) => file.testExecError && file.numFailingTests === 0).length;
+    const failed = results.numFailedTests + brokenFiles;
     const skipped = results.numPendingTests + results.numTodoTests;
     let line = `${results.numPassedTests} passed, ${failed} failed`;
     if (skipped > 0) line += `, ${skipped} skipped`;

@@ -9,7 +9,8 @@ export type SignalState = 'pending' | 'claimed' | 'consumed';
  * An external event addressed to one workflow, persisted before anything is dispatched.
  * @publicApi
  */
-@Entity({ name: 'geneva_drive_signals' })
+// The migrations own the schema (partial indexes, generated columns): never synchronize it.
+@Entity({ name: 'geneva_drive_signals', synchronize: false })
 export class Signal<Payload = any> {
   @PrimaryColumn({ type: 'bigint', generated: 'increment', transformer: idTransformer })
   id: string;

@@ -14,7 +14,8 @@ export interface StepExecutionMetadata {
  * One attempt to run one step: the idempotency key of its job and a line of the audit trail.
  * @publicApi
  */
-@Entity({ name: 'geneva_drive_step_executions' })
+// The migrations own the schema (partial indexes, generated columns): never synchronize it.
+@Entity({ name: 'geneva_drive_step_executions', synchronize: false })
 export class StepExecution {
   @PrimaryColumn({ type: 'bigint', generated: 'increment', transformer: idTransformer })
   id: string;

@@ -7,7 +7,8 @@ import { booleanTransformer, idTransformer } from './column-transformers.js';
  * serialises every change to the workflow, its executions and its signals.
  * @publicApi
  */
-@Entity({ name: 'geneva_drive_workflows' })
+// The migrations own the schema (partial indexes, generated columns): never synchronize it.
+@Entity({ name: 'geneva_drive_workflows', synchronize: false })
 export class WorkflowRecord {
   @PrimaryColumn({ type: 'bigint', generated: 'increment', transformer: idTransformer })
   id: string;

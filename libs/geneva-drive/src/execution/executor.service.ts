@@ -124,6 +124,10 @@ export class ExecutorService {
     }
 
     const step = definition?.step(execution.stepName);
+    if (definition && !step && definition.skipUndefinedSteps) {
+      await this.skipUndefinedStep(manager, workflow, execution, definition, logger);
+      return { done: true };
+    }
     if (!definition || !step) {
       const error = new StepNotDefinedError(workflow.type, execution.stepName, workflow.id, execution.id);
       logger.error(error.message);
@@ -173,6 +177,30 @@ export class ExecutorService {
     await this.store.transitionExecution(manager, execution, 'in_progress', null);
     await this.store.transitionWorkflow(manager, workflow, 'performing', { currentStepName: step.name });
     return { run: prepared };
+  }
+
+  /**
+   * `skipUndefinedSteps`: a step removed by a deploy is skipped, and the workflow goes on after the
+   * most recent step of its history that still exists (the first step when none does) — never
+   * re-running steps that already ran.
+   */
+  private async skipUndefinedStep(
+    manager: EntityManager,
+    workflow: WorkflowRecord,
+    execution: StepExecution,
+    definition: WorkflowDefinition,
+    logger: LoggerService,
+  ): Promise<void> {
+    logger.warn(`Step "${execution.stepName}" is no longer defined in ${definition.name}: skipped (skipUndefinedSteps)`);
+    await this.store.transitionExecution(manager, execution, 'skipped', 'skipped');
+    await this.gate.settleOnSkip(manager, execution);
+    const history = await manager.find(StepExecution, {
+      where: { workflowId: workflow.id },
+      select: { id: true, stepName: true, createdAt: true },
+      order: { createdAt: 'DESC', id: 'DESC' },
+    });
+    const lastKnown = history.find((row) => definition.step(row.stepName) !== undefined)?.stepName ?? null;
+    await this.store.scheduleNextStep(manager, workflow, definition, { currentStepName: null }, lastKnown);
   }
 
   /** cancelIf, then skipIf, then (for `waitFor` steps) the signal gate, in that order. */

@@ -48,7 +48,8 @@ export class CreateGenevaDriveTables1730000000000 implements MigrationInterface 
           { name: 'type', type: 'varchar', length: '255', isNullable: false },
           { name: 'hero_type', type: 'varchar', length: '255', isNullable: false },
           // 191 characters: the classic utf8mb4 limit of an indexable varchar (767 bytes / 4).
-          { name: 'hero_id', type: 'varchar', length: '191', isNullable: false },
+          // Binary collation on MySQL: hero ids compare exactly, as on the other databases.
+          { name: 'hero_id', type: 'varchar', length: '191', isNullable: false, ...(dialect === 'mysql' ? { collation: 'utf8mb4_bin' } : {}) },
           { name: 'state', type: 'varchar', length: '32', isNullable: false, default: `'ready'` },
           { name: 'current_step_name', type: 'varchar', length: '255', isNullable: true },
           { name: 'next_step_name', type: 'varchar', length: '255', isNullable: true },
@@ -121,7 +122,7 @@ export class CreateGenevaDriveTables1730000000000 implements MigrationInterface 
 
   async down(queryRunner: QueryRunner): Promise<void> {
     // Raw SQL, not dropTable(): on MySQL TypeORM introspects a table before dropping it, and its
-    // introspection of a generated column it did not create fails (see MYSQL_NOTE below).
+    // introspection of a generated column it did not create fails (MYSQL_NOTE at the top of this file).
     // Child first; indexes, the foreign key and the generated columns go with the tables.
     const q = (identifier: string) => queryRunner.dataSource.driver.escape(identifier);
     await queryRunner.query(`DROP TABLE IF EXISTS ${q(EXECUTIONS)}`);
@@ -167,6 +168,10 @@ export class CreateGenevaDriveTables1730000000000 implements MigrationInterface 
       return;
     }
     // A bigint is at most 20 characters; VARCHAR(40) leaves room should the id type ever widen.
+    // Verified on MariaDB 10.11, which accepts this column next to the ON DELETE CASCADE foreign key
+    // on its base column `workflow_id`. Oracle MySQL 8 documents that combination as refused for
+    // STORED generated columns ("A foreign key constraint on the base column of a stored generated
+    // column cannot use CASCADE ... as ON DELETE"): check there before claiming MySQL 8 support.
     await queryRunner.query(
       `ALTER TABLE ${q(EXECUTIONS)} ADD COLUMN ${q('active_unique_key')} VARCHAR(40) GENERATED ALWAYS AS (` +
         `CASE WHEN ${active} THEN CAST(${q('workflow_id')} AS CHAR) ELSE NULL END) STORED`,

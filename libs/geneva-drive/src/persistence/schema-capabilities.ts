@@ -16,9 +16,11 @@ export class SchemaCapabilities {
   async detect(dataSource: DataSource): Promise<void> {
     const runner = dataSource.createQueryRunner();
     try {
-      const table = await runner.getTable('geneva_drive_step_executions');
-      const signalsTable = await runner.hasTable('geneva_drive_signals');
-      this.signals = Boolean(signalsTable && table?.findColumnByName('signal_id') && table.findColumnByName('waiting_since'));
+      // hasColumn, not getTable: on MySQL getTable reads TypeORM's own metadata table for generated columns.
+      this.signals =
+        (await runner.hasTable('geneva_drive_signals')) &&
+        (await runner.hasColumn('geneva_drive_step_executions', 'signal_id')) &&
+        (await runner.hasColumn('geneva_drive_step_executions', 'waiting_since'));
     } finally {
       await runner.release();
     }

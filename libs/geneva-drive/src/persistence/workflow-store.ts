@@ -181,7 +181,7 @@ export class WorkflowStore {
   }
 
   /**
-   * Advances past the reference step (`currentStepName ?? nextStepName`): schedules the step after
+   * Advances past the reference step (default `currentStepName ?? nextStepName`): schedules the step after
    * it with that step's own `wait` (or `waitMs`), or finishes the workflow when there is none.
    * The workflow moves to `ready` (or `finished`) with `patch` in the same UPDATE.
    */
@@ -190,8 +190,8 @@ export class WorkflowStore {
     workflow: WorkflowRecord,
     definition: WorkflowDefinition | undefined,
     patch: Partial<WorkflowRecord> = {},
+    reference: string | null = workflow.currentStepName ?? workflow.nextStepName,
   ): Promise<StepExecution | null> {
-    const reference = workflow.currentStepName ?? workflow.nextStepName;
     const next = definition?.stepAfter(reference);
     if (!next) {
       await this.transitionWorkflow(manager, workflow, 'finished', { ...patch, currentStepName: null, nextStepName: null });

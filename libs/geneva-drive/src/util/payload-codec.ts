@@ -7,7 +7,10 @@
 const TAG = '$gd';
 
 export function encodePayload(value: unknown): string {
-  return JSON.stringify(value, function (this: Record<string, unknown>, key: string, current: unknown) {
+  // The top level is always an object or an array: a JSON column hands back strings and numbers
+  // already parsed on PostgreSQL (jsonb) but as text elsewhere, which would be ambiguous for scalars.
+  const top = value === null || typeof value !== 'object' ? { [TAG]: 'scalar', v: value } : value;
+  return JSON.stringify(top, function (this: Record<string, unknown>, key: string, current: unknown) {
     const raw = this[key];
     if (raw instanceof Date) return { [TAG]: 'date', v: Number.isNaN(raw.getTime()) ? null : raw.toISOString() };
     if (typeof raw === 'bigint') return { [TAG]: 'bigint', v: raw.toString() };
@@ -18,7 +21,7 @@ export function encodePayload(value: unknown): string {
   });
 }
 
-/** Decodes what {@link encodePayload} wrote; accepts an already parsed object (PostgreSQL jsonb). */
+/** Decodes what {@link encodePayload} wrote: its text, or the object PostgreSQL's jsonb already parsed. */
 export function decodePayload(stored: unknown): unknown {
   if (stored === null || stored === undefined) return stored;
   const parsed = typeof stored === 'string' ? JSON.parse(stored) : stored;
@@ -35,6 +38,8 @@ function revive(value: unknown): unknown {
         return new Date(record.v === null ? Number.NaN : String(record.v));
       case 'bigint':
         return BigInt(String(record.v));
+      case 'scalar':
+        return record.v;
       case 'object':
         return Object.fromEntries(Object.entries(record.v as object).map(([k, v]) => [k, revive(v)]));
     }
