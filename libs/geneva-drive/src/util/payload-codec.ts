@@ -7,18 +7,26 @@
 const TAG = '$gd';
 
 export function encodePayload(value: unknown): string {
+  const tagged = tag(value);
   // The top level is always an object or an array: a JSON column hands back strings and numbers
   // already parsed on PostgreSQL (jsonb) but as text elsewhere, which would be ambiguous for scalars.
-  const top = value === null || typeof value !== 'object' ? { [TAG]: 'scalar', v: value } : value;
-  return JSON.stringify(top, function (this: Record<string, unknown>, key: string, current: unknown) {
-    const raw = this[key];
-    if (raw instanceof Date) return { [TAG]: 'date', v: Number.isNaN(raw.getTime()) ? null : raw.toISOString() };
-    if (typeof raw === 'bigint') return { [TAG]: 'bigint', v: raw.toString() };
-    if (raw !== null && typeof raw === 'object' && !Array.isArray(raw) && Object.hasOwn(raw, TAG)) {
-      return { [TAG]: 'object', v: { ...(raw as object) } };
-    }
-    return current;
-  });
+  return JSON.stringify(tagged === null || typeof tagged !== 'object' ? { [TAG]: 'scalar', v: tagged } : tagged);
+}
+
+/** Replaces what JSON cannot carry with tagged objects. */
+function tag(value: unknown): unknown {
+  if (value instanceof Date) return { [TAG]: 'date', v: Number.isNaN(value.getTime()) ? null : value.toISOString() };
+  if (typeof value === 'bigint') return { [TAG]: 'bigint', v: value.toString() };
+  if (value === undefined || typeof value === 'function' || typeof value === 'symbol') return null;
+  if (Array.isArray(value)) return value.map(tag);
+  if (value === null || typeof value !== 'object') return value;
+  const withToJson = value as { toJSON?: () => unknown };
+  if (typeof withToJson.toJSON === 'function') return tag(withToJson.toJSON());
+  const copy: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value)) {
+    if (item !== undefined && typeof item !== 'function' && typeof item !== 'symbol') copy[key] = tag(item);
+  }
+  return Object.hasOwn(value, TAG) ? { [TAG]: 'object', v: copy } : copy;
 }
 
 /** Decodes what {@link encodePayload} wrote: its text, or the object PostgreSQL's jsonb already parsed. */
@@ -39,7 +47,7 @@ function revive(value: unknown): unknown {
       case 'bigint':
         return BigInt(String(record.v));
       case 'scalar':
-        return record.v;
+        return revive(record.v);
       case 'object':
         return Object.fromEntries(Object.entries(record.v as object).map(([k, v]) => [k, revive(v)]));
     }
