@@ -1,11 +1,13 @@
 import { Inject, Injectable, type BeforeApplicationShutdown, type LoggerService, type OnApplicationBootstrap, type OnModuleInit } from '@nestjs/common';
 import { ExecutorService } from './execution/executor.service.js';
-import { GENEVA_DRIVE_LOGGER, QUEUE_PORT } from './geneva-drive.constants.js';
+import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS, QUEUE_PORT } from './geneva-drive.constants.js';
+import { HousekeepingService } from './housekeeping/housekeeping.service.js';
+import type { ResolvedGenevaDriveOptions } from './interfaces/geneva-drive-options.interface.js';
 import { SchemaCapabilities } from './persistence/schema-capabilities.js';
 import { TransactionRunner } from './persistence/transaction-runner.js';
 import type { QueuePort } from './queue/queue.port.js';
 
-/** Detects the schema at init, starts consuming step jobs once the application is up, stops before shutdown. */
+/** Detects the schema at init; starts consuming step jobs and scheduling housekeeping once the application is up; stops before shutdown. */
 @Injectable()
 export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown {
   constructor(
@@ -13,6 +15,8 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
     private readonly transactions: TransactionRunner,
     private readonly executor: ExecutorService,
     @Inject(QUEUE_PORT) private readonly queue: QueuePort,
+    private readonly housekeeping: HousekeepingService,
+    @Inject(GENEVA_DRIVE_OPTIONS) private readonly options: ResolvedGenevaDriveOptions,
     @Inject(GENEVA_DRIVE_LOGGER) private readonly logger: LoggerService,
   ) {}
 
@@ -25,6 +29,9 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
 
   async onApplicationBootstrap(): Promise<void> {
     await this.queue.start((executionId) => this.executor.execute(executionId));
+    if (this.options.housekeepingEveryMs !== null) {
+      await this.queue.repeat('geneva-drive:housekeeping', this.options.housekeepingEveryMs, () => this.housekeeping.run());
+    }
   }
 
   async beforeApplicationShutdown(): Promise<void> {

@@ -4,6 +4,7 @@ import { getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import { ExecutorService } from './execution/executor.service.js';
 import { WorkflowInstances } from './execution/workflow-instances.js';
+import { HousekeepingService } from './housekeeping/housekeeping.service.js';
 import { GenevaDriveLifecycle } from './geneva-drive-lifecycle.js';
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS, QUEUE_PORT } from './geneva-drive.constants.js';
 import { ASYNC_OPTIONS_TYPE, ConfigurableModuleClass, MODULE_OPTIONS_TOKEN, OPTIONS_TYPE } from './geneva-drive.module-definition.js';
@@ -78,6 +79,7 @@ function engineProviders(dataSource: string | undefined): Provider[] {
     ExecutorService,
     WorkflowService,
     SignalService,
+    HousekeepingService,
     GenevaDriveLifecycle,
   ];
 }
@@ -103,7 +105,7 @@ export class GenevaDriveModule extends ConfigurableModuleClass {
       ...module,
       imports: [...(module.imports ?? []), DiscoveryModule],
       providers: [...(module.providers ?? []), ...engineProviders(dataSource)],
-      exports: [WorkflowService, SignalService, ExecutorService, QUEUE_PORT],
+      exports: [WorkflowService, SignalService, ExecutorService, HousekeepingService, QUEUE_PORT],
     };
   }
 }

@@ -9,6 +9,7 @@ export { GenevaWorkflow } from './workflow/geneva-workflow.js';
 export { WorkflowService, type StartOptions } from './workflow/workflow.service.js';
 export { SignalService, type SignalOptions, type StartSignal } from './signals/signal.service.js';
 export { SignalMatcher, type SignalMatcherLike } from './signals/signal-matcher.js';
+export { HousekeepingService, type Gauge, type HousekeepingSummary } from './housekeeping/housekeeping.service.js';
 export { ExecutorService } from './execution/executor.service.js';
 export { HeroTypeNotFoundError } from './execution/hero.js';
 export { ExceptionPolicy, type ExceptionAction, type ErrorMatcher, type ExceptionHandler, type ExceptionPolicyOptions } from './exception-policy/exception-policy.js';

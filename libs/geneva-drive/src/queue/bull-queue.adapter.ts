@@ -50,6 +50,13 @@ export class BullQueueAdapter implements QueuePort {
     void this.queue.process(concurrency, (job) => handler(job.data.executionId));
   }
 
+  async repeat(name: string, everyMs: number, task: () => Promise<unknown>): Promise<void> {
+    if ((this.options.concurrency ?? 1) <= 0) return;
+    void this.queue.process(name, 1, () => task());
+    // A repeatable job: Redis holds one schedule for the whole cluster, so one worker runs each period.
+    await this.queue.add(name, {} as StepJobData, { repeat: { every: everyMs }, removeOnComplete: true, removeOnFail: true });
+  }
+
   async stop(): Promise<void> {
     await this.queue.close();
   }

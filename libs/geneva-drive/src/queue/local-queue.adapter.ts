@@ -13,6 +13,7 @@ const MAX_TIMER_MS = 2_147_483_647;
  */
 export class LocalQueueAdapter implements QueuePort {
   private readonly timers = new Map<string, NodeJS.Timeout>();
+  private readonly intervals: NodeJS.Timeout[] = [];
   private readonly ready: string[] = [];
   private readonly running = new Set<Promise<void>>();
   private handler: StepJobHandler | undefined;
@@ -42,8 +43,17 @@ export class LocalQueueAdapter implements QueuePort {
     for (const execution of due) this.arm(execution.id, execution.scheduledFor.getTime());
   }
 
+  async repeat(name: string, everyMs: number, task: () => Promise<unknown>): Promise<void> {
+    const interval = setInterval(() => {
+      task().catch((error) => this.logger.error(`${name} failed: ${String(error)}`));
+    }, everyMs);
+    interval.unref?.();
+    this.intervals.push(interval);
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
+    for (const interval of this.intervals.splice(0)) clearInterval(interval);
     for (const timer of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
     this.ready.length = 0;

@@ -10,6 +10,8 @@ export class ManualQueueAdapter implements QueuePort {
 
   async start(): Promise<void> {}
 
+  async repeat(): Promise<void> {}
+
   async stop(): Promise<void> {}
 
   /** Forgets the recorded jobs. */

@@ -18,6 +18,11 @@ export interface QueuePort {
   enqueue(job: StepJob): Promise<void>;
   /** Starts consuming jobs in this process. */
   start(handler: StepJobHandler): Promise<void>;
+  /**
+   * Runs `task` every `everyMs` (housekeeping). With Bull, one process of the cluster runs it per
+   * period; in-process adapters use a timer; the manual adapter never runs it.
+   */
+  repeat(name: string, everyMs: number, task: () => Promise<unknown>): Promise<void>;
   /** Stops taking jobs and waits for running ones. */
   stop(): Promise<void>;
 }
