@@ -15,6 +15,7 @@ import {
 } from 'geneva-drive';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
 import type { DataSource } from 'typeorm';
+import { engineLogger } from '../src/test-app.js';
 import { dataSourceOptions, prepareDatabase } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 
@@ -51,7 +52,7 @@ describe('module configuration [sqlite]', () => {
       imports: [typeorm(), GenevaDriveModule.forRootAsync({ useFactory: async () => ({ queue: { adapter: 'manual' as const }, housekeeping: false as const }) })],
       providers: [OneStepWorkflow],
     })
-      .setLogger(false)
+      .setLogger(engineLogger())
       .compile();
     opened.push(moduleRef);
     await moduleRef.init();
@@ -65,7 +66,7 @@ describe('module configuration [sqlite]', () => {
     const build = Test.createTestingModule({
       imports: [typeorm(), GenevaDriveModule.forRoot({ queue: { adapter: 'rabbit' } as never })],
     })
-      .setLogger(false)
+      .setLogger(engineLogger())
       .compile();
     await expect(build).rejects.toThrow(/queue\.adapter must be one of bull, local, manual/);
   });
@@ -75,7 +76,7 @@ describe('module configuration [sqlite]', () => {
       imports: [typeorm(), GenevaDriveModule.forRoot({ queue: { adapter: 'manual' }, housekeeping: false })],
       providers: [RequestScopedWorkflow],
     })
-      .setLogger(false)
+      .setLogger(engineLogger())
       .compile();
     opened.push(moduleRef);
     await expect(moduleRef.init()).rejects.toThrow(StepConfigurationError);
@@ -88,7 +89,7 @@ describe('module configuration [sqlite]', () => {
       imports: [typeorm(), GenevaDriveModule.forRoot({ queue: { adapter: 'manual' }, housekeeping: false })],
       providers: [OneStepWorkflow],
     })
-      .setLogger(false)
+      .setLogger(engineLogger())
       .compile();
     opened.push(moduleRef);
     await moduleRef.init();

@@ -1,4 +1,4 @@
-import { Logger, type Provider, type Type } from '@nestjs/common';
+import { Logger, type LoggerService, type Provider, type Type } from '@nestjs/common';
 import { Test, type TestingModule } from '@nestjs/testing';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
@@ -29,11 +29,11 @@ export async function createTestApp(
   const moduleRef = await Test.createTestingModule({
     imports: [
       TypeOrmModule.forRoot({ ...dataSourceOptions(kind), migrations: [], migrationsRun: false }),
-      GenevaDriveModule.forRoot({ queue: { adapter: 'manual' }, housekeeping: false, ...moduleOptions }),
+      GenevaDriveModule.forRoot({ queue: { adapter: 'manual' }, housekeeping: false, logger: engineLogger(), ...moduleOptions }),
     ],
     providers,
   })
-    .setLogger(quietLogger())
+    .setLogger(engineLogger())
     .compile();
   await moduleRef.init();
   const dataSource = moduleRef.get<DataSource>(getDataSourceToken());
@@ -50,9 +50,9 @@ export async function createTestApp(
   };
 }
 
-/** Keeps test output readable; set GD_TEST_LOGS=1 to see the engine's log lines. */
-function quietLogger(): Logger | false {
-  return process.env.GD_TEST_LOGS ? new Logger() : false;
+/** Log lines (Nest's and the engine's) are silent in tests unless GD_TEST_LOGS=1. */
+export function engineLogger(): LoggerService {
+  if (process.env.GD_TEST_LOGS) return new Logger('GenevaDrive');
+  const silent = () => undefined;
+  return { log: silent, error: silent, warn: silent, debug: silent, verbose: silent };
 }
-
-export type { Type };

@@ -35,6 +35,8 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
   }
 
   async beforeApplicationShutdown(): Promise<void> {
+    // Resumable steps stop at their next checkpoint, so stopping the queue does not wait for them to finish.
+    this.executor.beginShutdown();
     await this.queue.stop();
   }
 }

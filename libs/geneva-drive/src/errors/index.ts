@@ -7,3 +7,4 @@ export * from './workflow-not-found.error.js';
 export * from './step-not-defined.error.js';
 export * from './invalid-hero.error.js';
 export * from './signal.errors.js';
+export * from './cursor-too-large.error.js';

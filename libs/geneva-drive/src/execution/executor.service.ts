@@ -1,7 +1,7 @@
 import { Inject, Injectable, type LoggerService } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { StepExecution } from '../entities/step-execution.entity.js';
-import type { WorkflowRecord } from '../entities/workflow.entity.js';
+import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { StepNotDefinedError } from '../errors/step-not-defined.error.js';
 import { resolveExceptionPolicy, type ExceptionPolicy } from '../exception-policy/exception-policy.js';
 import { isFlowControl, type FlowControlIntent } from '../flow-control/flow-control.js';
@@ -16,7 +16,11 @@ import { SignalRendezvous } from '../signals/signal-rendezvous.js';
 import { workflowInternals, type GenevaWorkflow } from '../workflow/geneva-workflow.js';
 import { errorColumns, withMetadata } from './error-record.js';
 import { loadHero } from './hero.js';
+import { isInterrupt, StepIteration } from './step-iteration.js';
 import { WorkflowInstances } from './workflow-instances.js';
+import { GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
+import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
+import { successorOf, type NewExecution } from '../persistence/workflow-store.js';
 
 /** Everything phase 1 hands to phases 2 and 3. */
 interface Prepared {
@@ -27,6 +31,18 @@ interface Prepared {
   instance: GenevaWorkflow<any>;
   execution: StepExecution;
   logger: LoggerService;
+  run: ExecuteOptions;
+}
+
+/**
+ * How to run one execution. Test helpers run resumable steps to their end (`interruptible: false`)
+ * or for a number of checkpoints (`maxIterations`).
+ */
+export interface ExecuteOptions {
+  /** Whether checkpoints may stop a resumable step (runtime and iteration budgets, shutdown). @default true */
+  interruptible?: boolean;
+  /** Overrides the step's `maxIterations` for this execution. */
+  maxIterations?: number;
 }
 
 type PrepareResult = { run: Prepared } | { done: true; error?: unknown };
@@ -58,17 +74,25 @@ export class ExecutorService {
     private readonly registry: WorkflowRegistry,
     private readonly instances: WorkflowInstances,
     private readonly gate: SignalRendezvous,
+    @Inject(GENEVA_DRIVE_OPTIONS) private readonly options: ResolvedGenevaDriveOptions,
     @Inject(GENEVA_DRIVE_LOGGER) private readonly logger: LoggerService,
   ) {}
 
+  private shuttingDown = false;
+
+  /** From now on, resumable steps stop at their next checkpoint (the application is shutting down). */
+  beginShutdown(): void {
+    this.shuttingDown = true;
+  }
+
   /** Runs the execution with this id if it is due to run; a duplicate or late job is a logged no-op. */
-  async execute(executionId: string): Promise<void> {
+  async execute(executionId: string, options: ExecuteOptions = {}): Promise<void> {
     const workflowId = await this.findWorkflowId(executionId);
     if (workflowId === null) {
       this.logger.warn(`Step execution ${executionId} does not exist (deleted, or never committed); job ignored`);
       return;
     }
-    const prepared = await this.prepareSafely(executionId, workflowId);
+    const prepared = await this.prepareSafely(executionId, workflowId, options);
     if ('done' in prepared) {
       if (prepared.error !== undefined) throw prepared.error;
       return;
@@ -89,9 +113,9 @@ export class ExecutorService {
 
   // ---------------------------------------------------------------- phase 1: prepare
 
-  private async prepareSafely(executionId: string, workflowId: string): Promise<PrepareResult> {
+  private async prepareSafely(executionId: string, workflowId: string, options: ExecuteOptions): Promise<PrepareResult> {
     try {
-      return await this.transactions.run((manager) => this.prepare(manager, executionId, workflowId));
+      return await this.transactions.run((manager) => this.prepare(manager, executionId, workflowId, options));
     } catch (error) {
       // The prepare transaction is gone (a database error aborts it on PostgreSQL): record the
       // failure in a transaction of its own, then surface the original error.
@@ -100,7 +124,7 @@ export class ExecutorService {
     }
   }
 
-  private async prepare(manager: EntityManager, executionId: string, workflowId: string): Promise<PrepareResult> {
+  private async prepare(manager: EntityManager, executionId: string, workflowId: string, options: ExecuteOptions): Promise<PrepareResult> {
     const workflow = await this.store.lockWorkflow(manager, workflowId);
     const execution = await this.store.lockExecution(manager, executionId);
     if (!execution || execution.state !== 'scheduled') {
@@ -138,7 +162,7 @@ export class ExecutorService {
 
     const instance = await this.instances.create(definition);
     workflowInternals.bind(instance, { hero, record: workflow, execution, signal: null, logger });
-    const prepared: Prepared = { executionId, workflowId, definition, step, instance, execution, logger };
+    const prepared: Prepared = { executionId, workflowId, definition, step, instance, execution, logger, run: options };
 
     const started = performance.now();
     const event = (outcome: string, exception?: unknown) =>
@@ -257,11 +281,12 @@ export class ExecutorService {
   private async runBody(prepared: Prepared): Promise<BodyResult> {
     const { instance, step, execution, logger } = prepared;
     const started = performance.now();
+    const iteration = step.resumable ? this.iterationFor(prepared) : undefined;
     let thrown: { error: unknown } | undefined;
     try {
       await instance.beforeStepExecution(execution);
       await instance.aroundStepExecution(execution, async () => {
-        await step.invoke(instance);
+        await (iteration ? step.invoke(instance, iteration) : step.invoke(instance));
       });
       await instance.afterStepExecution(execution);
     } catch (error) {
@@ -271,8 +296,10 @@ export class ExecutorService {
     const intent = workflowInternals.takeIntent(instance);
     let result: BodyResult;
     if (intent) result = { kind: 'flow', intent };
+    else if (iteration?.interruption) result = { kind: 'flow', intent: { kind: 'continue', waitMs: iteration.interruption.waitMs } };
     else if (!thrown) result = { kind: 'completed' };
     else if (isFlowControl(thrown.error)) result = { kind: 'flow', intent: thrown.error.intent };
+    else if (isInterrupt(thrown.error)) result = { kind: 'completed' }; // unreachable: an interrupt always records itself
     else {
       logger.error(`Step raised ${String(thrown.error)}`, thrown.error instanceof Error ? thrown.error.stack : undefined);
       result = { kind: 'exception', error: thrown.error, policy: resolveExceptionPolicy(step, prepared.definition.exceptionPolicies, thrown.error) };
@@ -283,6 +310,26 @@ export class ExecutorService {
       ...(result.kind === 'exception' ? { exception: result.error } : {}),
     }));
     return result;
+  }
+
+  /** The iteration object of a resumable step: checkpoints write the cursor with one UPDATE, no lock. */
+  private iterationFor(prepared: Prepared): StepIteration {
+    const { execution, step, workflowId, run } = prepared;
+    const manager = this.transactions.dataSource.manager;
+    return new StepIteration(execution.cursor ?? null, execution.continuesFromId !== null, {
+      persist: async (encoded) => {
+        await manager.createQueryBuilder().update(StepExecution).set({ cursor: () => ':cursor' }).setParameter('cursor', encoded).where('id = :id', { id: execution.id }).execute();
+      },
+      shouldStop: async () => {
+        if (this.shuttingDown) return true;
+        const workflow = await manager.findOne(WorkflowRecord, { where: { id: workflowId }, select: { id: true, state: true } });
+        return workflow?.state !== 'performing';
+      },
+      maxCursorSize: this.options.maxCursorSize,
+      maxIterations: run.maxIterations ?? step.maxIterations,
+      maxRuntimeMs: step.maxRuntimeMs,
+      interruptible: run.interruptible !== false,
+    });
   }
 
   // ---------------------------------------------------------------- phase 3: finalize
@@ -298,6 +345,12 @@ export class ExecutorService {
       }
       prepared.execution = execution;
       if (workflow.state !== 'performing') {
+        if (prepared.step.resumable && workflow.state === 'paused') {
+          // Keep the cursor: resume continues the chain from this row.
+          prepared.logger.warn('Workflow was paused while the resumable step ran: execution closed as continued');
+          await this.store.transitionExecution(manager, execution, 'completed', 'continued');
+          return null;
+        }
         prepared.logger.warn(`Workflow became ${workflow.state} while the step ran: execution canceled, outcome discarded`);
         await this.store.transitionExecution(manager, execution, 'canceled', 'canceled');
         return null;
@@ -351,8 +404,13 @@ export class ExecutorService {
         await this.store.transitionWorkflow(manager, workflow, 'canceled', clear);
         return;
       case 'pause':
-        // The execution is canceled; nextStepName still names this step, so resume runs it again.
-        await this.store.transitionExecution(manager, execution, 'canceled', 'canceled', errorPatch);
+        if (prepared.step.resumable) {
+          // Closed as continued with its cursor: resume continues the chain from here.
+          await this.store.transitionExecution(manager, execution, 'completed', 'continued', errorPatch);
+        } else {
+          // Canceled; nextStepName still names this step, so resume runs it again.
+          await this.store.transitionExecution(manager, execution, 'canceled', 'canceled', errorPatch);
+        }
         await this.store.transitionWorkflow(manager, workflow, 'paused', clear);
         return;
       case 'reattempt':
@@ -360,7 +418,11 @@ export class ExecutorService {
           ...errorPatch,
           metadata: withMetadata({ ...execution, ...errorPatch } as StepExecution, { reattemptReason: reason }),
         });
-        await this.store.rescheduleCurrentStep(manager, workflow, definition, { waitMs: intent.waitMs }, clear);
+        await this.store.rescheduleCurrentStep(manager, workflow, definition, this.retryOf(prepared, intent.waitMs, intent.rewind), clear);
+        return;
+      case 'continue':
+        await this.store.transitionExecution(manager, execution, 'completed', 'continued', errorPatch);
+        await this.store.rescheduleCurrentStep(manager, workflow, definition, successorOf(execution, intent.waitMs), clear);
         return;
     }
   }
@@ -414,7 +476,7 @@ export class ExecutorService {
         await this.store.transitionExecution(manager, execution, 'completed', 'reattempted', {
           metadata: { ...described.metadata, reattemptReason: reason },
         });
-        await this.store.rescheduleCurrentStep(manager, workflow, definition, { waitMs: policy.reattemptDelay(attempt) }, clear);
+        await this.store.rescheduleCurrentStep(manager, workflow, definition, this.retryOf(prepared, policy.reattemptDelay(attempt)), clear);
         return;
       }
       case 'skip':
@@ -445,6 +507,17 @@ export class ExecutorService {
       if (row.metadata?.reattemptReason !== 'flow_control') count++;
     }
     return count;
+  }
+
+  /**
+   * The execution that retries this one: a resumable step continues from its cursor (or from the
+   * start with `rewind`) and keeps its signal; a plain step starts afresh and its gate re-attaches
+   * the still-claimed signal.
+   */
+  private retryOf(prepared: Prepared, waitMs: number | undefined, rewind = false): NewExecution {
+    if (!prepared.step.resumable) return { waitMs };
+    const successor = successorOf(prepared.execution, waitMs);
+    return rewind ? { ...successor, cursor: null } : successor;
   }
 
   private eventBase(prepared: Prepared, started: number) {

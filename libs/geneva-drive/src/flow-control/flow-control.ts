@@ -9,7 +9,9 @@ export type FlowControlIntent =
   | { kind: 'pause' }
   | { kind: 'skip' }
   | { kind: 'finished' }
-  | { kind: 'reattempt'; waitMs: number | undefined };
+  | { kind: 'reattempt'; waitMs: number | undefined; rewind?: boolean }
+  /** A resumable step stops at a checkpoint and continues in a successor (never thrown by user code). */
+  | { kind: 'continue'; waitMs: number | undefined };
 
 export type FlowControlKind = FlowControlIntent['kind'];
 

@@ -8,7 +8,7 @@ import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-opti
 import { publish } from '../instrumentation/geneva-drive.events.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
-import { jobOptionsFor, WorkflowStore } from '../persistence/workflow-store.js';
+import { jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 
 /** A gauge: a total and the same count per workflow type. @publicApi */
@@ -142,9 +142,10 @@ export class HousekeepingService {
       await this.store.enqueue(manager, execution, jobOptionsFor(definition, definition?.step(execution.stepName)));
       return true;
     }
-    // A worker died mid-step: close the row and run the step again.
+    // A worker died mid-step: close the row and run the step again — a resumable step from its cursor.
     await this.store.transitionExecution(manager, execution, 'completed', 'recovered');
-    await this.store.rescheduleCurrentStep(manager, workflow, definition, {}, { currentStepName: null });
+    const resumable = definition?.step(execution.stepName)?.resumable ?? execution.continuesFromId !== null;
+    await this.store.rescheduleCurrentStep(manager, workflow, definition, resumable ? successorOf(execution, undefined) : {}, { currentStepName: null });
     return true;
   }
 

@@ -217,3 +217,8 @@ export class WorkflowStore {
 export function jobOptionsFor(definition: WorkflowDefinition | undefined, step: StepDefinition | undefined): StepJobOptions {
   return { ...(definition?.jobOptions ?? {}), ...(step?.jobOptions ?? {}) };
 }
+
+/** A successor continuing `execution`'s chain: same step, its persisted cursor and its signal pin. */
+export function successorOf(execution: StepExecution, waitMs: number | undefined): NewExecution {
+  return { waitMs, cursor: execution.cursor, signalId: execution.signalId, continuesFromId: execution.id };
+}

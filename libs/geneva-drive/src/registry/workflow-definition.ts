@@ -206,7 +206,7 @@ function buildStep(name: string, declaration: StepDeclaration, target: Function,
     }
     if (options.maxRuntime !== undefined) {
       maxRuntimeMs = parseDuration(options.maxRuntime);
-      if (maxRuntimeMs === undefined) fail('maxRuntime must be a duration');
+      if (maxRuntimeMs === undefined || maxRuntimeMs <= 0) fail('maxRuntime must be a positive duration');
     }
   }
 

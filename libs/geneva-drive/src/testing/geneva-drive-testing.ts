@@ -1,9 +1,10 @@
-import { AssertionError } from 'node:assert';
+import { AssertionError, deepStrictEqual } from 'node:assert';
+import { inspect } from 'node:util';
 import type { INestApplicationContext } from '@nestjs/common';
 import { Signal, type SignalState } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
-import { ExecutorService } from '../execution/executor.service.js';
+import { ExecutorService, type ExecuteOptions } from '../execution/executor.service.js';
 import { QUEUE_PORT } from '../geneva-drive.constants.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { WorkflowStore } from '../persistence/workflow-store.js';
@@ -19,8 +20,9 @@ type WorkflowRef = WorkflowRecord | string;
 /**
  * Drives and inspects workflows from a test. Create it from a compiled testing module whose
  * GenevaDriveModule uses the `manual` queue: `const gd = GenevaDriveTesting.create(moduleRef)`.
- * Driving helpers run executions immediately (ignoring `scheduledFor`) and throw, naming the
- * signal, instead of spinning on a parked execution.
+ * Driving helpers run executions immediately (ignoring `scheduledFor`), run resumable steps without
+ * interruptions (only `skipTo` hands on), and throw, naming the signal, instead of spinning on a
+ * parked execution.
  * @publicApi
  */
 export class GenevaDriveTesting {
@@ -91,6 +93,47 @@ export class GenevaDriveTesting {
     return this.executeAndReload(workflow, execution.id);
   }
 
+  /**
+   * Runs the current step to its end — following a resumable step's chain of successors — without
+   * going on to the next step. Returns the step's last execution, or null when there is none.
+   */
+  async speedrunCurrentStep(workflow: WorkflowRef, options: { maxExecutions?: number } = {}): Promise<StepExecution | null> {
+    const maxExecutions = options.maxExecutions ?? 100;
+    let current = await this.store.currentExecution(this.manager, idOf(workflow));
+    if (!current) return null;
+    const stepName = current.stepName;
+    let last: StepExecution | null = null;
+    for (let runs = 0; current && current.stepName === stepName && (last === null || current.continuesFromId === last.id); runs++) {
+      if (runs >= maxExecutions) throw new Error(`speedrunCurrentStep ran ${maxExecutions} executions of "${stepName}" without it ending`);
+      await this.refuseParked(current);
+      last = await this.executeAndReload(workflow, current.id);
+      current = await this.store.currentExecution(this.manager, idOf(workflow));
+    }
+    return last;
+  }
+
+  /**
+   * Runs the current (resumable) execution for `count` checkpoints, then lets it hand on to a
+   * successor as an interruption would. Returns the execution.
+   */
+  async runIterations(workflow: WorkflowRef, count: number): Promise<StepExecution | null> {
+    const current = await this.store.currentExecution(this.manager, idOf(workflow));
+    if (!current) return null;
+    await this.refuseParked(current);
+    return this.executeAndReload(workflow, current.id, { maxIterations: count });
+  }
+
+  /** The current execution's cursor equals `expected` (deep equality). */
+  async assertCursor(workflow: WorkflowRef, expected: unknown): Promise<void> {
+    const current = await this.store.currentExecution(this.manager, idOf(workflow));
+    if (!current) throw new AssertionError({ message: `Expected workflow ${idOf(workflow)} to have a current execution with a cursor, but it has none` });
+    try {
+      deepStrictEqual(current.cursor, expected);
+    } catch {
+      throw new AssertionError({ message: `Expected the cursor of "${current.stepName}" to be ${inspect(expected)}, but it is ${inspect(current.cursor)}`, actual: current.cursor, expected });
+    }
+  }
+
   async assertWorkflowState(workflow: WorkflowRef, expected: WorkflowState): Promise<void> {
     const record = await this.reload(workflow);
     if (record.state !== expected) {
@@ -139,9 +182,9 @@ export class GenevaDriveTesting {
     );
   }
 
-  private async executeAndReload(workflow: WorkflowRef, executionId: string): Promise<StepExecution> {
+  private async executeAndReload(workflow: WorkflowRef, executionId: string, options: ExecuteOptions = { interruptible: false }): Promise<StepExecution> {
     try {
-      await this.executor.execute(executionId);
+      await this.executor.execute(executionId, options);
     } finally {
       if (typeof workflow !== 'string') this.sync(workflow, await this.reload(workflow));
     }

@@ -67,11 +67,14 @@ export abstract class GenevaWorkflow<Hero = unknown> {
     return this.flowControl({ kind: 'skip' });
   }
 
-  /** Runs this step again, after `wait` if given. Never counted against `maxReattempts`. */
-  reattempt(options: { wait?: Duration } = {}): never {
+  /**
+   * Runs this step again, after `wait` if given. Never counted against `maxReattempts`. A resumable
+   * step continues from its cursor, or starts over with `rewind: true`.
+   */
+  reattempt(options: { wait?: Duration; rewind?: boolean } = {}): never {
     const waitMs = options.wait === undefined ? undefined : parseDuration(options.wait);
     if (options.wait !== undefined && waitMs === undefined) throw new TypeError(`reattempt wait must be a duration, got ${JSON.stringify(options.wait)}`);
-    return this.flowControl({ kind: 'reattempt', waitMs });
+    return this.flowControl({ kind: 'reattempt', waitMs, rewind: options.rewind === true });
   }
 
   /** Completes this step and the whole workflow, skipping the remaining steps. */

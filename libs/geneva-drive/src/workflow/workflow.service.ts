@@ -6,7 +6,7 @@ import { InvalidStateError } from '../errors/invalid-state.error.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import { heroReference } from '../execution/hero.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
-import { jobOptionsFor, WorkflowStore } from '../persistence/workflow-store.js';
+import { jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { SignalRendezvous } from '../signals/signal-rendezvous.js';
 import { SignalService, type StartSignal } from '../signals/signal.service.js';
@@ -120,7 +120,10 @@ export class WorkflowService {
       } else if (current?.state === 'waiting') {
         await this.rendezvous.redeliver(manager, record, current);
       } else if (record.nextStepName !== null) {
-        await this.store.rescheduleCurrentStep(manager, record, definition);
+        // A resumable chain continues from its cursor: the step closed by a pause, or the failed
+        // execution that had already moved its cursor. Anything else starts the step afresh.
+        const predecessor = await this.unfinishedChainOf(manager, record.id, record.nextStepName);
+        await this.store.rescheduleCurrentStep(manager, record, definition, predecessor ? successorOf(predecessor, undefined) : {});
       }
     });
   }
@@ -152,6 +155,19 @@ export class WorkflowService {
       if (current) await this.store.transitionExecution(manager, current, 'canceled', 'canceled');
       await this.store.transitionWorkflow(manager, record, 'canceled');
     });
+  }
+
+  /** The latest execution of the step that a successor should continue: completed as `continued`, or failed with a cursor; and not continued yet. */
+  private async unfinishedChainOf(manager: EntityManager, workflowId: string, stepName: string): Promise<StepExecution | null> {
+    const latest = await manager
+      .createQueryBuilder(StepExecution, 'e')
+      .where('e.workflowId = :workflowId AND e.stepName = :stepName', { workflowId, stepName })
+      .andWhere("((e.state = 'completed' AND e.outcome = 'continued') OR (e.state = 'failed' AND e.cursor IS NOT NULL))")
+      .andWhere((qb) => `NOT EXISTS ${qb.subQuery().select('1').from(StepExecution, 's').where('s.continues_from_id = e.id').getQuery()}`)
+      .orderBy('e.createdAt', 'DESC')
+      .addOrderBy('e.id', 'DESC')
+      .getOne();
+    return latest;
   }
 
   private async operate(
