@@ -53,7 +53,18 @@ export class WorkflowStore {
 
   async insertWorkflow(manager: EntityManager, values: Pick<WorkflowRecord, 'type' | 'heroType' | 'heroId' | 'allowMultiple'>): Promise<WorkflowRecord> {
     const now = this.now();
-    const workflow = manager.create(WorkflowRecord, { ...values, state: 'ready', createdAt: now, updatedAt: now });
+    // Every nullable column explicitly null, so the record `start` returns reads like the row.
+    const workflow = manager.create(WorkflowRecord, {
+      ...values,
+      state: 'ready',
+      currentStepName: null,
+      nextStepName: null,
+      startedAt: null,
+      transitionedAt: null,
+      finishedAt: null,
+      createdAt: now,
+      updatedAt: now,
+    });
     await manager.insert(WorkflowRecord, workflow);
     workflow.id = String(workflow.id);
     return workflow;

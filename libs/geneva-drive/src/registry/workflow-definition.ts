@@ -101,9 +101,12 @@ export function buildWorkflowDefinition(target: Function): WorkflowDefinition {
   // Steps: parents' first, each class in declaration order, then positioned by before/after.
   const declared: Array<{ definition: StepDefinition; before?: string; after?: string }> = [];
   const taken = new Set<string>();
+  // Names given explicitly (or method names) anywhere in the chain are reserved up front, so a
+  // generated `step_<n>` never takes a name that a later declaration spells out.
+  const reserved = new Set(chain.flatMap((cls) => ownStepDeclarations(cls).map((d) => d.options.name ?? d.methodName)));
   for (const cls of chain) {
     for (const declaration of ownStepDeclarations(cls)) {
-      const name = stepNameOf(declaration, taken, declared.length);
+      const name = stepNameOf(declaration, taken, reserved, declared.length);
       if (taken.has(name)) fail(name, `a step named "${name}" is already defined in ${className}`);
       const stepFail = (problem: string): never => fail(name, problem);
       const { before, after } = declaration.options;
@@ -143,12 +146,12 @@ function classChain(target: Function): Function[] {
   return chain;
 }
 
-function stepNameOf(declaration: StepDeclaration, taken: Set<string>, position: number): string {
+function stepNameOf(declaration: StepDeclaration, taken: Set<string>, reserved: Set<string | undefined>, position: number): string {
   if (declaration.options.name !== undefined) return declaration.options.name;
   if (declaration.methodName !== undefined) return declaration.methodName;
-  // Anonymous programmatic step: number by position, skipping names already in use.
+  // Anonymous programmatic step: number by position, skipping names in use or reserved.
   let n = position + 1;
-  while (taken.has(`step_${n}`)) n++;
+  while (taken.has(`step_${n}`) || reserved.has(`step_${n}`)) n++;
   return `step_${n}`;
 }
 
@@ -173,10 +176,13 @@ function buildStep(name: string, declaration: StepDeclaration, target: Function,
   if (options.wait !== undefined) {
     waitMs = parseDuration(options.wait);
     if (waitMs === undefined) {
+      const signalShaped = typeof (options.wait as { matches?: unknown } | null)?.matches === 'function';
       fail(
         typeof options.wait === 'string'
           ? `wait takes a duration (ms or '15m'), got "${options.wait}"; to wait for a signal use waitFor`
-          : `wait must be a non-negative duration, got ${JSON.stringify(options.wait)}`,
+          : signalShaped
+            ? `wait takes a duration, got a signal matcher; to wait for a signal use waitFor`
+            : `wait must be a non-negative duration, got ${JSON.stringify(options.wait)}`,
       );
     }
   }
