@@ -15,6 +15,7 @@ import {
   StepExecution,
   StepNotDefinedError,
   WorkflowRecord,
+  WorkflowAlreadyOngoingError,
   WorkflowService,
 } from 'geneva-drive';
 import { WorkflowRegistry } from '../../libs/geneva-drive/src/registry/workflow.registry.js';
@@ -166,7 +167,8 @@ describeEachDatabase('executor', (kind) => {
       const first = await workflows.start(LinearWorkflow, hero);
       await workflows.pause(first); // a paused workflow holds the slot too
       const error = await workflows.start(LinearWorkflow, hero).then(() => null, (e: unknown) => e);
-      expect(error).toBeInstanceOf(Error);
+      expect(error).toBeInstanceOf(WorkflowAlreadyOngoingError);
+      expect((error as WorkflowAlreadyOngoingError).heroId).toBe(String(hero.id));
       expect(await records.count()).toBe(1);
       expect(await executions.count()).toBe(1);
       expect(app.gd.enqueuedJobs).toHaveLength(1);

@@ -8,3 +8,4 @@ export * from './step-not-defined.error.js';
 export * from './invalid-hero.error.js';
 export * from './signal.errors.js';
 export * from './cursor-too-large.error.js';
+export * from './workflow-already-ongoing.error.js';

@@ -3,9 +3,11 @@ import { In, type EntityManager } from 'typeorm';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { InvalidStateError } from '../errors/invalid-state.error.js';
+import { WorkflowAlreadyOngoingError } from '../errors/workflow-already-ongoing.error.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import { heroReference } from '../execution/hero.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
+import { isUniqueViolation } from '../persistence/unique-violation.js';
 import { jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { SignalRendezvous } from '../signals/signal-rendezvous.js';
@@ -47,7 +49,12 @@ export class WorkflowService {
     const ref = heroReference(this.transactions.dataSource, definition.name, hero, definition.heroEntity?.());
     const signals = (options.signals ?? []).map((signal) => this.signals.prepareSignal(signal));
     return this.transactions.run(async (manager) => {
-      const workflow = await this.store.insertWorkflow(manager, { type: definition.name, ...ref, allowMultiple: options.allowMultiple ?? false });
+      const workflow = await this.store
+        .insertWorkflow(manager, { type: definition.name, ...ref, allowMultiple: options.allowMultiple ?? false })
+        .catch((error: unknown) => {
+          if (isUniqueViolation(error)) throw new WorkflowAlreadyOngoingError(definition.name, ref.heroType, ref.heroId, { cause: error });
+          throw error;
+        });
       for (const signal of signals) await this.signals.insert(manager, workflow.id, signal);
       const first = definition.firstStep;
       if (!first) await this.store.transitionWorkflow(manager, workflow, 'finished');
