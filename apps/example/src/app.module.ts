@@ -25,10 +25,13 @@ export function databaseOptions(env: NodeJS.ProcessEnv = process.env): TypeOrmMo
   return { ...common, type: 'better-sqlite3', database: file, enableWAL: true, timeout: 5000 };
 }
 
-/** The queue: in-process by default; `REDIS_URL` switches to Bull. `WORKER=0` makes a web-only process. */
+/**
+ * The queue: in-process by default; `REDIS_URL` switches to Bull. `WORKER=0` makes a process that
+ * runs no steps (a web-only process, the housekeeping command).
+ */
 export function queueOptions(env: NodeJS.ProcessEnv = process.env): QueueAdapterOptions {
   if (env.REDIS_URL) return { adapter: 'bull', redis: env.REDIS_URL, concurrency: env.WORKER === '0' ? 0 : Number(env.CONCURRENCY ?? 2) };
-  return { adapter: 'local', concurrency: 1 };
+  return { adapter: 'local', concurrency: env.WORKER === '0' ? 0 : 1 };
 }
 
 @Module({

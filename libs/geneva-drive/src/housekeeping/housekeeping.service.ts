@@ -3,12 +3,13 @@ import { In, LessThan, type EntityManager } from 'typeorm';
 import { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
-import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
+import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS, QUEUE_PORT } from '../geneva-drive.constants.js';
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
 import { publish } from '../instrumentation/geneva-drive.events.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
+import type { QueuePort, StepJob } from '../queue/queue.port.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 
 /** A gauge: a total and the same count per workflow type. @publicApi */
@@ -24,7 +25,10 @@ export interface HousekeepingSummary {
   signalsDeleted: number;
   stuckInProgressRecovered: number;
   stuckScheduledRecovered: number;
-  /** Executions whose recovery failed (each is logged with its error); they are retried next run. */
+  /**
+   * Executions housekeeping could not recover (each is logged with its error): the recovery threw,
+   * or its job could not be enqueued. They stay eligible and are retried by the next run.
+   */
   unrecoverable: string[];
   gauges: {
     'geneva_drive.waiting_step_executions': Gauge;
@@ -46,6 +50,7 @@ export class HousekeepingService {
     private readonly store: WorkflowStore,
     private readonly registry: WorkflowRegistry,
     private readonly schema: SchemaCapabilities,
+    @Inject(QUEUE_PORT) private readonly queue: QueuePort,
     @Inject(GENEVA_DRIVE_OPTIONS) private readonly options: ResolvedGenevaDriveOptions,
     @Inject(GENEVA_DRIVE_LOGGER) private readonly logger: LoggerService,
   ) {}
@@ -107,24 +112,58 @@ export class HousekeepingService {
         .andWhere('w.state IN (:...runnable)', { runnable: ['ready', 'performing'] })
         .andWhere('e.id > :after', { after })
         .orderBy('e.id', 'ASC')
-        .take(batch)
+        // limit, not take: the join selects nothing, so one plain LIMIT query (take would add a DISTINCT pre-query).
+        .limit(batch)
         .getMany();
-      for (const candidate of candidates) {
-        try {
-          const recovered = await this.transactions.run((manager) => this.recover(manager, candidate.workflowId, candidate.id, state, cutoff));
-          if (recovered) summary[state === 'in_progress' ? 'stuckInProgressRecovered' : 'stuckScheduledRecovered']++;
-        } catch (error) {
-          summary.unrecoverable.push(candidate.id);
-          this.logger.error(`Housekeeping could not recover execution ${candidate.id}: ${String(error)}`);
-        }
-      }
+      for (const candidate of candidates) await this.recoverOne(candidate, state, cutoff, summary);
       if (candidates.length < batch) return;
       after = candidates[candidates.length - 1].id;
     }
   }
 
-  /** Re-checks under the locks, then applies `stuckRecoveryAction`. Returns whether it acted. */
-  private async recover(manager: EntityManager, workflowId: string, executionId: string, state: 'in_progress' | 'scheduled', cutoff: Date): Promise<boolean> {
+  /**
+   * One row: the recovery transaction, then (after its commit) the job it calls for, awaited, so a
+   * failed enqueue is reported instead of being counted as a recovery.
+   */
+  private async recoverOne(
+    candidate: Pick<StepExecution, 'id' | 'workflowId'>,
+    state: 'in_progress' | 'scheduled',
+    cutoff: Date,
+    summary: HousekeepingSummary,
+  ): Promise<void> {
+    let job: StepJob | null | false;
+    try {
+      job = await this.transactions.run((manager) => this.recover(manager, candidate.workflowId, candidate.id, state, cutoff));
+    } catch (error) {
+      summary.unrecoverable.push(candidate.id);
+      this.logger.error(`Housekeeping could not recover execution ${candidate.id}: ${String(error)}`);
+      return;
+    }
+    if (job === false) return;
+    if (job) {
+      try {
+        await this.queue.enqueue(job);
+      } catch (error) {
+        // Committed but not enqueued: the execution is `scheduled` and overdue, so a later run retries.
+        summary.unrecoverable.push(job.executionId);
+        this.logger.error(`Housekeeping could not enqueue execution ${job.executionId} (recovering ${candidate.id}): ${String(error)}`);
+        return;
+      }
+    }
+    summary[state === 'in_progress' ? 'stuckInProgressRecovered' : 'stuckScheduledRecovered']++;
+  }
+
+  /**
+   * Re-checks under the locks, then applies `stuckRecoveryAction`. Returns false when the row is no
+   * longer stuck, else the job to enqueue once committed (null: none).
+   */
+  private async recover(
+    manager: EntityManager,
+    workflowId: string,
+    executionId: string,
+    state: 'in_progress' | 'scheduled',
+    cutoff: Date,
+  ): Promise<StepJob | null | false> {
     const workflow = await this.store.lockWorkflow(manager, workflowId);
     const execution = await this.store.lockExecution(manager, executionId);
     const stuckSince = state === 'in_progress' ? execution?.startedAt : execution?.scheduledFor;
@@ -134,19 +173,27 @@ export class HousekeepingService {
     if (this.options.stuckRecoveryAction === 'cancel') {
       await this.store.transitionExecution(manager, execution, 'canceled', 'recovered');
       await this.store.transitionWorkflow(manager, workflow, 'canceled', { currentStepName: null });
-      return true;
+      return null;
     }
     if (state === 'scheduled') {
       // A lost enqueue: enqueue the same execution again (its job id is its id, so a job that does
-      // exist is not duplicated).
-      await this.store.enqueue(manager, execution, jobOptionsFor(definition, definition?.step(execution.stepName)));
-      return true;
+      // exist is not duplicated). Nothing changes in the database.
+      return { executionId: execution.id, runAt: execution.scheduledFor, jobOptions: jobOptionsFor(definition, definition?.step(execution.stepName)) };
     }
-    // A worker died mid-step: close the row and run the step again — a resumable step from its cursor.
+    // A worker died mid-step: close the row and run the step again — a resumable step from its
+    // cursor. The successor keeps the signal pin, so it re-reads the very event the row was given.
+    const stepName = workflow.currentStepName ?? workflow.nextStepName;
+    if (stepName === null) throw new Error(`Workflow ${workflow.id} has no current or next step to run again`);
     await this.store.transitionExecution(manager, execution, 'completed', 'recovered');
     const resumable = definition?.step(execution.stepName)?.resumable ?? execution.continuesFromId !== null;
-    await this.store.rescheduleCurrentStep(manager, workflow, definition, resumable ? successorOf(execution, undefined) : {}, { currentStepName: null });
-    return true;
+    const successor = await this.store.insertExecution(
+      manager,
+      workflow.id,
+      stepName,
+      resumable ? successorOf(execution, undefined) : { signalId: execution.signalId ?? null },
+    );
+    await this.store.updateWorkflow(manager, workflow, { ...this.store.transitionChanges(workflow, 'ready', { currentStepName: null }), nextStepName: stepName });
+    return { executionId: successor.id, runAt: successor.scheduledFor, jobOptions: jobOptionsFor(definition, definition?.step(stepName)) };
   }
 
   private async readGauges(): Promise<HousekeepingSummary['gauges']> {

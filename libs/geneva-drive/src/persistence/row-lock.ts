@@ -29,7 +29,12 @@ export function isSqlite(manager: EntityManager): boolean {
  * transaction, may predate the workflow lock we just took and miss a step that parked meanwhile.
  * PostgreSQL's READ COMMITTED and SQLite's database lock already see the latest rows.
  */
-export function latestRowsLock(manager: EntityManager): { mode: 'pessimistic_read' } | undefined {
+export function latestRowsLock(manager: EntityManager): { mode: 'pessimistic_read' | 'pessimistic_write' } | undefined {
   const type = manager.connection.options.type;
-  return type === 'mysql' || type === 'mariadb' ? { mode: 'pessimistic_read' } : undefined;
+  if (type === 'mariadb') return { mode: 'pessimistic_read' }; // LOCK IN SHARE MODE
+  // `type: 'mysql'` may be a MariaDB server, whose version number (10.x, 11.x) makes TypeORM write
+  // MySQL 8's `FOR SHARE`, a syntax error there (and TypeORM keeps no trace of the server flavour):
+  // take FOR UPDATE, valid on both. These reads already run under the workflow row lock.
+  if (type === 'mysql') return { mode: 'pessimistic_write' };
+  return undefined;
 }
