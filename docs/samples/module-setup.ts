@@ -1,0 +1,84 @@
+/** Manual § Module setup. */
+import { Injectable, Logger, Module } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { GENEVA_DRIVE_ENTITIES, GENEVA_DRIVE_MIGRATIONS, GenevaDriveModule } from 'geneva-drive';
+import { OrderFulfillmentWorkflow } from './defining-workflows.js';
+import { Order, PaymentsService, SHOP_ENTITIES, ShippingService } from './shop.js';
+
+// #region app-module
+@Module({
+  imports: [
+    TypeOrmModule.forRoot({
+      type: 'postgres',
+      url: process.env.DATABASE_URL,
+      entities: [...SHOP_ENTITIES, ...GENEVA_DRIVE_ENTITIES],
+      migrations: [...GENEVA_DRIVE_MIGRATIONS],
+      migrationsRun: true,
+    }),
+    TypeOrmModule.forFeature([Order]),
+    GenevaDriveModule.forRoot({
+      queue: { adapter: 'bull', redis: process.env.REDIS_URL, concurrency: 4 },
+    }),
+  ],
+  providers: [PaymentsService, ShippingService, OrderFulfillmentWorkflow],
+})
+export class AppModule {}
+// #endregion app-module
+
+// #region for-root-async
+@Injectable()
+export class Settings {
+  readonly redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+  readonly workerConcurrency = Number(process.env.WORKER_CONCURRENCY ?? 4);
+  readonly retention = process.env.NODE_ENV === 'production' ? ('90d' as const) : ('1d' as const);
+}
+
+@Module({ providers: [Settings], exports: [Settings] })
+export class SettingsModule {}
+
+export const genevaDrive = GenevaDriveModule.forRootAsync({
+  imports: [SettingsModule],
+  inject: [Settings],
+  useFactory: (settings: Settings) => ({
+    queue: { adapter: 'bull', redis: settings.redisUrl, concurrency: settings.workerConcurrency },
+    deleteCompletedWorkflowsAfter: settings.retention,
+  }),
+});
+// #endregion for-root-async
+
+// #region named-data-source
+export const workflowsDatabase = [
+  TypeOrmModule.forRoot({
+    name: 'workflows',
+    type: 'postgres',
+    url: process.env.WORKFLOWS_DATABASE_URL,
+    entities: [...SHOP_ENTITIES, ...GENEVA_DRIVE_ENTITIES],
+    migrations: [...GENEVA_DRIVE_MIGRATIONS],
+    migrationsRun: true,
+  }),
+  GenevaDriveModule.forRootAsync({
+    dataSource: 'workflows', // beside useFactory, not inside what it returns
+    imports: [SettingsModule],
+    inject: [Settings],
+    useFactory: (settings: Settings) => ({ queue: { adapter: 'bull', redis: settings.redisUrl } }),
+  }),
+];
+// #endregion named-data-source
+
+// #region all-defaults
+export const spelledOut = GenevaDriveModule.forRoot({
+  queue: { adapter: 'local', concurrency: 1 },
+  enqueueAfterCommit: true,
+  maxSignalPayloadSize: 131_072,
+  maxCursorSize: 131_072,
+  waitingVisibilityThreshold: '7d',
+  deleteCompletedWorkflowsAfter: '30d',
+  stuckInProgressThreshold: '1h',
+  stuckScheduledThreshold: '15m',
+  stuckRecoveryAction: 'reattempt',
+  housekeepingBatchSize: 1000,
+  housekeeping: { every: '30m' },
+  logger: new Logger('GenevaDrive'),
+  isGlobal: true,
+});
+// #endregion all-defaults

@@ -1,0 +1,182 @@
+/** Manual § Signals. */
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import {
+  GenevaWorkflow,
+  SignalMatcher,
+  SignalService,
+  Step,
+  Workflow,
+  WorkflowNotOngoingError,
+  WorkflowService,
+  type Signal,
+  type SignalMatcherLike,
+  type WorkflowRecord,
+} from 'geneva-drive';
+import { DataSource } from 'typeorm';
+import { OrderFulfillmentWorkflow } from './defining-workflows.js';
+import { Contract, Order, PaymentsService } from './shop.js';
+
+// #region matcher-predicate
+/** Only the signature of this contract's own document counts. */
+export const DOCUMENT_SIGNED = new SignalMatcher<{ documentId: string; timedOut?: boolean }, ContractWorkflow>(
+  'document_signed',
+  (payload, wf) => payload.documentId === wf.hero.documentId,
+);
+
+@Workflow({ hero: () => Contract })
+export class ContractWorkflow extends GenevaWorkflow<Contract> {
+  constructor(@InjectDataSource() private readonly dataSource: DataSource) {
+    super();
+  }
+
+  @Step()
+  async sendForSignature() {
+    this.logger.log(`sending document ${this.hero.documentId}`);
+  }
+
+  @Step({ waitFor: DOCUMENT_SIGNED, skipIf: (wf: ContractWorkflow) => wf.hero.preSigned })
+  async awaitCountersignature() {
+    if (this.receivedSignal!.payload.timedOut) this.cancel();
+    await this.dataSource.getRepository(Contract).update(this.hero.id, { countersigned: true });
+  }
+}
+// #endregion matcher-predicate
+
+// #region matcher-constant
+/** A payment confirmation only counts when it pays the whole order. */
+export const ORDER_PAID = new SignalMatcher<{ amountCents: number }, { hero: Order }>(
+  'payment_confirmed',
+  (payload, wf) => payload.amountCents >= wf.hero.amountCents,
+);
+// #endregion matcher-constant
+
+// #region matcher-custom
+/** Waits for either of two event names, with a minimum amount. */
+export class PaymentSettled implements SignalMatcherLike {
+  constructor(private readonly minCents: number) {}
+
+  describe(): string {
+    return `payment_confirmed or payment_captured of at least ${this.minCents} cents`;
+  }
+
+  matches(signal: Signal<{ amountCents?: number }>): boolean {
+    return ['payment_confirmed', 'payment_captured'].includes(signal.name) && (signal.payload.amountCents ?? 0) >= this.minCents;
+  }
+}
+
+@Workflow({ hero: () => Order })
+export class PreorderWorkflow extends GenevaWorkflow<Order> {
+  constructor(private readonly payments: PaymentsService) {
+    super();
+  }
+
+  @Step({ waitFor: ORDER_PAID })
+  async captureDeposit() {
+    await this.payments.capture(this.hero, this.receivedSignal!.payload.amountCents);
+  }
+
+  @Step({ waitFor: new PaymentSettled(100) })
+  async captureBalance() {
+    this.logger.log(`balance settled by ${this.receivedSignal!.name}`);
+  }
+}
+// #endregion matcher-custom
+
+// #region composing
+@Workflow({ hero: () => Order })
+export class InstallmentWorkflow extends GenevaWorkflow<Order> {
+  /** Not before two days have passed, and only once the first installment is paid. */
+  @Step({ wait: '2d', waitFor: 'installment_paid' })
+  async confirmFirstInstallment() {
+    this.logger.log(`first installment: ${JSON.stringify(this.receivedSignal!.payload)}`);
+  }
+
+  /** Waits for the same name again: it needs a second signal, the first one is consumed. */
+  @Step({ waitFor: 'installment_paid' })
+  async confirmSecondInstallment() {
+    this.logger.log(`second installment: signal ${this.receivedSignal!.id}`);
+  }
+}
+// #endregion composing
+
+// #region signal-with-start
+@Injectable()
+export class GiftCardCheckout {
+  constructor(private readonly workflows: WorkflowService) {}
+
+  /** Paid in full by gift card: the confirmation exists before the workflow does. */
+  async placePaidOrder(order: Order, giftCardRedemptionId: string): Promise<WorkflowRecord> {
+    return this.workflows.start(OrderFulfillmentWorkflow, order, {
+      signals: [{ name: 'payment_confirmed', payload: { amountCents: order.amountCents }, idempotencyKey: giftCardRedemptionId }],
+    });
+  }
+}
+// #endregion signal-with-start
+
+// #region caller-transaction
+@Injectable()
+export class PaymentLedger {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly signals: SignalService,
+  ) {}
+
+  /** The order's status and the signal commit together; if either fails, neither happened. */
+  async recordPayment(workflow: WorkflowRecord, order: Order, eventId: string): Promise<Signal> {
+    return this.dataSource.transaction(async (manager) => {
+      await manager.update(Order, order.id, { status: 'paid' });
+      return this.signals.signal(workflow, 'payment_confirmed', {
+        payload: { amountCents: order.amountCents, paidAt: new Date() },
+        idempotencyKey: eventId,
+        manager,
+      });
+    });
+  }
+}
+// #endregion caller-transaction
+
+// #region deadline
+/** The contract's clock: a one-step workflow that sends the deadline as a signal. */
+@Workflow({ hero: () => Contract })
+export class ContractDeadlineWorkflow extends GenevaWorkflow<Contract> {
+  constructor(
+    private readonly workflows: WorkflowService,
+    private readonly signals: SignalService,
+  ) {
+    super();
+  }
+
+  @Step({ wait: '14d' })
+  async sendDeadline() {
+    const contract = await this.workflows.findOngoing(ContractWorkflow, this.hero);
+    if (!contract) return; // already signed, or given up on
+    try {
+      await this.signals.signal(contract, 'document_signed', {
+        payload: { documentId: this.hero.documentId, timedOut: true }, // must pass DOCUMENT_SIGNED too
+        idempotencyKey: `deadline-${contract.id}`,
+      });
+    } catch (error) {
+      if (!(error instanceof WorkflowNotOngoingError)) throw error; // it ended meanwhile: nothing to do
+    }
+  }
+}
+
+@Injectable()
+export class ContractsService {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly workflows: WorkflowService,
+  ) {}
+
+  /** Starts the contract and its deadline together. */
+  async open(documentId: string): Promise<Contract> {
+    return this.dataSource.transaction(async (manager) => {
+      const contract = await manager.save(manager.create(Contract, { documentId }));
+      await this.workflows.start(ContractWorkflow, contract, { manager });
+      await this.workflows.start(ContractDeadlineWorkflow, contract, { manager });
+      return contract;
+    });
+  }
+}
+// #endregion deadline
