@@ -1,0 +1,202 @@
+/**
+ * The Bull adapter on a real Redis, with nothing driven by hand: the test application consumes its
+ * own queue (concurrency 2) and the tests only start workflows and watch the database and Redis.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import Bull from 'bull';
+import { QUEUE_PORT, WorkflowRecord, WorkflowService } from 'geneva-drive';
+import { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
+import { describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
+import { TestHero } from '../utils/fixtures.js';
+import { createTestApp, type TestApp } from '../src/test-app.js';
+import { removePendingJobs, sleep, waitUntil } from '../src/bull-wait.js';
+import {
+  journalOf,
+  QUEUE_WORKFLOWS,
+  QueueDelayedWorkflow,
+  QueueFailingWorkflow,
+  QueueParkedWorkflow,
+  QueueStepError,
+  QueueThreeStepWorkflow,
+  queueJournal,
+} from '../src/bull-workflows.js';
+
+const QUEUE_NAME = 'geneva-drive';
+
+interface SeenJob {
+  jobId: string;
+  executionId: string;
+}
+
+interface FailedJob extends SeenJob {
+  attemptsMade: number;
+  attempts: number | undefined;
+  message: string;
+}
+
+function bullSuite(kind: DatabaseKind): void {
+  // Unique per file, jest worker process and database: parallel workers and runs never share keys.
+  const prefix = `gd-e2e-bull-queue-${process.pid}-${kind}`;
+  let admin: Bull.Queue;
+  let app: TestApp;
+  let queue: Bull.Queue<{ executionId: string }>;
+  let workflows: WorkflowService;
+  let hero: TestHero;
+  const active: SeenJob[] = [];
+  const failed: FailedJob[] = [];
+
+  beforeAll(async () => {
+    // A queue handle of our own for cleaning: obliterate pauses the queue it is called on.
+    admin = new Bull(QUEUE_NAME, redisUrl(), { prefix });
+    await admin.obliterate({ force: true });
+    app = await createTestApp(kind, QUEUE_WORKFLOWS, { queue: { adapter: 'bull', redis: redisUrl(), prefix, name: QUEUE_NAME, concurrency: 2 } });
+    const adapter = app.moduleRef.get(QUEUE_PORT);
+    expect(adapter).toBeInstanceOf(BullQueueAdapter);
+    queue = (adapter as BullQueueAdapter).queue;
+    // Local events: this process is the only consumer of the queue.
+    queue.on('active', (job) => active.push({ jobId: String(job.id), executionId: job.data.executionId }));
+    queue.on('failed', (job, error) =>
+      failed.push({ jobId: String(job.id), executionId: job.data.executionId, attemptsMade: job.attemptsMade, attempts: job.opts.attempts, message: error.message }),
+    );
+    workflows = app.moduleRef.get(WorkflowService);
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await admin?.obliterate({ force: true });
+    await admin?.close();
+  });
+
+  beforeEach(async () => {
+    await removePendingJobs(queue); // delayed jobs a previous test left behind
+    await app.reset();
+    queueJournal.length = 0;
+    active.length = 0;
+    failed.length = 0;
+    const heroes = app.dataSource.getRepository(TestHero);
+    hero = await heroes.save(heroes.create({ name: 'Ada' }));
+  });
+
+  const stateOf = async (wf: WorkflowRecord) => (await workflows.find(wf.id)).state;
+  const waitForState = (wf: WorkflowRecord, state: WorkflowRecord['state']) =>
+    waitUntil(`workflow ${wf.id} to be ${state}`, async () => {
+      const record = await workflows.find(wf.id);
+      return record.state === state ? record : null;
+    });
+
+  it('runs a three-step workflow to finished by itself, each step a Bull job whose id is its execution id', async () => {
+    const wf = await workflows.start(QueueThreeStepWorkflow, hero);
+    const finished = await waitForState(wf, 'finished');
+
+    expect(finished.finishedAt).toBeInstanceOf(Date);
+    expect(journalOf(wf.id)).toEqual(['one', 'two', 'three']);
+    const history = await workflows.executionHistory(wf);
+    expect(history.map((e) => [e.stepName, e.state, e.outcome])).toEqual([
+      ['stepOne', 'completed', 'success'],
+      ['stepTwo', 'completed', 'success'],
+      ['stepThree', 'completed', 'success'],
+    ]);
+    // The 300 ms wait was scheduled and Bull did not run the step before it was due.
+    const [one, two] = history;
+    expect(two.scheduledFor.getTime() - one.finishedAt!.getTime()).toBeGreaterThanOrEqual(290);
+    expect(two.startedAt!.getTime()).toBeGreaterThanOrEqual(two.scheduledFor.getTime() - 10);
+    // Exactly one Bull job per execution, and the job id is the execution id.
+    expect(active.every((job) => job.jobId === job.executionId)).toBe(true);
+    expect(active.map((job) => job.jobId).sort()).toEqual(history.map((e) => e.id).sort());
+  });
+
+  it('keeps a delayed step in Redis as one job with the execution id, however often it is enqueued', async () => {
+    const wf = await workflows.start(QueueParkedWorkflow, hero);
+    const execution = (await workflows.currentExecution(wf))!;
+    // Jobs are enqueued after the commit, a moment after start() returns.
+    const job = await waitUntil(`the job of execution ${execution.id}`, () => queue.getJob(execution.id));
+
+    expect(String(job.id)).toBe(execution.id);
+    expect(job.data).toEqual({ executionId: execution.id });
+    expect(await job.getState()).toBe('delayed');
+    expect(job.opts.attempts).toBe(1);
+    expect(job.timestamp + job.opts.delay!).toBeGreaterThanOrEqual(execution.scheduledFor.getTime() - 50);
+    expect(job.timestamp + job.opts.delay!).toBeLessThanOrEqual(execution.scheduledFor.getTime() + 50);
+
+    // resume() enqueues the kept execution again: same job id, so still one job.
+    await workflows.pause(wf);
+    await workflows.resume(wf);
+    await sleep(100);
+    const counts = await queue.getJobCounts();
+    expect(counts).toMatchObject({ waiting: 0, active: 0, delayed: 1 });
+    expect((await queue.getDelayed()).map((j) => String(j.id))).toEqual([execution.id]);
+    expect(journalOf(wf.id)).toEqual([]);
+  });
+
+  it('leaves a workflow whose step throws paused, with the error recorded, and Bull does not retry the job', async () => {
+    const wf = await workflows.start(QueueFailingWorkflow, hero);
+    await waitForState(wf, 'paused');
+    const [execution, ...others] = await workflows.executionHistory(wf);
+    expect(others).toHaveLength(0);
+    expect(execution).toMatchObject({ stepName: 'explode', state: 'failed', outcome: 'failed', errorClassName: QueueStepError.name });
+    expect(execution.errorMessage).toContain(`boom in workflow ${wf.id}`);
+
+    // The engine re-throws after committing: Bull records one failed attempt out of one.
+    const failure = await waitUntil('Bull to report the failed job', () => failed.find((job) => job.executionId === execution.id));
+    expect(failure).toMatchObject({ jobId: execution.id, attemptsMade: 1, attempts: 1, message: `boom in workflow ${wf.id}` });
+
+    await sleep(500); // a retry would run now (no backoff is configured)
+    expect(journalOf(wf.id)).toEqual(['explode']);
+    expect(active.filter((job) => job.executionId === execution.id)).toHaveLength(1);
+    expect(await queue.getJob(execution.id)).toBeNull(); // removed on failure, so a resume can re-enqueue
+    expect(await stateOf(wf)).toBe('paused');
+    expect(await workflows.executionHistory(wf)).toHaveLength(1);
+  });
+
+  it('holds a delayed step while its workflow is paused past the due time, and runs it once after resume', async () => {
+    const wf = await workflows.start(QueueDelayedWorkflow, hero);
+    await workflows.pause(wf);
+    const first = (await workflows.currentExecution(wf))!;
+    expect(Date.now()).toBeLessThan(first.scheduledFor.getTime()); // paused before the step was due
+    expect(await waitUntil('the delayed job in Redis', () => queue.getJob(first.id))).toBeTruthy();
+
+    // The job comes due while the workflow is paused: Bull delivers it and the engine refuses to run it.
+    await waitUntil('the delayed job to be delivered and removed', async () => Date.now() > first.scheduledFor.getTime() && (await queue.getJob(first.id)) === null);
+    expect(active.map((job) => job.jobId)).toContain(first.id);
+    await sleep(100);
+    expect(journalOf(wf.id)).toEqual([]);
+    expect(await stateOf(wf)).toBe('paused');
+
+    await workflows.resume(wf);
+    await waitForState(wf, 'finished');
+    expect(journalOf(wf.id)).toEqual(['delayed', 'last']);
+    const history = await workflows.executionHistory(wf);
+    expect(history.filter((e) => e.stepName === 'delayed' && e.state === 'completed')).toHaveLength(1);
+    expect(history.at(-1)).toMatchObject({ stepName: 'last', state: 'completed', outcome: 'success' });
+  });
+
+  it('enqueues nothing for a workflow started inside a caller transaction that rolls back', async () => {
+    const rollback = new Error('caller rolls back');
+    await expect(
+      app.dataSource.transaction(async (manager) => {
+        const wf = await workflows.start(QueueParkedWorkflow, hero, { manager });
+        expect(wf.id).toBeDefined();
+        throw rollback;
+      }),
+    ).rejects.toBe(rollback);
+
+    await sleep(300); // after-commit hooks would have run by now
+    expect(await app.dataSource.getRepository(WorkflowRecord).count()).toBe(0);
+    expect(await queue.getJobCounts()).toMatchObject({ waiting: 0, active: 0, delayed: 0, completed: 0, failed: 0 });
+    expect(active).toHaveLength(0);
+
+    // Control: the same start, committed, does leave its (delayed) job in Redis.
+    const committed = await app.dataSource.transaction((manager) => workflows.start(QueueParkedWorkflow, hero, { manager }));
+    const execution = (await workflows.currentExecution(committed))!;
+    await waitUntil('the committed workflow’s job', () => queue.getJob(execution.id));
+    expect(await queue.getJobCounts()).toMatchObject({ waiting: 0, active: 0, delayed: 1 });
+  });
+}
+
+if (redisAvailable()) {
+  describeEachDatabase('Bull queue adapter on Redis', bullSuite);
+} else {
+  const reason = `Redis not reachable at ${process.env.GD_REDIS_URL ?? 'redis://127.0.0.1:6379'}`;
+  console.warn(`bull-queue.e2e-spec: ${reason} — Bull queue tests skipped (set GENEVA_DRIVE_TEST_REQUIRE=redis to make this a failure)`);
+  describe.skip(`Bull queue adapter on Redis (skipped: ${reason})`, () => describeEachDatabase('Bull queue adapter on Redis', bullSuite));
+}

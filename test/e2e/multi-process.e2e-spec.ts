@@ -1,0 +1,293 @@
+/**
+ * Several OS processes on one database and one Bull queue. Two worker processes (test/src/worker-
+ * process.ts, compiled once per run with test/tsconfig.worker.json: jest's TypeScript transform does
+ * not reach child processes) consume the queue; the jest process only starts workflows (an
+ * enqueue-only application, concurrency 0) and reads the `test_step_runs` table the bodies write.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import { execFile, fork, type ChildProcess } from 'node:child_process';
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import Bull from 'bull';
+import { QUEUE_PORT, StepExecution, WorkflowService, type WorkflowRecord } from 'geneva-drive';
+import type { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
+import { dataSourceOptions, describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
+import { TestHero } from '../utils/fixtures.js';
+import { createTestApp, type TestApp } from '../src/test-app.js';
+import { removePendingJobs, waitUntil } from '../src/bull-wait.js';
+import type { ParentMessage, WorkerMessage } from '../src/worker-process.js';
+import {
+  CREATE_STEP_RUNS_TABLE,
+  readStepRuns,
+  STEP_RUNS_TABLE,
+  WORKER_WORKFLOWS,
+  WorkerDuplicateWorkflow,
+  WorkerThreeStepWorkflow,
+  type StepRun,
+} from '../src/worker-workflows.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const QUEUE_NAME = 'geneva-drive-multi-process';
+const WORKER_BOOT_TIMEOUT_MS = 20_000;
+
+/** Every child this file forked, so afterAll can make sure none survives. */
+const children = new Set<ChildProcess>();
+
+/** A forked worker process and what it has told us. */
+class WorkerHandle {
+  readonly messages: (WorkerMessage & { receivedAt: number })[] = [];
+  output = '';
+  exited: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+  private requests = 0;
+  private readonly exit: Promise<void>;
+
+  constructor(readonly child: ChildProcess) {
+    children.add(child);
+    child.stdout?.on('data', (chunk) => (this.output += chunk));
+    child.stderr?.on('data', (chunk) => (this.output += chunk));
+    child.on('message', (message: WorkerMessage) => this.messages.push({ ...message, receivedAt: Date.now() }));
+    this.exit = new Promise((resolve) =>
+      child.once('exit', (code, signal) => {
+        this.exited = { code, signal };
+        children.delete(child);
+        resolve();
+      }),
+    );
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  waitForMessage<T extends WorkerMessage>(what: string, predicate: (message: WorkerMessage) => message is T, timeoutMs = 15_000): Promise<T> {
+    return waitUntil(
+      `${what} from worker ${this.pid}`,
+      () => {
+        if (this.exited) throw new Error(`worker ${this.pid} exited (${JSON.stringify(this.exited)}):\n${this.output}`);
+        return (this.messages as WorkerMessage[]).find(predicate) ?? null;
+      },
+      { timeoutMs, intervalMs: 20 },
+    );
+  }
+
+  /** Calls ExecutorService.execute(executionId) in the worker; resolves with its report. */
+  execute(executionId: string): Promise<Extract<WorkerMessage, { type: 'executed' }>> {
+    const requestId = ++this.requests;
+    this.send({ type: 'execute', requestId, executionId });
+    return this.waitForMessage(`execute #${requestId}`, (m): m is Extract<WorkerMessage, { type: 'executed' }> => m.type === 'executed' && m.requestId === requestId);
+  }
+
+  /** Asks the worker to close its application; kills it if it has not exited within 5 s. */
+  async stop(): Promise<void> {
+    if (this.exited) return;
+    if (this.child.connected) this.send({ type: 'shutdown' });
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), 5_000);
+    await this.exit;
+    clearTimeout(timer);
+  }
+
+  private send(message: ParentMessage): void {
+    this.child.send(message);
+  }
+}
+
+/** Compiles the worker entry and its imports (library, fixtures) into a fresh directory under .tmp/. */
+async function compileWorker(outDir: string): Promise<string> {
+  await rm(outDir, { recursive: true, force: true });
+  const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+  try {
+    await promisify(execFile)(process.execPath, [tsc, '-p', path.join(ROOT, 'test', 'tsconfig.worker.json'), '--outDir', outDir], { cwd: ROOT });
+  } catch (error) {
+    const { stdout, stderr } = error as { stdout?: string; stderr?: string };
+    throw new Error(`Compiling the worker process failed:\n${stdout ?? ''}${stderr ?? ''}`);
+  }
+  return path.join(outDir, 'test', 'src', 'worker-process.js');
+}
+
+async function spawnWorker(entry: string, kind: DatabaseKind, prefix: string): Promise<WorkerHandle> {
+  const options = dataSourceOptions(kind);
+  const child = fork(entry, [], {
+    cwd: ROOT,
+    execArgv: [], // not jest's --experimental-vm-modules
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    env: {
+      ...process.env,
+      GD_WORKER_DB: kind,
+      GD_WORKER_REDIS: redisUrl(),
+      GD_WORKER_PREFIX: prefix,
+      GD_WORKER_QUEUE: QUEUE_NAME,
+      GD_WORKER_CONCURRENCY: '2',
+      ...(options.type === 'better-sqlite3' ? { GD_WORKER_SQLITE_FILE: String(options.database) } : {}),
+    },
+  });
+  const worker = new WorkerHandle(child);
+  await worker.waitForMessage('ready', (m): m is Extract<WorkerMessage, { type: 'ready' }> => m.type === 'ready', WORKER_BOOT_TIMEOUT_MS);
+  return worker;
+}
+
+/** Runs that overlap in time within one workflow, described for a readable failure. */
+function overlapsWithinWorkflows(runs: StepRun[]): string[] {
+  const byWorkflow = new Map<string, StepRun[]>();
+  for (const run of runs) byWorkflow.set(run.workflowId, [...(byWorkflow.get(run.workflowId) ?? []), run]);
+  const problems: string[] = [];
+  for (const [workflowId, list] of byWorkflow) {
+    const sorted = [...list].sort((a, b) => a.startedAt - b.startedAt);
+    for (let i = 1; i < sorted.length; i++) {
+      const [before, after] = [sorted[i - 1], sorted[i]];
+      if (after.startedAt < before.finishedAt) {
+        problems.push(`workflow ${workflowId}: ${after.step}@${after.pid} [${after.startedAt}, ${after.finishedAt}] overlaps ${before.step}@${before.pid} [${before.startedAt}, ${before.finishedAt}]`);
+      }
+    }
+  }
+  return problems;
+}
+
+function multiProcessSuite(kind: DatabaseKind, entry: () => string): void {
+  const prefix = `gd-e2e-multi-process-${process.pid}-${kind}`;
+  let admin: Bull.Queue;
+  let app: TestApp;
+  let queue: Bull.Queue<{ executionId: string }>;
+  let workflows: WorkflowService;
+  let workers: WorkerHandle[] = [];
+
+  beforeAll(async () => {
+    admin = new Bull(QUEUE_NAME, redisUrl(), { prefix });
+    await admin.obliterate({ force: true });
+    // Enqueue-only: this process starts workflows, the workers run them.
+    app = await createTestApp(kind, WORKER_WORKFLOWS, { queue: { adapter: 'bull', redis: redisUrl(), prefix, name: QUEUE_NAME, concurrency: 0 } });
+    queue = (app.moduleRef.get(QUEUE_PORT) as BullQueueAdapter).queue;
+    workflows = app.moduleRef.get(WorkflowService);
+    await app.dataSource.query(CREATE_STEP_RUNS_TABLE);
+    workers = await Promise.all([spawnWorker(entry(), kind, prefix), spawnWorker(entry(), kind, prefix)]);
+  });
+
+  afterAll(async () => {
+    await Promise.all(workers.map((worker) => worker.stop()));
+    await app?.close();
+    await admin?.obliterate({ force: true });
+    await admin?.close();
+  });
+
+  beforeEach(async () => {
+    await removePendingJobs(queue); // the delayed first step a previous test left behind
+    await app.reset();
+    await app.dataSource.query(`DELETE FROM ${STEP_RUNS_TABLE}`);
+    for (const worker of workers) worker.messages.length = 0;
+  });
+
+  const heroes = (count: number) => {
+    const repository = app.dataSource.getRepository(TestHero);
+    return repository.save(Array.from({ length: count }, (_, i) => repository.create({ name: `hero ${i}` })));
+  };
+  const waitForState = (wf: WorkflowRecord, state: WorkflowRecord['state']) =>
+    waitUntil(`workflow ${wf.id} to be ${state}`, async () => ((await workflows.find(wf.id)).state === state ? true : null));
+  const workerOutput = () => workers.map((w) => `--- worker ${w.pid}\n${w.output}`).join('\n');
+  const jobMessages = (type: 'active' | 'completed' | 'failed', executionId: string) =>
+    workers.flatMap((w) => w.messages).filter((m): m is Extract<WorkerMessage, { type: typeof type }> & { receivedAt: number } => m.type === type && 'executionId' in m && m.executionId === executionId);
+
+  it('runs the body once when two processes execute the same execution at the same time', async () => {
+    const [hero] = await heroes(1);
+    const wf = await workflows.start(WorkerDuplicateWorkflow, hero); // first step due in an hour: only we deliver it
+    const slow = (await workflows.currentExecution(wf))!;
+
+    const reports = await Promise.all(workers.map((worker) => worker.execute(slow.id)));
+    expect(reports.map((r) => [r.ok, r.error])).toEqual([
+      [true, undefined],
+      [true, undefined],
+    ]);
+    // A real race: both calls were in flight at once (the body alone takes 400 ms).
+    const [a, b] = reports;
+    expect(a.startedAt).toBeLessThan(b.finishedAt);
+    expect(b.startedAt).toBeLessThan(a.finishedAt);
+
+    await waitForState(wf, 'finished');
+    const runs = (await readStepRuns(app.dataSource)).filter((run) => run.workflowId === wf.id);
+    expect(runs.map((run) => run.step)).toEqual(['slow', 'quick']);
+    expect(workers.map((w) => w.pid)).toContain(runs[0].pid);
+    const history = await workflows.executionHistory(wf);
+    expect(history.map((e) => [e.id, e.stepName, e.state, e.outcome])).toEqual([
+      [slow.id, 'slow', 'completed', 'success'],
+      [expect.any(String), 'quick', 'completed', 'success'],
+    ]);
+  });
+
+  it('runs the body once when Bull delivers the same execution as two jobs to the workers', async () => {
+    const [hero] = await heroes(1);
+    const wf = await workflows.start(WorkerDuplicateWorkflow, hero);
+    const slow = (await workflows.currentExecution(wf))!;
+    const original = await waitUntil('the delayed job', () => queue.getJob(slow.id));
+    const duplicateId = `${slow.id}-duplicate`;
+
+    // The engine's own job made due now, plus a second job (another id, the same data).
+    await Promise.all([
+      original.promote(),
+      queue.add({ executionId: slow.id }, { jobId: duplicateId, attempts: 1, removeOnComplete: true, removeOnFail: true }),
+    ]);
+
+    await waitForState(wf, 'finished');
+    await waitUntil('both jobs to be done', () => jobMessages('completed', slow.id).length + jobMessages('failed', slow.id).length === 2);
+    const runs = (await readStepRuns(app.dataSource)).filter((run) => run.workflowId === wf.id);
+    expect(runs.map((run) => run.step)).toEqual(['slow', 'quick']);
+    // Neither delivery failed: the duplicate is a quiet no-op.
+    expect(jobMessages('failed', slow.id)).toEqual([]);
+    const delivered = jobMessages('active', slow.id);
+    expect(delivered.map((m) => m.jobId).sort()).toEqual([slow.id, duplicateId].sort());
+    // A real race: the second delivery arrived while the first was still running the 400 ms body.
+    const completed = jobMessages('completed', slow.id);
+    expect(Math.max(...delivered.map((m) => m.receivedAt))).toBeLessThan(Math.max(...completed.map((m) => m.receivedAt)));
+
+    const history = await workflows.executionHistory(wf);
+    expect(history.map((e) => [e.stepName, e.state, e.outcome])).toEqual([
+      ['slow', 'completed', 'success'],
+      ['quick', 'completed', 'success'],
+    ]);
+  });
+
+  it('spreads 30 three-step workflows over two processes, never running two steps of one workflow at once', async () => {
+    const started: WorkflowRecord[] = [];
+    for (const hero of await heroes(30)) started.push(await workflows.start(WorkerThreeStepWorkflow, hero));
+
+    await waitUntil(
+      'all 30 workflows to finish',
+      async () => (await workflows.findByState('finished', WorkerThreeStepWorkflow)).length === 30,
+      { timeoutMs: 30_000, intervalMs: 100 },
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}\n${workerOutput()}`);
+    });
+
+    const runs = await readStepRuns(app.dataSource);
+    expect(overlapsWithinWorkflows(runs)).toEqual([]);
+    for (const wf of started) {
+      const mine = runs.filter((run) => run.workflowId === wf.id).sort((x, y) => x.startedAt - y.startedAt);
+      expect({ workflow: wf.id, steps: mine.map((run) => run.step) }).toEqual({ workflow: wf.id, steps: ['one', 'two', 'three'] });
+    }
+    expect(runs).toHaveLength(90);
+    expect([...new Set(runs.map((run) => run.pid))].sort()).toEqual(workers.map((w) => w.pid).sort());
+
+    const executions = await app.dataSource.getRepository(StepExecution).find();
+    expect(executions).toHaveLength(90);
+    expect(executions.filter((e) => e.state !== 'completed' || e.outcome !== 'success')).toEqual([]);
+    expect(workers.flatMap((w) => w.messages).filter((m) => m.type === 'failed')).toEqual([]);
+  });
+}
+
+if (redisAvailable()) {
+  const buildDir = path.join(ROOT, '.tmp', `worker-build-${process.pid}`);
+  let entry = '';
+  beforeAll(async () => {
+    entry = await compileWorker(buildDir);
+  });
+  afterAll(async () => {
+    for (const child of children) child.kill('SIGKILL'); // only if a suite's afterAll could not stop it
+    await rm(buildDir, { recursive: true, force: true });
+  });
+  describeEachDatabase('multiple worker processes on one Bull queue', (kind) => multiProcessSuite(kind, () => entry));
+} else {
+  const reason = `Redis not reachable at ${process.env.GD_REDIS_URL ?? 'redis://127.0.0.1:6379'}`;
+  console.warn(`multi-process.e2e-spec: ${reason} — multi-process tests skipped (set GENEVA_DRIVE_TEST_REQUIRE=redis to make this a failure)`);
+  describe.skip(`multiple worker processes on one Bull queue (skipped: ${reason})`, () =>
+    describeEachDatabase('multiple worker processes on one Bull queue', (kind) => multiProcessSuite(kind, () => '')),
+  );
+}
