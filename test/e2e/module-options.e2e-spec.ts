@@ -38,6 +38,13 @@ class RequestScopedWorkflow extends GenevaWorkflow<TestHero> {
   async only() {}
 }
 
+@Injectable()
+@Workflow()
+class SingletonWorkflow extends GenevaWorkflow<TestHero> {
+  @Step()
+  async only() {}
+}
+
 const typeorm = () => TypeOrmModule.forRoot({ ...dataSourceOptions('sqlite'), migrations: [], migrationsRun: false });
 
 describe('module configuration [sqlite]', () => {
@@ -81,6 +88,17 @@ describe('module configuration [sqlite]', () => {
     opened.push(moduleRef);
     await expect(moduleRef.init()).rejects.toThrow(StepConfigurationError);
     await expect(moduleRef.init()).rejects.toThrow(/RequestScopedWorkflow.*request-scoped/);
+  });
+
+  it('refuses a workflow whose @Injectable() above @Workflow() made it a singleton', async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [typeorm(), GenevaDriveModule.forRoot({ queue: { adapter: 'manual' }, housekeeping: false })],
+      providers: [SingletonWorkflow],
+    })
+      .setLogger(engineLogger())
+      .compile();
+    opened.push(moduleRef);
+    await expect(moduleRef.init()).rejects.toThrow(/SingletonWorkflow.*remove @Injectable\(\)/);
   });
 
   it('refuses to start an unregistered class or a hero that is not a saved entity, writing nothing', async () => {

@@ -17,6 +17,8 @@ export function resolveOptions(options: GenevaDriveModuleOptions = {}): Resolved
   if (maxSignalPayloadSize !== null && !(Number.isInteger(maxSignalPayloadSize) && maxSignalPayloadSize > 0)) {
     throw new TypeError('geneva-drive: maxSignalPayloadSize must be a positive integer or null');
   }
+  const maxCursorSize = options.maxCursorSize ?? 131_072;
+  if (!(Number.isInteger(maxCursorSize) && maxCursorSize > 0)) throw new TypeError('geneva-drive: maxCursorSize must be a positive integer');
   const batch = options.housekeepingBatchSize ?? 1000;
   if (!Number.isInteger(batch) || batch <= 0) throw new TypeError('geneva-drive: housekeepingBatchSize must be a positive integer');
   return {
@@ -24,7 +26,7 @@ export function resolveOptions(options: GenevaDriveModuleOptions = {}): Resolved
     dataSource: options.dataSource,
     enqueueAfterCommit: options.enqueueAfterCommit ?? true,
     maxSignalPayloadSize,
-    maxCursorSize: options.maxCursorSize ?? 131_072,
+    maxCursorSize,
     waitingVisibilityThresholdMs: requireDuration(options.waitingVisibilityThreshold ?? '7d', 'waitingVisibilityThreshold'),
     deleteCompletedWorkflowsAfterMs:
       options.deleteCompletedWorkflowsAfter === null

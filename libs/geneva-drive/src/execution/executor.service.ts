@@ -1,9 +1,10 @@
 import { Inject, Injectable, type LoggerService } from '@nestjs/common';
-import type { EntityManager } from 'typeorm';
+import { In, type EntityManager } from 'typeorm';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
+import { SignalsNotMigratedError } from '../errors/signal.errors.js';
 import { StepNotDefinedError } from '../errors/step-not-defined.error.js';
-import { resolveExceptionPolicy, type ExceptionPolicy } from '../exception-policy/exception-policy.js';
+import { PAUSE_POLICY, resolveExceptionPolicy, type ExceptionPolicy } from '../exception-policy/exception-policy.js';
 import { isFlowControl, type FlowControlIntent } from '../flow-control/flow-control.js';
 import { GENEVA_DRIVE_LOGGER } from '../geneva-drive.constants.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
@@ -173,7 +174,9 @@ export class ExecutorService {
     } catch (error) {
       event('exception', error);
       logger.error(`Precondition raised ${String(error)}`);
-      const policy = resolveExceptionPolicy(step, definition.exceptionPolicies, error);
+      // A waitFor step on a database without the signals migration fails and pauses whatever the
+      // policy says: skipping or retrying would run past the event the step was written for.
+      const policy = error instanceof SignalsNotMigratedError ? PAUSE_POLICY : resolveExceptionPolicy(step, definition.exceptionPolicies, error);
       await this.applyExceptionPolicy(manager, prepared, workflow, policy, error, 'precondition');
       return { done: true, error };
     }
@@ -251,20 +254,22 @@ export class ExecutorService {
     logger.error(`Preparing the step failed: ${String(error)}`);
     const definition = this.registry.findByName(workflow.type);
     const step = definition?.step(execution.stepName);
-    await this.store.transitionExecution(manager, execution, 'failed', 'failed', errorColumns(execution, error));
     // Only the workflow follows the policy here: the step never started, and handlers do not run.
     const policy = resolveExceptionPolicy(step, definition?.exceptionPolicies ?? [], error);
-    if (workflow.state !== 'ready' && workflow.state !== 'performing') return;
-    switch (policy.isImperative ? 'pause' : policy.action) {
-      case 'reattempt': {
-        const attempt = (await this.consecutiveErrorReattempts(manager, workflow.id, execution.stepName)) + 1;
-        if (policy.maxReattempts !== null && attempt > policy.maxReattempts) {
-          await this.store.transitionWorkflow(manager, workflow, policy.terminalAction === 'cancel' ? 'canceled' : 'paused');
-        } else {
-          await this.store.rescheduleCurrentStep(manager, workflow, definition, { waitMs: policy.reattemptDelay(attempt) });
-        }
+    const action = workflow.state === 'ready' || workflow.state === 'performing' ? (policy.isImperative ? 'pause' : policy.action) : undefined;
+    const attempt = action === 'reattempt' ? (await this.consecutiveErrorReattempts(manager, workflow.id, execution.stepName)) + 1 : 0;
+    const retrying = action === 'reattempt' && (policy.maxReattempts === null || attempt <= policy.maxReattempts);
+    const recorded = errorColumns(execution, error);
+    // A retried prepare failure is marked, so it counts toward maxReattempts like any error reattempt.
+    if (retrying) recorded.metadata = { ...recorded.metadata, reattemptReason: 'precondition' };
+    await this.store.transitionExecution(manager, execution, 'failed', 'failed', recorded);
+    switch (action) {
+      case undefined:
         return;
-      }
+      case 'reattempt':
+        if (retrying) await this.store.rescheduleCurrentStep(manager, workflow, definition, { waitMs: policy.reattemptDelay(attempt) });
+        else await this.store.transitionWorkflow(manager, workflow, policy.terminalAction === 'cancel' ? 'canceled' : 'paused');
+        return;
       case 'cancel':
         await this.store.transitionWorkflow(manager, workflow, 'canceled');
         return;
@@ -288,9 +293,14 @@ export class ExecutorService {
       await instance.aroundStepExecution(execution, async () => {
         await (iteration ? step.invoke(instance, iteration) : step.invoke(instance));
       });
-      await instance.afterStepExecution(execution);
     } catch (error) {
       thrown = { error };
+    }
+    // The after hook runs for every outcome; its own error counts only when the body succeeded.
+    try {
+      await instance.afterStepExecution(execution);
+    } catch (error) {
+      thrown ??= { error };
     }
     // A recorded intent wins over whatever was thrown: flow control holds even inside user try/catch.
     const intent = workflowInternals.takeIntent(instance);
@@ -314,16 +324,33 @@ export class ExecutorService {
 
   /** The iteration object of a resumable step: checkpoints write the cursor with one UPDATE, no lock. */
   private iterationFor(prepared: Prepared): StepIteration {
-    const { execution, step, workflowId, run } = prepared;
+    const { execution, step, run } = prepared;
     const manager = this.transactions.dataSource.manager;
     return new StepIteration(execution.cursor ?? null, execution.continuesFromId !== null, {
       persist: async (encoded) => {
-        await manager.createQueryBuilder().update(StepExecution).set({ cursor: () => ':cursor' }).setParameter('cursor', encoded).where('id = :id', { id: execution.id }).execute();
+        // Only while the row is still ours: a stalled worker whose execution housekeeping recovered
+        // meanwhile must not rewrite the closed row's cursor.
+        await manager
+          .createQueryBuilder()
+          .update(StepExecution)
+          .set({ cursor: () => ':cursor' })
+          .setParameter('cursor', encoded)
+          .where('id = :id', { id: execution.id })
+          .andWhere('state = :inProgress', { inProgress: 'in_progress' })
+          .execute();
       },
       shouldStop: async () => {
         if (this.shuttingDown) return true;
-        const workflow = await manager.findOne(WorkflowRecord, { where: { id: workflowId }, select: { id: true, state: true } });
-        return workflow?.state !== 'performing';
+        // Stop when the workflow was paused or canceled behind our back, or when this execution is no
+        // longer in progress (recovered from a stalled worker: its successor may be performing now).
+        const row: { workflowState?: string; executionState?: string } | undefined = await manager
+          .createQueryBuilder(StepExecution, 'e')
+          .innerJoin(WorkflowRecord, 'w', 'w.id = e.workflowId')
+          .select('w.state', 'workflowState')
+          .addSelect('e.state', 'executionState')
+          .where('e.id = :id', { id: execution.id })
+          .getRawOne();
+        return row?.workflowState !== 'performing' || row?.executionState !== 'in_progress';
       },
       maxCursorSize: this.options.maxCursorSize,
       maxIterations: run.maxIterations ?? step.maxIterations,
@@ -455,7 +482,11 @@ export class ExecutorService {
         if (!isFlowControl(thrown)) handlerError = thrown;
       }
       const intent = workflowInternals.takeIntent(instance);
-      if (handlerError !== undefined) throw handlerError;
+      if (handlerError !== undefined) {
+        // A broken handler must not strand the step in progress: pause with the original error recorded.
+        logger.error(`Exception handler raised ${String(handlerError)}: workflow paused`);
+        return failWith('failed', 'paused');
+      }
       if (!intent) {
         logger.warn('Exception handler decided nothing: workflow paused');
         return failWith('failed', 'paused');
@@ -497,14 +528,15 @@ export class ExecutorService {
    */
   private async consecutiveErrorReattempts(manager: EntityManager, workflowId: string, stepName: string): Promise<number> {
     const rows = await manager.find(StepExecution, {
-      where: { workflowId, stepName, state: 'completed' },
-      select: { id: true, outcome: true, metadata: true, createdAt: true },
+      where: { workflowId, stepName, state: In(['completed', 'failed']) },
+      select: { id: true, state: true, outcome: true, metadata: true, createdAt: true },
       order: { createdAt: 'DESC', id: 'DESC' },
     });
     let count = 0;
     for (const row of rows) {
-      if (row.outcome !== 'reattempted') break;
-      if (row.metadata?.reattemptReason !== 'flow_control') count++;
+      if (row.outcome === 'success' || row.outcome === 'recovered') break; // a clean completion resets the count
+      const reason = row.metadata?.reattemptReason;
+      if (row.outcome === 'reattempted' ? reason !== 'flow_control' : row.state === 'failed' && reason !== undefined) count++;
     }
     return count;
   }

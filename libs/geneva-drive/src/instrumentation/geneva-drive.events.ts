@@ -30,15 +30,26 @@ export interface PreconditionEvent extends ExecutionEvent {
 
 /** `geneva-drive:step`: the step body ran. @publicApi */
 export interface StepEvent extends ExecutionEvent {
-  outcome: 'completed' | 'cancel' | 'pause' | 'reattempt' | 'skip' | 'finished' | 'exception';
+  /** `continue`: a resumable step stopped at a checkpoint and continues in a successor. */
+  outcome: 'completed' | 'cancel' | 'pause' | 'reattempt' | 'skip' | 'finished' | 'continue' | 'exception';
   exception?: unknown;
 }
 
-/** `geneva-drive:finalize`: the outcome was committed. @publicApi */
+/** `geneva-drive:finalize`: the outcome was committed (states are absent when it was discarded). @publicApi */
 export interface FinalizeEvent extends ExecutionEvent {
-  workflowState: string;
-  stepState: string;
+  workflowState?: string;
+  stepState?: string;
   exception?: unknown;
+}
+
+/** `geneva-drive:signal`: one delivery. @publicApi */
+export interface SignalEvent {
+  workflowId: string;
+  signalId: string;
+  name: string;
+  duplicate: boolean;
+  /** Parked executions this delivery woke. */
+  woken: number;
 }
 
 const channels = {

@@ -53,6 +53,10 @@ export class BullQueueAdapter implements QueuePort {
   async repeat(name: string, everyMs: number, task: () => Promise<unknown>): Promise<void> {
     if ((this.options.concurrency ?? 1) <= 0) return;
     void this.queue.process(name, 1, () => task());
+    // Drop schedules of this task left by an earlier configuration (another period).
+    for (const job of await this.queue.getRepeatableJobs()) {
+      if (job.name === name && Number(job.every) !== everyMs) await this.queue.removeRepeatableByKey(job.key);
+    }
     // A repeatable job: Redis holds one schedule for the whole cluster, so one worker runs each period.
     await this.queue.add(name, {} as StepJobData, { repeat: { every: everyMs }, removeOnComplete: true, removeOnFail: true });
   }

@@ -26,6 +26,10 @@ export class WorkflowExplorer implements OnModuleInit {
       if (wrapper.scope === Scope.REQUEST || wrapper.isDependencyTreeStatic?.() === false) {
         throw new StepConfigurationError(target.name, undefined, 'workflows run outside any request: the class and its dependencies must not be request-scoped');
       }
+      if (wrapper.scope !== Scope.TRANSIENT) {
+        // An @Injectable() above @Workflow() resets the scope: executions would share one instance.
+        throw new StepConfigurationError(target.name, undefined, '@Workflow() makes the class a transient provider; remove @Injectable() from it');
+      }
       this.registry.register(buildWorkflowDefinition(target));
     }
   }
