@@ -162,6 +162,7 @@ function buildStep(name: string, declaration: StepDeclaration, target: Function,
   if (options.name !== undefined && (typeof options.name !== 'string' || options.name.trim() === '')) fail('name must be a non-empty string');
 
   let invoke: StepDefinition['invoke'];
+  if (declaration.run === undefined && declaration.methodName === undefined) fail('a step needs a method or a run function');
   if (declaration.run !== undefined) {
     if (typeof declaration.run !== 'function') fail('run must be a function');
     const run = declaration.run;

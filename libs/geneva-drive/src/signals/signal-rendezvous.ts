@@ -134,7 +134,7 @@ export class SignalRendezvous {
 
   private async claim(manager: EntityManager, signal: Signal): Promise<void> {
     const now = this.store.now();
-    const changes: Partial<Signal> = { claimed: signal.claimed + 1, updatedAt: now };
+    const changes: Partial<Signal> = { claimed: Number(signal.claimed) + 1, updatedAt: now };
     if (signal.state === 'pending') {
       changes.state = 'claimed';
       changes.claimedAt = now;
@@ -151,7 +151,7 @@ export class SignalRendezvous {
     const signal = await manager.findOne(Signal, { where: { id: signalId } });
     if (!signal || signal.state === 'consumed') return;
     const now = this.store.now();
-    const changes: Partial<Signal> = { consumed: signal.consumed + 1, updatedAt: now };
+    const changes: Partial<Signal> = { consumed: Number(signal.consumed) + 1, updatedAt: now };
     if (signal.state === 'claimed' && (await this.fullyResolved(manager, signalId, resolvedSteps))) {
       changes.state = 'consumed';
       changes.consumedAt = now;

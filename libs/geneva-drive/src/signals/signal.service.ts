@@ -3,12 +3,13 @@ import type { EntityManager } from 'typeorm';
 import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity.js';
 import { Signal } from '../entities/signal.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
-import { SignalPayloadTooLargeError, WorkflowNotOngoingError } from '../errors/signal.errors.js';
+import { SignalPayloadTooLargeError, SignalsNotMigratedError, WorkflowNotOngoingError } from '../errors/signal.errors.js';
 import { GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
 import { publish } from '../instrumentation/geneva-drive.events.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { latestRowsLock } from '../persistence/row-lock.js';
+import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { isUniqueViolation } from '../persistence/unique-violation.js';
 import { WorkflowStore } from '../persistence/workflow-store.js';
 import { encodedSize, encodePayload } from '../util/payload-codec.js';
@@ -44,6 +45,7 @@ export class SignalService {
     private readonly transactions: TransactionRunner,
     private readonly store: WorkflowStore,
     private readonly rendezvous: SignalRendezvous,
+    private readonly schema: SchemaCapabilities,
     @Inject(GENEVA_DRIVE_OPTIONS) private readonly options: ResolvedGenevaDriveOptions,
   ) {}
 
@@ -51,7 +53,9 @@ export class SignalService {
    * Records `name` for the workflow and wakes the step waiting for it, in one transaction. A
    * redelivery of a known `idempotencyKey` returns the original row with `duplicateDelivery` set and
    * changes nothing. Throws `WorkflowNotOngoingError` for a new signal to a finished or canceled
-   * workflow, and `SignalPayloadTooLargeError` before writing anything.
+   * workflow, and `SignalPayloadTooLargeError` before writing anything. On a database that has not
+   * run the signals migration there is no table to record it in: `SignalsNotMigratedError`, before
+   * anything is written (everything that does not involve signals keeps working there).
    */
   async signal<Payload = Record<string, unknown>>(
     workflow: WorkflowRecord | string,
@@ -83,13 +87,17 @@ export class SignalService {
     return result.signal as Signal<Payload>;
   }
 
-  /** The workflow's signals, oldest first. */
+  /** The workflow's signals, oldest first (none on a database without the signals migration). */
   list(workflow: WorkflowRecord | string): Promise<Signal[]> {
     const workflowId = typeof workflow === 'string' ? workflow : workflow.id;
+    if (!this.schema.hasSignals) return Promise.resolve([]);
     return this.transactions.dataSource.manager.find(Signal, { where: { workflowId }, order: { createdAt: 'ASC', id: 'ASC' } });
   }
 
-  /** Validates and encodes a signal before any lock or write. */
+  /**
+   * Validates and encodes a signal before any lock or write. Without the signals migration there is
+   * nowhere to record it: SignalsNotMigratedError, before anything is written.
+   */
   prepareSignal(input: StartSignal, optionKeys: string[] = []): PreparedSignal {
     const unknown = optionKeys.filter((key) => !SIGNAL_OPTION_KEYS.includes(key));
     if (unknown.length > 0) throw new TypeError(`Unknown signal option(s): ${unknown.join(', ')}`);
@@ -100,6 +108,7 @@ export class SignalService {
     const limit = this.options.maxSignalPayloadSize;
     const size = encodedSize(encoded);
     if (limit !== null && size > limit) throw new SignalPayloadTooLargeError(size, limit);
+    if (!this.schema.hasSignals) throw new SignalsNotMigratedError(`Delivering signal "${input.name}"`);
     return { name: input.name, payload: input.payload === undefined ? {} : input.payload, idempotencyKey: key === undefined || key === null ? null : String(key) };
   }
 
@@ -131,6 +140,10 @@ export class SignalService {
       return { signal: existing, duplicate: true };
     }
     signal.id = String(signal.id);
+    // PostgreSQL's RETURNING writes the bigint column defaults back as strings, past the counter
+    // transformer: reset them, or the first claim computes "0" + 1 = "01".
+    signal.claimed = 0;
+    signal.consumed = 0;
     return { signal, duplicate: false };
   }
 

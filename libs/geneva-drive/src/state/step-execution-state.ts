@@ -16,7 +16,8 @@ export const TERMINAL_EXECUTION_STATES: readonly StepExecutionState[] = ['comple
 
 const ALLOWED: Record<StepExecutionState, readonly StepExecutionState[]> = {
   scheduled: ['scheduled', 'waiting', 'in_progress', 'completed', 'failed', 'canceled', 'skipped'],
-  waiting: ['waiting', 'scheduled', 'in_progress', 'completed', 'failed', 'canceled', 'skipped'],
+  // Parked: only a signal (or resume) wakes it, an operator cancels or skips it; it never runs directly.
+  waiting: ['scheduled', 'canceled', 'skipped'],
   in_progress: ['in_progress', 'completed', 'failed', 'canceled', 'skipped'],
   completed: [],
   failed: [],
