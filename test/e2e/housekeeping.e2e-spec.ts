@@ -716,6 +716,19 @@ describeEachDatabase('housekeeping: waiting gauges (waitingVisibilityThreshold 7
   });
 });
 
+describeEachDatabase('housekeeping: overdue gauge turned off (waitingVisibilityThreshold null)', (kind) => {
+  const ctx = useApp(kind, { waitingVisibilityThreshold: null });
+  const h = helpers(ctx);
+
+  it('reports only the waiting gauge (SIG-65)', async () => {
+    await h.parked(DeliveryWorkflow, 365 * DAY);
+    const summary = await h.run();
+    expect(summary.gauges).toEqual({
+      'geneva_drive.waiting_step_executions': { total: 1, byWorkflow: { DeliveryWorkflow: 1 } },
+    });
+  });
+});
+
 describeEachDatabase('housekeeping: database without the signals migration', (kind) => {
   let app: TestApp;
   beforeAll(async () => {

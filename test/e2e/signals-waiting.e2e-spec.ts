@@ -748,9 +748,9 @@ describeEachDatabase('signals: waiting', (kind) => {
         await setExecution((await current(first)).id, { waitingSince: new Date(Date.now() - 30 * DAY) });
         const gauges = (await housekeeping()).gauges!;
         expect(gauges['geneva_drive.waiting_step_executions']).toEqual({ total: 2, byWorkflow: { InvoiceWorkflow: 1, FirstStepWaitsWorkflow: 1 } });
-        expect(gauges['geneva_drive.waiting_overdue'].total).toBe(1);
-        expect(gauges['geneva_drive.waiting_overdue'].byWorkflow.FirstStepWaitsWorkflow).toBe(1);
-        expect(gauges['geneva_drive.waiting_overdue'].byWorkflow.InvoiceWorkflow ?? 0).toBe(0);
+        expect(gauges['geneva_drive.waiting_overdue']!.total).toBe(1);
+        expect(gauges['geneva_drive.waiting_overdue']!.byWorkflow.FirstStepWaitsWorkflow).toBe(1);
+        expect(gauges['geneva_drive.waiting_overdue']!.byWorkflow.InvoiceWorkflow ?? 0).toBe(0);
         expect(invoice.state).toBe('ready');
       });
 

@@ -27,7 +27,8 @@ export function resolveOptions(options: GenevaDriveModuleOptions = {}): Resolved
     enqueueAfterCommit: options.enqueueAfterCommit ?? true,
     maxSignalPayloadSize,
     maxCursorSize,
-    waitingVisibilityThresholdMs: requireDuration(options.waitingVisibilityThreshold ?? '7d', 'waitingVisibilityThreshold'),
+    waitingVisibilityThresholdMs:
+      options.waitingVisibilityThreshold === null ? null : requireDuration(options.waitingVisibilityThreshold ?? '7d', 'waitingVisibilityThreshold'),
     deleteCompletedWorkflowsAfterMs:
       options.deleteCompletedWorkflowsAfter === null
         ? null

@@ -32,7 +32,8 @@ export interface HousekeepingSummary {
   unrecoverable: string[];
   gauges: {
     'geneva_drive.waiting_step_executions': Gauge;
-    'geneva_drive.waiting_overdue': Gauge;
+    /** Absent when `waitingVisibilityThreshold` is null. */
+    'geneva_drive.waiting_overdue'?: Gauge;
   } | null;
 }
 
@@ -198,7 +199,9 @@ export class HousekeepingService {
 
   private async readGauges(): Promise<HousekeepingSummary['gauges']> {
     if (!this.schema.hasSignals) return null;
-    const overdueBefore = new Date(Date.now() - this.options.waitingVisibilityThresholdMs);
+    const threshold = this.options.waitingVisibilityThresholdMs;
+    // With the threshold off, nothing is ever overdue and the overdue gauge is not reported.
+    const overdueBefore = new Date(threshold === null ? 0 : Date.now() - threshold);
     const rows: Array<{ type: string; waiting: string | number; overdue: string | number | null }> = await this.manager
       .createQueryBuilder(StepExecution, 'e')
       .innerJoin(WorkflowRecord, 'w', 'w.id = e.workflowId')
@@ -217,7 +220,9 @@ export class HousekeepingService {
       overdue.byWorkflow[row.type] = Number(row.overdue ?? 0);
       overdue.total += Number(row.overdue ?? 0);
     }
-    return { 'geneva_drive.waiting_step_executions': waiting, 'geneva_drive.waiting_overdue': overdue };
+    return threshold === null
+      ? { 'geneva_drive.waiting_step_executions': waiting }
+      : { 'geneva_drive.waiting_step_executions': waiting, 'geneva_drive.waiting_overdue': overdue };
   }
 
   private get manager(): EntityManager {

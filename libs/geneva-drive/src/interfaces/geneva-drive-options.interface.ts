@@ -41,8 +41,8 @@ export interface GenevaDriveModuleOptions {
   maxSignalPayloadSize?: number | null;
   /** Largest encoded resumable-step cursor in bytes. @default 131072 */
   maxCursorSize?: number;
-  /** A parked execution older than this counts toward the `waiting_overdue` gauge. @default '7d' */
-  waitingVisibilityThreshold?: Duration;
+  /** A parked execution older than this counts toward the `waiting_overdue` gauge; `null` turns that gauge off. @default '7d' */
+  waitingVisibilityThreshold?: Duration | null;
   /** Finished/canceled workflows older than this are deleted by housekeeping; `null` disables. @default '30d' */
   deleteCompletedWorkflowsAfter?: Duration | null;
   /** An `in_progress` execution started longer ago than this is stuck. @default '1h' */
@@ -66,7 +66,7 @@ export interface ResolvedGenevaDriveOptions {
   enqueueAfterCommit: boolean;
   maxSignalPayloadSize: number | null;
   maxCursorSize: number;
-  waitingVisibilityThresholdMs: number;
+  waitingVisibilityThresholdMs: number | null;
   deleteCompletedWorkflowsAfterMs: number | null;
   stuckInProgressThresholdMs: number;
   stuckScheduledThresholdMs: number;
