@@ -28,10 +28,17 @@ export function describeInvalidWait(wait: unknown): string | undefined {
   return `wait must be a duration, a backoff or a function of the attempt number, got ${JSON.stringify(wait)}`;
 }
 
+/**
+ * The longest delay a growing backoff (linear or exponential without `max`, or a function) yields:
+ * one year. Without a ceiling an exponential delay overflows the date range after a few dozen
+ * attempts, and the reattempt could not be scheduled at all.
+ */
+export const MAX_BACKOFF_MS = 365 * 24 * 3_600_000;
+
 /** Milliseconds to wait before reattempt number `attempt` (>= 1). Jitter only ever adds. */
 export function backoffDelay(wait: ReattemptWait | undefined, attempt: number, random: () => number = Math.random): number | undefined {
   if (wait === undefined) return undefined;
-  if (typeof wait === 'function') return parseDuration(wait(attempt)) ?? 0;
+  if (typeof wait === 'function') return Math.min(parseDuration(wait(attempt)) ?? 0, MAX_BACKOFF_MS);
   const fixed = parseDuration(wait);
   if (fixed !== undefined) return fixed;
   const backoff = wait as Backoff;
@@ -49,7 +56,7 @@ export function backoffDelay(wait: ReattemptWait | undefined, attempt: number, r
       break;
   }
   const max = 'max' in backoff && backoff.max !== undefined ? parseDuration(backoff.max) : undefined;
-  if (max !== undefined) delay = Math.min(delay, max);
+  if (backoff.strategy !== 'constant') delay = Math.min(delay, max ?? MAX_BACKOFF_MS);
   const jitter = backoff.jitter ?? 0;
   return Math.round(delay + (jitter > 0 ? random() * delay * jitter : 0));
 }

@@ -83,6 +83,10 @@ export class ExceptionPolicy {
     this.wait = options.wait;
     for (const matcher of options.on ?? []) {
       if (typeof matcher !== 'function' && typeof matcher !== 'string') fail(`"on" takes error classes, class names or predicates, got ${JSON.stringify(matcher)}`);
+      // A class that is not an Error class would otherwise be called as a predicate (String(error) is truthy: it would match everything).
+      if (typeof matcher === 'function' && isClass(matcher) && !isErrorClass(matcher)) {
+        fail(`"on" takes an Error class (subclasses match too), got ${(matcher as Function).name || 'an anonymous class'}; use a predicate such as (error) => error instanceof X for other thrown values`);
+      }
     }
     this.matchers = [...(options.on ?? [])];
   }
@@ -113,11 +117,16 @@ function matchError(matcher: ErrorMatcher, error: unknown): boolean {
     }
     return false;
   }
-  // A class (it has a prototype and is used with `instanceof`) or a predicate.
-  if (matcher.prototype !== undefined && /^class[\s{]/.test(Function.prototype.toString.call(matcher)) || isErrorClass(matcher)) {
-    return error instanceof (matcher as new () => unknown);
-  }
+  // An Error class (used with `instanceof`) or a predicate.
+  if (isErrorClass(matcher)) return error instanceof (matcher as new () => unknown);
   return Boolean((matcher as (error: unknown) => boolean)(error));
+}
+
+/** `class` syntax or a built-in constructor (String, Date, ...): never a predicate. */
+function isClass(fn: Function): boolean {
+  if (fn.prototype === undefined) return false; // arrow functions, methods, bound functions
+  const source = Function.prototype.toString.call(fn);
+  return /^class[\s{]/.test(source) || /\{\s*\[native code\]\s*\}\s*$/.test(source);
 }
 
 function isErrorClass(fn: unknown): boolean {

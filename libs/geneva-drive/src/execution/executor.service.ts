@@ -129,7 +129,9 @@ export class ExecutorService {
     const workflow = await this.store.lockWorkflow(manager, workflowId);
     const execution = await this.store.lockExecution(manager, executionId);
     if (!execution || execution.state !== 'scheduled') {
-      this.logger.log(`Step execution ${executionId} is ${execution?.state ?? 'gone'}, not scheduled: duplicate or late job ignored`);
+      // Tagged like every other line about the execution, when it still exists.
+      const lateLogger = execution ? new ContextLogger(this.logger, workflow, execution) : this.logger;
+      lateLogger.log(`Step execution ${executionId} is ${execution?.state ?? 'gone'}, not scheduled: duplicate or late job ignored`);
       return { done: true };
     }
     const definition = this.registry.findByName(workflow.type);
