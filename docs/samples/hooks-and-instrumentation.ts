@@ -74,7 +74,7 @@ export class WorkflowMetrics implements OnModuleInit, OnModuleDestroy {
     },
     [GENEVA_DRIVE_CHANNELS.housekeeping]: (message) => {
       const summary = message as HousekeepingSummary;
-      const overdue = summary.gauges?.['geneva_drive.waiting_overdue'].total ?? 0;
+      const overdue = summary.gauges?.['geneva_drive.waiting_overdue']?.total ?? 0;
       this.counters.set('geneva_drive.waiting_overdue', overdue);
     },
   };

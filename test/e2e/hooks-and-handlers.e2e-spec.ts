@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, expect, it } from '@jest/globals';
-import { GenevaWorkflow, Step, StepExecution, Workflow, WorkflowService } from 'geneva-drive';
+import { ExceptionPolicy, GenevaWorkflow, Step, StepExecution, Workflow, WorkflowService } from 'geneva-drive';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { describeEachDatabase } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
@@ -40,13 +40,27 @@ class BrokenHandlerWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
+@Workflow()
+class BrokenBackoffWorkflow extends GenevaWorkflow<TestHero> {
+  @Step({
+    onException: new ExceptionPolicy('reattempt', {
+      wait: () => {
+        throw new Error('wait function is broken');
+      },
+    }),
+  })
+  async work() {
+    throw new Error('original failure');
+  }
+}
+
 describeEachDatabase('hooks and exception handlers', (kind) => {
   let app: TestApp;
   let workflows: WorkflowService;
   let hero: TestHero;
 
   beforeAll(async () => {
-    app = await createTestApp(kind, [HookedWorkflow, BrokenHandlerWorkflow]);
+    app = await createTestApp(kind, [HookedWorkflow, BrokenHandlerWorkflow, BrokenBackoffWorkflow]);
     workflows = app.moduleRef.get(WorkflowService);
   });
   afterAll(() => app.close());
@@ -69,6 +83,14 @@ describeEachDatabase('hooks and exception handlers', (kind) => {
     await expect(app.gd.performNextStep(wf)).rejects.toThrow('original failure');
     const [execution] = await workflows.executionHistory(wf);
     expect([execution.state, execution.outcome, execution.errorMessage]).toEqual(['failed', 'failed', 'original failure']);
+    await app.gd.assertWorkflowState(wf, 'paused');
+  });
+
+  it('a reattempt wait function that throws pauses the workflow instead of stranding the step', async () => {
+    const wf = await workflows.start(BrokenBackoffWorkflow, hero);
+    await expect(app.gd.performNextStep(wf)).rejects.toThrow('original failure');
+    const history = await workflows.executionHistory(wf);
+    expect(history.map((e) => [e.state, e.outcome, e.errorMessage])).toEqual([['failed', 'failed', 'original failure']]);
     await app.gd.assertWorkflowState(wf, 'paused');
   });
 });

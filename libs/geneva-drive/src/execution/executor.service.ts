@@ -260,7 +260,14 @@ export class ExecutorService {
     const policy = resolveExceptionPolicy(step, definition?.exceptionPolicies ?? [], error);
     const action = workflow.state === 'ready' || workflow.state === 'performing' ? (policy.isImperative ? 'pause' : policy.action) : undefined;
     const attempt = action === 'reattempt' ? (await this.consecutiveErrorReattempts(manager, workflow.id, execution.stepName)) + 1 : 0;
-    const retrying = action === 'reattempt' && (policy.maxReattempts === null || attempt <= policy.maxReattempts);
+    let retrying = action === 'reattempt' && (policy.maxReattempts === null || attempt <= policy.maxReattempts);
+    let delay: number | undefined;
+    try {
+      delay = retrying ? policy.reattemptDelay(attempt) : undefined;
+    } catch (waitError) {
+      logger.error(`The reattempt wait raised ${String(waitError)}: workflow paused`);
+      retrying = false;
+    }
     const recorded = errorColumns(execution, error);
     // A retried prepare failure is marked, so it counts toward maxReattempts like any error reattempt.
     if (retrying) recorded.metadata = { ...recorded.metadata, reattemptReason: 'precondition' };
@@ -269,8 +276,8 @@ export class ExecutorService {
       case undefined:
         return;
       case 'reattempt':
-        if (retrying) await this.store.rescheduleCurrentStep(manager, workflow, definition, { waitMs: policy.reattemptDelay(attempt) });
-        else await this.store.transitionWorkflow(manager, workflow, policy.terminalAction === 'cancel' ? 'canceled' : 'paused');
+        if (retrying) await this.store.rescheduleCurrentStep(manager, workflow, definition, { waitMs: delay });
+        else await this.store.transitionWorkflow(manager, workflow, attempt > (policy.maxReattempts ?? Infinity) && policy.terminalAction === 'cancel' ? 'canceled' : 'paused');
         return;
       case 'cancel':
         await this.store.transitionWorkflow(manager, workflow, 'canceled');
@@ -505,11 +512,19 @@ export class ExecutorService {
           logger.warn(`Reattempts exhausted (${policy.maxReattempts}): ${policy.terminalAction}`);
           return failWith(policy.terminalAction === 'cancel' ? 'canceled' : 'failed', policy.terminalAction === 'cancel' ? 'canceled' : 'paused');
         }
+        let delay: number | undefined;
+        try {
+          delay = policy.reattemptDelay(attempt);
+        } catch (waitError) {
+          // A broken wait function must not strand the step in progress: pause with the original error.
+          logger.error(`The reattempt wait raised ${String(waitError)}: workflow paused`);
+          return failWith('failed', 'paused');
+        }
         const described = errorColumns(execution, error);
         await this.store.transitionExecution(manager, execution, 'completed', 'reattempted', {
           metadata: { ...described.metadata, reattemptReason: reason },
         });
-        await this.store.rescheduleCurrentStep(manager, workflow, definition, this.retryOf(prepared, policy.reattemptDelay(attempt)), clear);
+        await this.store.rescheduleCurrentStep(manager, workflow, definition, this.retryOf(prepared, delay), clear);
         return;
       }
       case 'skip':

@@ -15,8 +15,9 @@ export interface StepContext<Hero> {
   logger: LoggerService;
 }
 
-const CONTEXT = Symbol('geneva-drive:step-context');
-const INTENT = Symbol('geneva-drive:flow-intent');
+// Kept outside the instances, so workflow classes expose nothing of the engine in their type.
+const contexts = new WeakMap<object, StepContext<any>>();
+const intents = new WeakMap<object, FlowControlIntent>();
 
 /**
  * Base class of workflows. Inside a step, `this` offers the hero, the workflow record, the current
@@ -24,9 +25,6 @@ const INTENT = Symbol('geneva-drive:flow-intent');
  * @publicApi
  */
 export abstract class GenevaWorkflow<Hero = unknown> {
-  private [CONTEXT]: StepContext<Hero> | undefined;
-  private [INTENT]: FlowControlIntent | undefined;
-
   /** The entity this workflow is about (`null` only with `mayProceedWithoutHero` once it is gone). */
   get hero(): Hero {
     return this.context('hero').hero;
@@ -96,12 +94,12 @@ export abstract class GenevaWorkflow<Hero = unknown> {
   private flowControl(intent: FlowControlIntent): never {
     this.context(intent.kind);
     // Record first: the executor honours the intent even if user code swallows the throw.
-    this[INTENT] = intent;
+    intents.set(this, intent);
     throw new FlowControlSignal(intent);
   }
 
   private context(what: string): StepContext<Hero> {
-    const context = this[CONTEXT];
+    const context = contexts.get(this) as StepContext<Hero> | undefined;
     if (!context) {
       throw new GenevaDriveError(`${this.constructor.name}: "${what}" is only available while a step runs; use WorkflowService for operator actions`);
     }
@@ -112,12 +110,12 @@ export abstract class GenevaWorkflow<Hero = unknown> {
 /** Engine-side access to a workflow instance's binding and recorded flow-control intent. */
 export const workflowInternals = {
   bind<Hero>(workflow: GenevaWorkflow<Hero>, context: StepContext<Hero>): void {
-    (workflow as any)[CONTEXT] = context;
-    (workflow as any)[INTENT] = undefined;
+    contexts.set(workflow, context);
+    intents.delete(workflow);
   },
   takeIntent(workflow: GenevaWorkflow<any>): FlowControlIntent | undefined {
-    const intent = (workflow as any)[INTENT] as FlowControlIntent | undefined;
-    (workflow as any)[INTENT] = undefined;
+    const intent = intents.get(workflow);
+    intents.delete(workflow);
     return intent;
   },
 };
