@@ -9,7 +9,8 @@ const MAX_TIMER_MS = 2_147_483_647;
 /**
  * Runs step jobs in this process with timers. Restart-safe: at start it rebuilds its timers from
  * the scheduled executions of runnable workflows, so nothing is lost with the process. For the
- * embedded default and development; use Bull to run several processes.
+ * embedded default and development; use Bull to run several processes. Its timers keep the process
+ * alive (a worker-only application context keeps running) until the application is closed.
  */
 export class LocalQueueAdapter implements QueuePort {
   private readonly timers = new Map<string, NodeJS.Timeout>();
@@ -47,7 +48,6 @@ export class LocalQueueAdapter implements QueuePort {
     const interval = setInterval(() => {
       task().catch((error) => this.logger.error(`${name} failed: ${String(error)}`));
     }, everyMs);
-    interval.unref?.();
     this.intervals.push(interval);
   }
 
@@ -69,7 +69,6 @@ export class LocalQueueAdapter implements QueuePort {
       this.ready.push(executionId);
       this.drain();
     }, Math.min(delay, MAX_TIMER_MS));
-    timer.unref?.();
     this.timers.set(executionId, timer);
   }
 
