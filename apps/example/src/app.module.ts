@@ -1,12 +1,20 @@
-import { Module } from '@nestjs/common';
+import { Module, type DynamicModule } from '@nestjs/common';
 import { TypeOrmModule, type TypeOrmModuleOptions } from '@nestjs/typeorm';
-import { GENEVA_DRIVE_ENTITIES, GENEVA_DRIVE_MIGRATIONS, GenevaDriveModule, type QueueAdapterOptions } from 'geneva-drive';
+import { GENEVA_DRIVE_ENTITIES, GENEVA_DRIVE_MIGRATIONS, GenevaDriveModule, type GenevaDriveModuleOptions, type QueueAdapterOptions } from 'geneva-drive';
 import { resolve } from 'node:path';
+import { Contract } from './contracts/contract.entity.js';
+import { ContractsModule } from './contracts/contracts.module.js';
+import { CreateExampleContracts1700000000001 } from './contracts/create-contracts.migration.js';
+import { HealthController } from './health.controller.js';
 import { CreateExampleOrders1700000000000 } from './orders/create-orders.migration.js';
 import { Order } from './orders/order.entity.js';
-import { OrderFulfillmentWorkflow } from './orders/order-fulfillment.workflow.js';
-import { OrdersController } from './orders/orders.controller.js';
-import { PaymentWebhooksController } from './payments/payment-webhooks.controller.js';
+import { OrdersModule } from './orders/orders.module.js';
+import { PaymentsModule } from './payments/payments.module.js';
+
+/** Where the SQLite database lives when no DATABASE_URL is given. */
+export function sqliteFile(env: NodeJS.ProcessEnv = process.env): string {
+  return resolve(env.SQLITE_FILE ?? 'apps/example/data/example.sqlite');
+}
 
 /**
  * The database: SQLite in a file next to the app by default; `DATABASE_URL` (postgres:// or
@@ -14,15 +22,15 @@ import { PaymentWebhooksController } from './payments/payment-webhooks.controlle
  */
 export function databaseOptions(env: NodeJS.ProcessEnv = process.env): TypeOrmModuleOptions {
   const common = {
-    entities: [Order, ...GENEVA_DRIVE_ENTITIES],
-    migrations: [CreateExampleOrders1700000000000, ...GENEVA_DRIVE_MIGRATIONS],
+    entities: [Order, Contract, ...GENEVA_DRIVE_ENTITIES],
+    migrations: [CreateExampleOrders1700000000000, CreateExampleContracts1700000000001, ...GENEVA_DRIVE_MIGRATIONS],
     migrationsRun: true,
   };
   const url = env.DATABASE_URL;
   if (url?.startsWith('postgres')) return { ...common, type: 'postgres', url };
   if (url?.startsWith('mysql') || url?.startsWith('mariadb')) return { ...common, type: 'mysql', url: url.replace(/^mariadb/, 'mysql'), timezone: 'Z' };
-  const file = env.SQLITE_FILE ?? resolve('apps/example/data/example.sqlite');
-  return { ...common, type: 'better-sqlite3', database: file, enableWAL: true, timeout: 5000 };
+  if (url) throw new Error(`DATABASE_URL must start with postgres://, mysql:// or mariadb://, got ${url.split(':')[0]}:`);
+  return { ...common, type: 'better-sqlite3', database: sqliteFile(env), enableWAL: true, timeout: 5000 };
 }
 
 /**
@@ -30,17 +38,38 @@ export function databaseOptions(env: NodeJS.ProcessEnv = process.env): TypeOrmMo
  * runs no steps (a web-only process, the housekeeping command).
  */
 export function queueOptions(env: NodeJS.ProcessEnv = process.env): QueueAdapterOptions {
-  if (env.REDIS_URL) return { adapter: 'bull', redis: env.REDIS_URL, concurrency: env.WORKER === '0' ? 0 : Number(env.CONCURRENCY ?? 2) };
+  if (env.REDIS_URL) return { adapter: 'bull', redis: env.REDIS_URL, prefix: env.BULL_PREFIX, concurrency: env.WORKER === '0' ? 0 : Number(env.CONCURRENCY ?? 2) };
   return { adapter: 'local', concurrency: env.WORKER === '0' ? 0 : 1 };
 }
 
-@Module({
-  imports: [
-    TypeOrmModule.forRoot(databaseOptions()),
-    TypeOrmModule.forFeature([Order]),
-    GenevaDriveModule.forRoot({ queue: queueOptions() }),
-  ],
-  controllers: [OrdersController, PaymentWebhooksController],
-  providers: [OrderFulfillmentWorkflow],
-})
-export class AppModule {}
+/** `GD_MAX_SIGNAL_PAYLOAD`: the largest signal payload in bytes (`off` disables the check); the library's 131072 by default. */
+export function maxSignalPayloadSize(env: NodeJS.ProcessEnv = process.env): number | null | undefined {
+  const raw = env.GD_MAX_SIGNAL_PAYLOAD?.trim();
+  if (!raw) return undefined;
+  if (raw === 'off') return null;
+  const bytes = Number(raw);
+  if (!Number.isInteger(bytes) || bytes <= 0) throw new Error(`GD_MAX_SIGNAL_PAYLOAD must be a positive number of bytes or "off", got "${raw}"`);
+  return bytes;
+}
+
+export function genevaDriveOptions(env: NodeJS.ProcessEnv = process.env): GenevaDriveModuleOptions {
+  return { queue: queueOptions(env), maxSignalPayloadSize: maxSignalPayloadSize(env) };
+}
+
+/** The example application. `AppModule.forEnvironment(env)` reads its configuration from `env` (process.env by default). */
+@Module({})
+export class AppModule {
+  static forEnvironment(env: NodeJS.ProcessEnv = process.env): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [
+        TypeOrmModule.forRoot(databaseOptions(env)),
+        GenevaDriveModule.forRoot(genevaDriveOptions(env)),
+        OrdersModule,
+        PaymentsModule,
+        ContractsModule,
+      ],
+      controllers: [HealthController],
+    };
+  }
+}

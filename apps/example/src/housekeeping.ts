@@ -12,8 +12,9 @@
 import 'reflect-metadata';
 import type { LoggerService, LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { mkdirSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { HousekeepingService } from 'geneva-drive';
+import { AppModule } from './app.module.js';
+import { ensureDataDirectory } from './configure-app.js';
 
 /** Nest's log lines on stderr (stdout carries the JSON summary). */
 class StderrLogger implements LoggerService {
@@ -40,16 +41,11 @@ class StderrLogger implements LoggerService {
 }
 
 async function main(): Promise<number> {
-  // This process only enqueues: no step runs here, whatever the queue adapter (read by app.module).
-  process.env.WORKER = '0';
-  mkdirSync(dirname(resolve(process.env.SQLITE_FILE ?? 'apps/example/data/example.sqlite')), { recursive: true });
+  ensureDataDirectory();
   const verbose = process.env.HOUSEKEEPING_VERBOSE === '1';
   const logger = new StderrLogger(verbose ? ['log', 'error', 'warn', 'debug'] : ['error', 'warn']);
-
-  // Imported after WORKER is set: the module reads the environment when it loads.
-  const { AppModule } = await import('./app.module.js');
-  const { HousekeepingService } = await import('geneva-drive');
-  const app = await NestFactory.createApplicationContext(AppModule, { logger, abortOnError: false });
+  // This process only enqueues: no step runs here, whatever the queue adapter.
+  const app = await NestFactory.createApplicationContext(AppModule.forEnvironment({ ...process.env, WORKER: '0' }), { logger, abortOnError: false });
   try {
     const summary = await app.get(HousekeepingService).run();
     process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);

@@ -1,18 +1,17 @@
 import 'reflect-metadata';
-import { ValidationPipe } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { mkdirSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import type { NestExpressApplication } from '@nestjs/platform-express';
 import { AppModule } from './app.module.js';
+import { configureApp, ensureDataDirectory } from './configure-app.js';
 
 async function bootstrap() {
-  mkdirSync(dirname(resolve(process.env.SQLITE_FILE ?? 'apps/example/data/example.sqlite')), { recursive: true });
-  const app = await NestFactory.create(AppModule);
-  app.useGlobalPipes(new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true }));
+  ensureDataDirectory();
+  const app = configureApp(await NestFactory.create<NestExpressApplication>(AppModule.forEnvironment()));
   app.enableShutdownHooks();
   const port = Number(process.env.PORT ?? 3000);
   await app.listen(port);
-  console.log(`geneva-drive example listening on http://localhost:${port} (${process.env.DATABASE_URL ? 'database from DATABASE_URL' : 'SQLite'}, ${process.env.REDIS_URL ? 'Bull on REDIS_URL' : 'local queue'})`);
+  const steps = process.env.WORKER === '0' ? 'runs no steps' : process.env.REDIS_URL ? 'runs steps from Bull on REDIS_URL' : 'runs steps on the local queue';
+  console.log(`geneva-drive example listening on http://localhost:${port} (${process.env.DATABASE_URL ? 'database from DATABASE_URL' : 'SQLite'}; ${steps})`);
 }
 
 void bootstrap();

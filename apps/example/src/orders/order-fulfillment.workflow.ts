@@ -1,6 +1,7 @@
 import { GenevaWorkflow, SignalMatcher, Step, Workflow } from 'geneva-drive';
 import { DataSource } from 'typeorm';
 import { Order } from './order.entity.js';
+import { Warehouse } from './warehouse.service.js';
 
 /** Payment confirmations count only when they pay the whole order. */
 export const PAYMENT_CONFIRMED = new SignalMatcher<{ amountCents: number }, OrderFulfillmentWorkflow>(
@@ -10,12 +11,16 @@ export const PAYMENT_CONFIRMED = new SignalMatcher<{ amountCents: number }, Orde
 
 @Workflow({ hero: () => Order })
 export class OrderFulfillmentWorkflow extends GenevaWorkflow<Order> {
-  constructor(private readonly dataSource: DataSource) {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly warehouse: Warehouse,
+  ) {
     super();
   }
 
   @Step()
   async reserveStock() {
+    await this.warehouse.reserve(this.hero);
     await this.setStatus('reserved');
   }
 

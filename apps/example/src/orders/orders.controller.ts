@@ -3,6 +3,7 @@ import { InjectRepository } from '@nestjs/typeorm';
 import { IsBoolean, IsInt, IsNotEmpty, IsOptional, IsString, Min } from 'class-validator';
 import { SignalService, WorkflowService } from 'geneva-drive';
 import { Repository } from 'typeorm';
+import { workflowTimeline } from '../timeline.js';
 import { OrderFulfillmentWorkflow } from './order-fulfillment.workflow.js';
 import { Order } from './order.entity.js';
 
@@ -45,11 +46,6 @@ export class OrdersController {
     if (!order) throw new NotFoundException(`Order ${id} not found`);
     const [record] = await this.workflows.findForHero(OrderFulfillmentWorkflow, order);
     if (!record) throw new NotFoundException(`Order ${id} has no workflow`);
-    return {
-      order,
-      workflow: { id: record.id, state: record.state, nextStepName: record.nextStepName },
-      steps: (await this.workflows.executionHistory(record)).map((e) => ({ step: e.stepName, state: e.state, outcome: e.outcome, at: e.updatedAt })),
-      signals: (await this.signals.list(record)).map((s) => ({ name: s.name, state: s.state, key: s.idempotencyKey, claimed: s.claimed, consumed: s.consumed })),
-    };
+    return { order, ...(await workflowTimeline(this.workflows, this.signals, record)) };
   }
 }

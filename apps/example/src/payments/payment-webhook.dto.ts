@@ -1,4 +1,4 @@
-import { IsInt, IsNotEmpty, IsString, Min } from 'class-validator';
+import { IsInt, IsNotEmpty, IsObject, IsOptional, IsString, Min } from 'class-validator';
 
 /** What the payment provider posts when a payment settles. */
 export class PaymentWebhookDto {
@@ -13,4 +13,9 @@ export class PaymentWebhookDto {
   @IsInt()
   @Min(0)
   amountCents: number;
+
+  /** Free-form provider data, kept in the signal's payload (and so subject to maxSignalPayloadSize). */
+  @IsOptional()
+  @IsObject()
+  metadata?: Record<string, unknown>;
 }

@@ -8,7 +8,8 @@ import { PaymentWebhookDto } from './payment-webhook.dto.js';
 
 /**
  * The payment provider's webhook. The provider's event id is the idempotency key, so its retries
- * are answered 200 without delivering the event twice.
+ * are answered 200 without delivering the event twice. An invalid body never gets here: the global
+ * ValidationPipe (configureApp) answers 400.
  */
 @Controller('webhooks/payments')
 export class PaymentWebhooksController {
@@ -27,7 +28,7 @@ export class PaymentWebhooksController {
     if (!workflow) throw new NotFoundException(`Order ${event.orderId} has no fulfilment workflow`);
     try {
       const signal = await this.signals.signal(workflow, 'payment_confirmed', {
-        payload: { amountCents: event.amountCents },
+        payload: { amountCents: event.amountCents, metadata: event.metadata },
         idempotencyKey: event.eventId,
       });
       return { signalId: signal.id, state: signal.state, duplicate: signal.duplicateDelivery };

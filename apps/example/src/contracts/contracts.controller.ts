@@ -1,0 +1,90 @@
+import { Body, ConflictException, Controller, Get, HttpCode, NotFoundException, PayloadTooLargeException, Param, ParseIntPipe, Post } from '@nestjs/common';
+import { IsInt, IsNotEmpty, IsOptional, IsString, MaxLength, Min } from 'class-validator';
+import { SignalPayloadTooLargeError, SignalService, WorkflowNotOngoingError, WorkflowService, type Signal } from 'geneva-drive';
+import { workflowTimeline } from '../timeline.js';
+import type { Contract } from './contract.entity.js';
+import { ContractsService } from './contracts.service.js';
+
+class OpenContractDto {
+  @IsString()
+  @IsNotEmpty()
+  @MaxLength(255)
+  documentId: string;
+}
+
+/** What the e-signature provider posts when a document is signed. */
+export class SignatureWebhookDto {
+  @IsString()
+  @IsNotEmpty()
+  eventId: string;
+
+  @IsInt()
+  @Min(1)
+  contractId: number;
+
+  /** The document that was signed: it counts only if it is the contract's current document. */
+  @IsString()
+  @IsNotEmpty()
+  documentId: string;
+
+  @IsOptional()
+  @IsString()
+  signer?: string;
+}
+
+/** The same HTTP answers as the payment webhook: 200 (duplicates too), 404, 409, 413. */
+async function delivered(send: Promise<Signal>) {
+  try {
+    const signal = await send;
+    return { signalId: signal.id, state: signal.state, key: signal.idempotencyKey, duplicate: signal.duplicateDelivery };
+  } catch (error) {
+    if (error instanceof WorkflowNotOngoingError) throw new ConflictException(error.message);
+    if (error instanceof SignalPayloadTooLargeError) throw new PayloadTooLargeException(error.message);
+    throw error;
+  }
+}
+
+@Controller()
+export class ContractsController {
+  constructor(
+    private readonly contracts: ContractsService,
+    private readonly workflows: WorkflowService,
+    private readonly signals: SignalService,
+  ) {}
+
+  /** Opens a contract: its workflow sends the document and parks until it is signed or the deadline passes. */
+  @Post('contracts')
+  open(@Body() body: OpenContractDto) {
+    return this.contracts.open(body.documentId);
+  }
+
+  @Get('contracts/:id/timeline')
+  async timeline(@Param('id', ParseIntPipe) id: number) {
+    const { contract, workflow } = await this.load(id);
+    return { contract, ...(await workflowTimeline(this.workflows, this.signals, workflow)) };
+  }
+
+  /** Sends the deadline now. Sent twice, it is delivered once (200, `duplicate: true`). */
+  @Post('contracts/:id/deadline')
+  @HttpCode(200)
+  async deadline(@Param('id', ParseIntPipe) id: number) {
+    const { contract, workflow } = await this.load(id);
+    return delivered(this.contracts.deadline(workflow, contract));
+  }
+
+  /** The e-signature provider's webhook. */
+  @Post('webhooks/signatures')
+  @HttpCode(200)
+  async signed(@Body() event: SignatureWebhookDto) {
+    const { workflow } = await this.load(event.contractId);
+    return delivered(this.contracts.signed(workflow, event.eventId, { documentId: event.documentId, signer: event.signer }));
+  }
+
+  private async load(id: number) {
+    const contract: Contract | null = await this.contracts.find(id);
+    if (!contract) throw new NotFoundException(`Contract ${id} not found`);
+    const workflow = await this.contracts.workflowOf(contract);
+    if (!workflow) throw new NotFoundException(`Contract ${id} has no workflow`);
+    return { contract, workflow };
+  }
+}
