@@ -4,7 +4,7 @@ import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import type { StepJobOptions } from '../interfaces/step-options.interface.js';
-import type { QueuePort } from '../queue/queue.port.js';
+import type { QueuePort, StepJob } from '../queue/queue.port.js';
 import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-definition.js';
 import {
   assertExecutionTransition,
@@ -181,9 +181,12 @@ export class WorkflowStore {
     return execution;
   }
 
-  /** Enqueues the execution's job after the outermost commit (or at once when configured so). */
-  async enqueue(manager: EntityManager, execution: StepExecution, jobOptions: StepJobOptions): Promise<void> {
-    const job = { executionId: execution.id, runAt: execution.scheduledFor, jobOptions };
+  /**
+   * Enqueues the execution's job after the outermost commit (or at once when configured so). `jobId`
+   * replaces the execution id as the job's identity in the queue (see StepJob.jobId).
+   */
+  async enqueue(manager: EntityManager, execution: StepExecution, jobOptions: StepJobOptions, jobId?: string): Promise<void> {
+    const job: StepJob = { executionId: execution.id, runAt: execution.scheduledFor, jobOptions, ...(jobId === undefined ? {} : { jobId }) };
     if (!this.enqueueAfterCommit) {
       await this.queue.enqueue(job);
       return;

@@ -11,8 +11,11 @@ interface StepJobData {
 /**
  * Step jobs on Bull (Redis): any number of worker processes and hosts. The job id is the execution
  * id, so enqueuing the same execution twice is one job; finished jobs are removed so a later
- * re-enqueue of the same execution (resume, recovery) is not swallowed. Each job runs once (no Bull
- * retries): what to do after a failure is the engine's exception policy, already committed.
+ * re-enqueue of the same execution (resume, recovery) is not swallowed. Bull answers an add whose id
+ * still exists with the existing job and adds nothing, so a signal's wake-up, which can come while
+ * the job that parked the step is still finishing, carries an id of its own (StepJob.jobId). Each
+ * job runs once (no Bull retries): what to do after a failure is the engine's exception policy,
+ * already committed.
  */
 export class BullQueueAdapter implements QueuePort {
   readonly queue: Bull.Queue<StepJobData>;
@@ -32,7 +35,7 @@ export class BullQueueAdapter implements QueuePort {
     await this.queue.add(
       { executionId: job.executionId },
       {
-        jobId: job.executionId,
+        jobId: job.jobId ?? job.executionId,
         delay: Math.max(0, job.runAt.getTime() - Date.now()),
         attempts: 1,
         removeOnComplete: true,

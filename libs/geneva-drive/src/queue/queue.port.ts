@@ -1,10 +1,15 @@
 import type { StepJobOptions } from '../interfaces/step-options.interface.js';
 
-/** One step job: run execution `executionId` at `runAt`. The job id is the execution id. */
+/** One step job: run execution `executionId` at `runAt`. The job id is the execution id unless `jobId` says otherwise. */
 export interface StepJob {
   executionId: string;
   runAt: Date;
   jobOptions: StepJobOptions;
+  /**
+   * The job's identity in the queue, when it must not be the execution id: a signal's wake-up of a
+   * parked execution, whose previous job (the one that parked it) may not have left the queue yet.
+   */
+  jobId?: string;
 }
 
 /** Runs one execution; the queue calls it when a job is due. */

@@ -11,6 +11,9 @@ import type { WorkflowRegistry } from '../registry/workflow.registry.js';
 import type { GenevaWorkflow } from '../workflow/geneva-workflow.js';
 import type { WorkflowInstances } from '../execution/workflow-instances.js';
 
+/** The executions index on (workflow_id, state), created by the first migration. */
+const EXECUTIONS_BY_WORKFLOW_STATE = 'geneva_drive_step_executions_workflow_state';
+
 /**
  * The rendezvous of signals and waiting steps — both sides, and the settlement of claims. Every
  * method runs inside a transaction that holds the workflow row lock, which is what makes the meeting
@@ -69,11 +72,20 @@ export class SignalRendezvous {
   async dispatch(manager: EntityManager, workflow: WorkflowRecord, signal: Signal): Promise<number> {
     const definition = this.registry.findByName(workflow.type);
     if (!definition || !this.schema.hasSignals) return 0;
-    const waiting = await manager.find(StepExecution, {
-      where: { workflowId: workflow.id, state: 'waiting' },
-      order: { createdAt: 'ASC', id: 'ASC' },
-      lock: latestRowsLock(manager),
-    });
+    const query = manager
+      .createQueryBuilder(StepExecution, 'e')
+      .where('e.workflowId = :workflowId', { workflowId: workflow.id })
+      .andWhere('e.state = :state', { state: 'waiting' })
+      .orderBy('e.createdAt', 'ASC')
+      .addOrderBy('e.id', 'ASC');
+    const lock = latestRowsLock(manager);
+    // The locking read must lock this workflow's rows only (they are already ours: every writer holds
+    // the workflow lock). Left to itself, MySQL/MariaDB may scan the (state, scheduled_for) index
+    // instead and lock every parked execution of every workflow, with the gaps between them: two
+    // deliveries to two workflows then deadlock (ER_LOCK_DEADLOCK) as each moves its row out of the
+    // other's locked range. USE INDEX is emitted on MySQL/MariaDB only.
+    if (lock) query.setLock(lock.mode).useIndex(EXECUTIONS_BY_WORKFLOW_STATE);
+    const waiting = await query.getMany();
     let woken = 0;
     for (const execution of waiting) {
       const step = definition.step(execution.stepName);
@@ -87,7 +99,10 @@ export class SignalRendezvous {
         scheduledFor: this.store.now(),
         waitingSince: null,
       });
-      await this.store.enqueue(manager, execution, jobOptionsFor(definition, step));
+      // A job id of its own: the job that parked the execution may still be in the queue (it is
+      // removed only once the worker reports it done, after the park committed), and Bull silently
+      // drops an add whose id exists — the wake-up would be lost. One wake per signal and execution.
+      await this.store.enqueue(manager, execution, jobOptionsFor(definition, step), `${execution.id}-wake-${signal.id}`);
       woken++;
     }
     return woken;
