@@ -1,5 +1,13 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 
+const DEADLOCK_TRIES = 4;
+
+/** A transaction the database chose as a deadlock victim (PostgreSQL 40P01, MySQL/MariaDB 1213). */
+function isDeadlock(error: unknown): boolean {
+  const driverError = (error as { driverError?: { code?: string; errno?: number } })?.driverError;
+  return driverError?.code === '40P01' || driverError?.code === 'ER_LOCK_DEADLOCK' || driverError?.errno === 1213;
+}
+
 /** SQLite transactions this runner began with `BEGIN IMMEDIATE`: they already hold the database write lock. */
 const immediateRunners = new WeakSet<QueryRunner>();
 
@@ -27,10 +35,25 @@ export class TransactionRunner {
     if (manager && manager.connection !== this.dataSource) {
       throw new TypeError('geneva-drive: the manager passed in belongs to another DataSource than the one geneva-drive is configured with');
     }
-    if (!this.sqlite) return this.dataSource.transaction(work);
+    if (!this.sqlite) return this.withDeadlockRetry(() => this.dataSource.transaction(work));
     const result = this.sqliteQueue.then(() => this.runImmediate(work));
     this.sqliteQueue = result.catch(() => undefined);
     return result;
+  }
+
+  /**
+   * A deadlock victim is rolled back whole (nothing written, its after-commit jobs dropped), so the
+   * engine's own transactions simply run again. A caller's transaction is the caller's to retry.
+   */
+  private async withDeadlockRetry<T>(attempt: () => Promise<T>): Promise<T> {
+    for (let tries = 1; ; tries++) {
+      try {
+        return await attempt();
+      } catch (error) {
+        if (tries >= DEADLOCK_TRIES || !isDeadlock(error)) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 20 * tries));
+      }
+    }
   }
 
   private async runImmediate<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
