@@ -1,0 +1,218 @@
+/**
+ * The application the benchmarks run: a hero entity, two workflows, and the probe through which the
+ * step bodies (and the engine's diagnostics events) report back to the measuring code. Wired like a
+ * user's app: TypeOrmModule.forRoot with the geneva-drive entities and migrations, GenevaDriveModule
+ * with a real queue adapter (local or Bull), workflows listed among the providers.
+ */
+import 'reflect-metadata';
+import { type LoggerService, Module, type DynamicModule } from '@nestjs/common';
+import { TypeOrmModule, type TypeOrmModuleOptions } from '@nestjs/typeorm';
+import { subscribe } from 'node:diagnostics_channel';
+import { Column, Entity, PrimaryGeneratedColumn, Table, type Logger as TypeOrmLogger, type MigrationInterface, type QueryRunner } from 'typeorm';
+import {
+  GENEVA_DRIVE_CHANNELS,
+  GENEVA_DRIVE_ENTITIES,
+  GENEVA_DRIVE_MIGRATIONS,
+  GenevaDriveModule,
+  GenevaWorkflow,
+  Step,
+  Workflow,
+  type FinalizeEvent,
+  type QueueAdapterOptions,
+} from 'geneva-drive';
+
+/** The signal the parked workflows wait for. */
+export const WAKE_SIGNAL = 'bench_wake';
+/** Stored workflow type names (explicit, so the bulk-inserted rows can name them). */
+export const STEPS_WORKFLOW = 'BenchStepsWorkflow';
+export const SIGNAL_WORKFLOW = 'BenchSignalWorkflow';
+/** The parked step of BenchSignalWorkflow. */
+export const PARKED_STEP = 'park';
+export const HERO_TABLE = 'bench_heroes';
+
+@Entity({ name: HERO_TABLE })
+export class BenchHero {
+  @PrimaryGeneratedColumn({ type: 'integer' })
+  id: number;
+
+  @Column({ type: 'varchar', length: 64, default: '' })
+  label: string;
+}
+
+/** Creates the hero table; runs before geneva-drive's migrations. */
+export class CreateBenchHeroes1600000000000 implements MigrationInterface {
+  name = 'CreateBenchHeroes1600000000000';
+
+  async up(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.createTable(
+      new Table({
+        name: HERO_TABLE,
+        columns: [
+          { name: 'id', type: 'integer', isPrimary: true, isGenerated: true, generationStrategy: 'increment' },
+          { name: 'label', type: 'varchar', length: '64', isNullable: false, default: `''` },
+        ],
+      }),
+    );
+  }
+
+  async down(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.dropTable(HERO_TABLE, true);
+  }
+}
+
+// ------------------------------------------------------------------ probe
+
+/**
+ * One value per key, whichever comes first: the arrival (`arrive`) or the wait (`wait`). Step bodies
+ * and event subscribers run in this process (the local queue, or the Bull worker of this process).
+ */
+export class Arrivals<T> {
+  private readonly values = new Map<string, T>();
+  private readonly waiters = new Map<string, (value: T) => void>();
+
+  arrive(key: string, value: T): void {
+    const waiter = this.waiters.get(key);
+    if (waiter) {
+      this.waiters.delete(key);
+      waiter(value);
+    } else {
+      this.values.set(key, value);
+    }
+  }
+
+  wait(key: string, timeoutMs: number, what: string): Promise<T> {
+    if (this.values.has(key)) {
+      const value = this.values.get(key)!;
+      this.values.delete(key);
+      return Promise.resolve(value);
+    }
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiters.delete(key);
+        reject(new Error(`bench: timed out after ${timeoutMs} ms waiting for ${what} of workflow ${key}`));
+      }, timeoutMs);
+      this.waiters.set(key, (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      });
+    });
+  }
+}
+
+export interface BodyStart {
+  /** performance.now() as the body began. */
+  at: number;
+  /** The payload's sequence number: proves the body saw the signal that was sent. */
+  seq: unknown;
+  signalId: string | null;
+}
+
+/** What the bodies and the engine's events report. */
+export const probe = {
+  /** Bodies of BenchStepsWorkflow that ran. */
+  noopSteps: 0,
+  /** Bodies of BenchSignalWorkflow.park that ran. */
+  wokenBodies: 0,
+  /** BenchSignalWorkflow.park began, by workflow id. */
+  bodyStarts: new Arrivals<BodyStart>(),
+  /** BenchSignalWorkflow's step outcome committed, by workflow id. */
+  finalized: new Arrivals<FinalizeEvent>(),
+};
+
+subscribe(GENEVA_DRIVE_CHANNELS.finalize, (message) => {
+  const event = message as FinalizeEvent;
+  if (event.workflowClass === SIGNAL_WORKFLOW) probe.finalized.arrive(event.workflowId, event);
+});
+
+// ------------------------------------------------------------------ workflows
+
+/** Three no-op steps: what the engine costs per step, with nothing else in the way. */
+@Workflow({ name: STEPS_WORKFLOW, hero: () => BenchHero })
+export class BenchStepsWorkflow extends GenevaWorkflow<BenchHero> {
+  @Step()
+  async first() {
+    probe.noopSteps++;
+  }
+
+  @Step()
+  async second() {
+    probe.noopSteps++;
+  }
+
+  @Step()
+  async third() {
+    probe.noopSteps++;
+  }
+}
+
+/** One step parked on a signal; its body stamps the moment it starts. */
+@Workflow({ name: SIGNAL_WORKFLOW, hero: () => BenchHero })
+export class BenchSignalWorkflow extends GenevaWorkflow<BenchHero> {
+  @Step({ name: PARKED_STEP, waitFor: WAKE_SIGNAL })
+  async park() {
+    const at = performance.now();
+    probe.wokenBodies++;
+    const signal = this.receivedSignal;
+    probe.bodyStarts.arrive(this.record.id, { at, seq: signal?.payload?.seq, signalId: signal?.id ?? null });
+  }
+}
+
+// ------------------------------------------------------------------ logging
+
+/** Engine log lines are dropped (they would dominate the timings); errors and warnings are kept for the report. */
+export class BenchLogger implements LoggerService {
+  readonly errors: string[] = [];
+  readonly warnings: string[] = [];
+  log(): void {}
+  debug(): void {}
+  verbose(): void {}
+  warn(message: unknown): void {
+    this.warnings.push(String(message));
+  }
+  error(message: unknown, trace?: unknown): void {
+    this.errors.push(`${String(message)}${trace ? `\n${String(trace)}` : ''}`);
+  }
+}
+
+/** A TypeORM logger that records the statements issued while `recording` is set (and nothing else). */
+export class QueryRecorder implements TypeOrmLogger {
+  recording: Array<{ query: string; parameters: unknown[] }> | null = null;
+  logQuery(query: string, parameters?: unknown): void {
+    this.recording?.push({ query, parameters: Array.isArray(parameters) ? parameters : [] });
+  }
+  logQueryError(): void {}
+  logQuerySlow(): void {}
+  logSchemaBuild(): void {}
+  logMigration(): void {}
+  log(): void {}
+}
+
+// ------------------------------------------------------------------ module
+
+export interface BenchAppConfig {
+  database: TypeOrmModuleOptions;
+  queue: QueueAdapterOptions;
+  logger: BenchLogger;
+}
+
+@Module({})
+export class BenchModule {
+  static register(config: BenchAppConfig): DynamicModule {
+    return {
+      module: BenchModule,
+      imports: [
+        TypeOrmModule.forRoot({
+          ...config.database,
+          entities: [BenchHero, ...GENEVA_DRIVE_ENTITIES],
+          migrations: [CreateBenchHeroes1600000000000, ...GENEVA_DRIVE_MIGRATIONS],
+          migrationsRun: true,
+          synchronize: false,
+        } as TypeOrmModuleOptions),
+        TypeOrmModule.forFeature([BenchHero]),
+        // No housekeeping: nothing but the measured work runs.
+        GenevaDriveModule.forRoot({ queue: config.queue, housekeeping: false, logger: config.logger }),
+      ],
+      providers: [BenchStepsWorkflow, BenchSignalWorkflow],
+    };
+  }
+}

@@ -1,0 +1,156 @@
+/**
+ * Command line, database and queue settings of the benchmark run, and the fresh `gd_bench` database
+ * each run starts from.
+ */
+import { mkdirSync, rmSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { TypeOrmModuleOptions } from '@nestjs/typeorm';
+import { DataSource, type DataSourceOptions } from 'typeorm';
+import type { QueueAdapterOptions } from 'geneva-drive';
+
+export type DatabaseKind = 'sqlite' | 'postgres' | 'mysql';
+export type QueueKind = 'local' | 'bull';
+
+export interface BenchOptions {
+  db: DatabaseKind;
+  queue: QueueKind;
+  quick: boolean;
+  /** Step jobs run at once by this process (the queue adapter's `concurrency`). */
+  concurrency: number;
+  /** Print the query plans of the statements one signal() issues at the large population. */
+  explain: boolean;
+  seed: number;
+}
+
+export interface Sizes {
+  /** Steps/second: workflows of three no-op steps. */
+  throughputWorkflows: number;
+  /** Signal-to-step-start latency: signals measured (after `latencyWarmup` unmeasured ones). */
+  latencySignals: number;
+  latencyWarmup: number;
+  /** signal() cost: parked populations compared, and signals measured at each. */
+  smallPopulation: number;
+  largePopulation: number;
+  populationSignals: number;
+  populationWarmup: number;
+}
+
+export function sizesFor(quick: boolean): Sizes {
+  return quick
+    ? { throughputWorkflows: 200, latencySignals: 100, latencyWarmup: 10, smallPopulation: 1_000, largePopulation: 10_000, populationSignals: 100, populationWarmup: 10 }
+    : { throughputWorkflows: 2_000, latencySignals: 500, latencyWarmup: 20, smallPopulation: 1_000, largePopulation: 100_000, populationSignals: 200, populationWarmup: 20 };
+}
+
+const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull] [--quick] [--concurrency=N] [--explain] [--seed=N]
+  GD_PG_URL     default postgres://postgres@127.0.0.1:5432/test   (the bench uses database gd_bench on that server)
+  GD_MYSQL_URL  default mysql://root@127.0.0.1:3306/test
+  REDIS_URL     default redis://127.0.0.1:6379                     (--queue=bull; a unique prefix, obliterated after)`;
+
+export function parseArgs(argv: string[]): BenchOptions {
+  const options: BenchOptions = { db: 'sqlite', queue: 'local', quick: false, concurrency: 4, explain: false, seed: 20_240_601 };
+  for (const arg of argv) {
+    const [key, value] = arg.split('=', 2);
+    switch (key) {
+      case '--db':
+        if (value !== 'sqlite' && value !== 'postgres' && value !== 'mysql') throw new UsageError(`unknown --db "${value}"`);
+        options.db = value;
+        break;
+      case '--queue':
+        if (value !== 'local' && value !== 'bull') throw new UsageError(`unknown --queue "${value}"`);
+        options.queue = value;
+        break;
+      case '--quick':
+        options.quick = true;
+        break;
+      case '--explain':
+        options.explain = true;
+        break;
+      case '--concurrency':
+        options.concurrency = positiveInteger(key, value);
+        break;
+      case '--seed':
+        options.seed = positiveInteger(key, value);
+        break;
+      case '--help':
+      case '-h':
+        console.log(USAGE);
+        process.exit(0);
+      default:
+        throw new UsageError(`unknown argument "${arg}"`);
+    }
+  }
+  return options;
+}
+
+function positiveInteger(key: string, value: string | undefined): number {
+  const parsed = Number(value);
+  if (!Number.isInteger(parsed) || parsed <= 0) throw new UsageError(`${key} needs a positive integer`);
+  return parsed;
+}
+
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(`${message}\n${USAGE}`);
+  }
+}
+
+/** The project root (this file runs from dist/bench/). */
+export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const SQLITE_FILE = `${PROJECT_ROOT}.tmp/gd_bench.sqlite`;
+export const BENCH_DATABASE = 'gd_bench';
+
+function serverUrl(kind: 'postgres' | 'mysql', database?: string): string {
+  const raw = kind === 'postgres' ? (process.env.GD_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test') : (process.env.GD_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test');
+  const url = new URL(raw);
+  if (database) url.pathname = `/${database}`;
+  return url.toString();
+}
+
+export function redisUrl(): string {
+  return process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+}
+
+/** Where the databases say where they are, for the report (no credentials). */
+export function describeDatabase(kind: DatabaseKind): string {
+  if (kind === 'sqlite') return `SQLite (better-sqlite3, WAL) ${SQLITE_FILE.slice(PROJECT_ROOT.length)}`;
+  const url = new URL(serverUrl(kind, BENCH_DATABASE));
+  return `${kind === 'postgres' ? 'PostgreSQL' : 'MySQL/MariaDB'} ${url.host}${url.pathname}`;
+}
+
+/** TypeORM options of the bench database (entities and migrations are added by the module). */
+export function databaseOptions(kind: DatabaseKind): TypeOrmModuleOptions {
+  if (kind === 'sqlite') return { type: 'better-sqlite3', database: SQLITE_FILE, enableWAL: true, timeout: 10_000 };
+  if (kind === 'postgres') return { type: 'postgres', url: serverUrl('postgres', BENCH_DATABASE) };
+  // mysql2 writes DATETIME values in UTC, as the engine expects.
+  return { type: 'mysql', url: serverUrl('mysql', BENCH_DATABASE), timezone: 'Z', charset: 'utf8mb4' };
+}
+
+/** Drops and recreates `gd_bench` (the SQLite file): every run starts empty and is migrated at boot. */
+export async function recreateDatabase(kind: DatabaseKind): Promise<void> {
+  if (kind === 'sqlite') {
+    mkdirSync(`${PROJECT_ROOT}.tmp`, { recursive: true });
+    for (const suffix of ['', '-wal', '-shm']) rmSync(`${SQLITE_FILE}${suffix}`, { force: true });
+    return;
+  }
+  // Through the URL's own database (`test` by default): one cannot drop the database one is connected to.
+  const admin: DataSourceOptions = kind === 'postgres' ? { type: 'postgres', url: serverUrl('postgres') } : { type: 'mysql', url: serverUrl('mysql') };
+  const dataSource = await new DataSource(admin).initialize();
+  try {
+    if (kind === 'postgres') {
+      await dataSource.query(`DROP DATABASE IF EXISTS ${BENCH_DATABASE} WITH (FORCE)`);
+      await dataSource.query(`CREATE DATABASE ${BENCH_DATABASE}`);
+    } else {
+      await dataSource.query(`DROP DATABASE IF EXISTS ${BENCH_DATABASE}`);
+      await dataSource.query(`CREATE DATABASE ${BENCH_DATABASE} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`);
+    }
+  } finally {
+    await dataSource.destroy();
+  }
+}
+
+/** A unique Bull prefix per run, so a bench never touches another run's (or an app's) keys. */
+export function bullQueue(concurrency: number): { options: QueueAdapterOptions; prefix: string; name: string } {
+  const prefix = `gd_bench_${process.pid}_${Date.now().toString(36)}`;
+  const name = 'geneva-drive-bench';
+  return { options: { adapter: 'bull', redis: redisUrl(), name, prefix, concurrency }, prefix, name };
+}
