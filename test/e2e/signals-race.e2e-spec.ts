@@ -447,7 +447,7 @@ function signalRaceSuite(kind: DatabaseKind, entry: () => string): void {
     expect(original.result).toMatchObject({ state: 'claimed', claimed: 1 });
     expect(await signalRows(wf.id)).toHaveLength(1);
 
-    await waitFinished([wf.id], 15_000);
+    await waitFinished([wf.id], 30_000);
     const [row] = await signalRows(wf.id);
     expect(row).toMatchObject({ id: original.result!.id, state: 'consumed', claimed: 1, consumed: 1, idempotencyKey: 'burst-parked' });
     expect(row.payload).toEqual(original.sentPayload);
@@ -467,7 +467,7 @@ function signalRaceSuite(kind: DatabaseKind, entry: () => string): void {
     expect(executions.map((e) => completedJobsOf(e.id))).toEqual([1, 2, 1]);
     expect(jobs().filter((m) => m.event === 'failed')).toEqual([]);
     expect(swallowedJobs).toEqual([]);
-  }, 40_000);
+  }, 60_000);
 
   it('20 concurrent deliveries of one key from 4 processes before the step waits: one buffered row, nineteen duplicates, consumed once', async () => {
     const [hero] = await heroes(1);
@@ -486,7 +486,7 @@ function signalRaceSuite(kind: DatabaseKind, entry: () => string): void {
     // Let the workflow go on: awaitGo's gate finds the buffered signal and never parks.
     const job = await waitUntil('the delayed hold job', () => queue.getJob(hold.id));
     await job.promote();
-    await waitFinished([wf.id], 15_000);
+    await waitFinished([wf.id], 30_000);
     const [row] = await signalRows(wf.id);
     expect(await signalRows(wf.id)).toHaveLength(1);
     expect(row).toMatchObject({ id: original.result!.id, state: 'consumed', claimed: 1, consumed: 1 });
@@ -503,7 +503,7 @@ function signalRaceSuite(kind: DatabaseKind, entry: () => string): void {
     expect(executions.map((e) => completedJobsOf(e.id))).toEqual([1, 1, 1]);
     expect(jobs().filter((m) => m.event === 'failed')).toEqual([]);
     expect(swallowedJobs).toEqual([]);
-  }, 40_000);
+  }, 60_000);
 }
 
 if (redisAvailable()) {

@@ -24,18 +24,18 @@ export class Signal<Payload = any> {
   @Column({ name: 'idempotency_key', type: 'varchar', length: 255, nullable: true })
   idempotencyKey: string | null;
 
-  @Column({ type: 'varchar', length: 16, default: 'pending' })
+  @Column({ type: 'varchar', length: 16})
   state: SignalState;
 
   @Column({ type: 'text', nullable: true, transformer: jsonColumnTransformer })
   payload: Payload;
 
   /** How many executions attached to this signal. */
-  @Column({ type: 'bigint', default: 0, transformer: counterTransformer })
+  @Column({ type: 'bigint', transformer: counterTransformer })
   claimed: number;
 
   /** How many attached execution chains resolved cleanly. */
-  @Column({ type: 'bigint', default: 0, transformer: counterTransformer })
+  @Column({ type: 'bigint', transformer: counterTransformer })
   consumed: number;
 
   @Column({ name: 'claimed_at', type: Date, nullable: true })

@@ -26,7 +26,7 @@ export class StepExecution {
   @Column({ name: 'step_name', type: 'varchar', length: 255 })
   stepName: string;
 
-  @Column({ type: 'varchar', length: 32, default: 'scheduled' })
+  @Column({ type: 'varchar', length: 32})
   state: StepExecutionState;
 
   @Column({ type: 'varchar', length: 32, nullable: true })

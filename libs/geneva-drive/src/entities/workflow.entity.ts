@@ -25,7 +25,7 @@ export class WorkflowRecord {
   @Column({ name: 'hero_id', type: 'varchar', length: 191 })
   heroId: string;
 
-  @Column({ type: 'varchar', length: 32, default: 'ready' })
+  @Column({ type: 'varchar', length: 32})
   state: WorkflowState;
 
   /** The step whose body is running right now; null between steps. */
@@ -36,7 +36,7 @@ export class WorkflowRecord {
   @Column({ name: 'next_step_name', type: 'varchar', length: 255, nullable: true })
   nextStepName: string | null;
 
-  @Column({ name: 'allow_multiple', type: 'boolean', default: false, transformer: booleanTransformer })
+  @Column({ name: 'allow_multiple', type: 'boolean', transformer: booleanTransformer })
   allowMultiple: boolean;
 
   /** When the first step started. */

@@ -25,11 +25,17 @@ export class WorkflowInstances {
 
   /**
    * An instance for evaluating matchers outside a step (in `signal()` and `resume()`): bound to the
-   * locked record and its hero (null when the hero is gone).
+   * locked record and, when the matcher may look at it, its hero (null when the hero is gone).
    */
-  async createBound(manager: EntityManager, definition: WorkflowDefinition, record: WorkflowRecord, execution: StepExecution): Promise<GenevaWorkflow<any>> {
+  async createBound(
+    manager: EntityManager,
+    definition: WorkflowDefinition,
+    record: WorkflowRecord,
+    execution: StepExecution,
+    options: { withHero: boolean },
+  ): Promise<GenevaWorkflow<any>> {
     const instance = await this.create(definition);
-    const hero = await loadHero(manager, record.heroType, record.heroId);
+    const hero = options.withHero ? await loadHero(manager, record.heroType, record.heroId) : undefined;
     workflowInternals.bind(instance, { hero, record, execution, signal: null, logger: new ContextLogger(this.logger, record, execution) });
     return instance;
   }

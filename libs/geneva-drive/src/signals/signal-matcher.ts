@@ -7,6 +7,8 @@ export interface SignalMatcherLike<W = any> {
   /** A human description, used in errors and test-helper messages. */
   describe?(): string;
   matches(signal: Signal<any>, workflow: W): boolean;
+  /** False when `matches` ignores the workflow (lets delivery skip loading the hero). @default true */
+  readonly needsWorkflow?: boolean;
 }
 
 /**
@@ -21,6 +23,11 @@ export class SignalMatcher<Payload = any, W = any> implements SignalMatcherLike<
     private readonly predicate?: (payload: Payload, workflow: W) => boolean,
   ) {
     if (typeof signalName !== 'string' || signalName.length === 0) throw new TypeError('SignalMatcher needs a signal name');
+  }
+
+  /** A name-only matcher never looks at the workflow, so delivery need not load the hero for it. */
+  get needsWorkflow(): boolean {
+    return this.predicate !== undefined;
   }
 
   describe(): string {

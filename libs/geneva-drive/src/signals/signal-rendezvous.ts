@@ -90,7 +90,7 @@ export class SignalRendezvous {
     for (const execution of waiting) {
       const step = definition.step(execution.stepName);
       if (!step?.waitFor) continue;
-      const instance = await this.instances.createBound(manager, definition, workflow, execution);
+      const instance = await this.instances.createBound(manager, definition, workflow, execution, { withHero: step.waitFor.needsWorkflow !== false });
       if (!step.waitFor.matches(signal, instance)) continue;
       await this.claim(manager, signal);
       await this.store.transitionExecution(manager, execution, 'scheduled', null, {
@@ -116,7 +116,7 @@ export class SignalRendezvous {
     const definition = this.registry.findByName(workflow.type);
     const step = definition?.step(execution.stepName);
     if (!definition || !step?.waitFor) return 0;
-    const instance = await this.instances.createBound(manager, definition, workflow, execution);
+    const instance = await this.instances.createBound(manager, definition, workflow, execution, { withHero: step.waitFor.needsWorkflow !== false });
     const signal = await this.firstMatching(manager, workflow.id, step, instance);
     return signal ? this.dispatch(manager, workflow, signal) : 0;
   }

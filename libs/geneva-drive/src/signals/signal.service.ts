@@ -113,8 +113,9 @@ export class SignalService {
   }
 
   /**
-   * Inserts inside a savepoint: a unique violation (a redelivery) rolls back only the savepoint, so
-   * neither this transaction nor a caller's enclosing one is poisoned; the original row is returned.
+   * Inserts a keyed signal inside a savepoint: a unique violation (a redelivery) rolls back only the
+   * savepoint, so neither this transaction nor a caller's enclosing one is poisoned; the original
+   * row is returned.
    */
   async insert(manager: EntityManager, workflowId: string, prepared: PreparedSignal): Promise<{ signal: Signal; duplicate: boolean }> {
     const now = this.store.now();
@@ -131,19 +132,21 @@ export class SignalService {
       createdAt: now,
       updatedAt: now,
     });
-    try {
-      await manager.transaction((savepoint) => savepoint.insert(Signal, signal as QueryDeepPartialEntity<Signal>));
-    } catch (error) {
-      if (prepared.idempotencyKey === null || !isUniqueViolation(error)) throw error;
-      const existing = await this.findExisting(manager, workflowId, prepared);
-      if (!existing) throw error;
-      return { signal: existing, duplicate: true };
+    const values = signal as QueryDeepPartialEntity<Signal>;
+    if (prepared.idempotencyKey === null) {
+      // Without a key nothing can collide (NULL keys are distinct in the unique index): no savepoint.
+      await manager.insert(Signal, values);
+    } else {
+      try {
+        await manager.transaction((savepoint) => savepoint.insert(Signal, values));
+      } catch (error) {
+        if (!isUniqueViolation(error)) throw error;
+        const existing = await this.findExisting(manager, workflowId, prepared);
+        if (!existing) throw error;
+        return { signal: existing, duplicate: true };
+      }
     }
     signal.id = String(signal.id);
-    // PostgreSQL's RETURNING writes the bigint column defaults back as strings, past the counter
-    // transformer: reset them, or the first claim computes "0" + 1 = "01".
-    signal.claimed = 0;
-    signal.consumed = 0;
     return { signal, duplicate: false };
   }
 
