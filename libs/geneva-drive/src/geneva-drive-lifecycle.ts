@@ -30,7 +30,8 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
   async onApplicationBootstrap(): Promise<void> {
     await this.queue.start((executionId) => this.executor.execute(executionId));
     if (this.options.housekeepingEveryMs !== null) {
-      await this.queue.repeat('geneva-drive:housekeeping', this.options.housekeepingEveryMs, () => this.housekeeping.run());
+      // No colon in the name: Bull keys repeatable jobs by colon-separated fields.
+      await this.queue.repeat('geneva-drive-housekeeping', this.options.housekeepingEveryMs, () => this.housekeeping.run());
     }
   }
 

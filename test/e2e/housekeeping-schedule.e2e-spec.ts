@@ -1,0 +1,100 @@
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import Bull from 'bull';
+import { GENEVA_DRIVE_CHANNELS, GenevaWorkflow, QUEUE_PORT, Step, Workflow, WorkflowRecord } from 'geneva-drive';
+import { sleep, waitUntil } from '../src/bull-wait.js';
+import { createTestApp, type TestApp } from '../src/test-app.js';
+import { enabledDatabases, redisAvailable, redisUrl } from '../utils/databases.js';
+
+@Workflow()
+class ScheduleWorkflow extends GenevaWorkflow {
+  @Step() async only() {}
+}
+
+/** Counts housekeeping runs published on the diagnostics channel while `during` runs. */
+async function countRuns(during: () => Promise<void>): Promise<number> {
+  let runs = 0;
+  const listener = () => runs++;
+  subscribe(GENEVA_DRIVE_CHANNELS.housekeeping, listener);
+  try {
+    await during();
+  } finally {
+    unsubscribe(GENEVA_DRIVE_CHANNELS.housekeeping, listener);
+  }
+  return runs;
+}
+
+/** A finished workflow 40 days old: housekeeping's 30-day retention deletes it. */
+async function oldFinishedWorkflow(app: TestApp): Promise<string> {
+  const old = new Date(Date.now() - 40 * 86_400_000);
+  const rows = app.dataSource.getRepository(WorkflowRecord);
+  const saved = await rows.save(
+    rows.create({ type: 'ScheduleWorkflow', heroType: 'TestHero', heroId: '1', state: 'finished', allowMultiple: false, finishedAt: old, transitionedAt: old, createdAt: old, updatedAt: old }),
+  );
+  return String(saved.id);
+}
+
+describe('housekeeping on a schedule [sqlite, local queue]', () => {
+  let app: TestApp | undefined;
+  afterEach(async () => app?.close());
+
+  it('runs periodically by itself with housekeeping.every', async () => {
+    app = await createTestApp('sqlite', [ScheduleWorkflow], { queue: { adapter: 'local' }, housekeeping: { every: 150 } });
+    const id = await oldFinishedWorkflow(app);
+    const runs = await countRuns(async () => {
+      await waitUntil('the old workflow to be deleted', async () => (await app!.dataSource.getRepository(WorkflowRecord).countBy({ id })) === 0);
+      await sleep(400);
+    });
+    expect(runs).toBeGreaterThanOrEqual(2);
+  });
+
+  it('does not run with housekeeping: false', async () => {
+    app = await createTestApp('sqlite', [ScheduleWorkflow], { queue: { adapter: 'local' }, housekeeping: false });
+    const id = await oldFinishedWorkflow(app);
+    const runs = await countRuns(() => sleep(500));
+    expect(runs).toBe(0);
+    expect(await app.dataSource.getRepository(WorkflowRecord).countBy({ id })).toBe(1);
+  });
+});
+
+const kind = enabledDatabases().includes('postgres') ? 'postgres' : 'sqlite';
+(redisAvailable() ? describe : describe.skip)(`housekeeping on a schedule [${kind}, Bull on Redis${redisAvailable() ? '' : ': skipped, Redis not reachable'}]`, () => {
+  const prefix = `gd-hk-schedule-${process.pid}`;
+  const apps: TestApp[] = [];
+  afterEach(async () => {
+    while (apps.length) await apps.pop()!.close();
+    const cleaner = new Bull('geneva-drive', redisUrl(), { prefix });
+    await cleaner.obliterate({ force: true });
+    await cleaner.close();
+  });
+
+  const boot = async (everyMs: number, prepare: boolean) => {
+    const app = await createTestApp(kind, [ScheduleWorkflow], {
+      queue: { adapter: 'bull', redis: redisUrl(), prefix, concurrency: 1 },
+      housekeeping: { every: everyMs },
+      prepare,
+    });
+    apps.push(app);
+    return app;
+  };
+
+  it('runs once per period across two workers with their own Bull clients on one queue (a repeatable job, not a timer each)', async () => {
+    const first = await boot(400, true);
+    await boot(400, false);
+    const started = Date.now();
+    const runs = await countRuns(() => sleep(2_200));
+    const periods = Math.ceil((Date.now() - started) / 400);
+    // One schedule in Redis for the whole cluster: about one run per period, never one per process.
+    expect(runs).toBeGreaterThanOrEqual(2);
+    expect(runs).toBeLessThanOrEqual(periods + 1);
+    const queue = (first.moduleRef.get(QUEUE_PORT) as unknown as { queue: Bull.Queue }).queue;
+    expect((await queue.getRepeatableJobs()).map((job) => [job.name, Number(job.every)])).toEqual([['geneva-drive-housekeeping', 400]]);
+  });
+
+  it('replaces the schedule of an earlier period when the configuration changes', async () => {
+    await boot(5_000, true);
+    const app = await boot(1_000, false);
+    const queue = (app.moduleRef.get(QUEUE_PORT) as unknown as { queue: Bull.Queue }).queue;
+    expect((await queue.getRepeatableJobs()).map((job) => Number(job.every))).toEqual([1_000]);
+  });
+});
