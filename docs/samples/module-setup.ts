@@ -1,7 +1,7 @@
 /** Manual § Module setup. */
 import { Injectable, Logger, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { GENEVA_DRIVE_ENTITIES, GENEVA_DRIVE_MIGRATIONS, GenevaDriveModule } from 'geneva-drive';
+import { GENEVA_DRIVE_ENTITIES, GENEVA_DRIVE_MIGRATIONS, GenevaDriveModule, genevaDriveMigrations } from 'geneva-drive';
 import { OrderFulfillmentWorkflow } from './defining-workflows.js';
 import { Order, PaymentsService, SHOP_ENTITIES, ShippingService } from './shop.js';
 
@@ -24,6 +24,16 @@ import { Order, PaymentsService, SHOP_ENTITIES, ShippingService } from './shop.j
 })
 export class AppModule {}
 // #endregion app-module
+
+// #region uuid-keys
+export const uuidKeyedDatabase = TypeOrmModule.forRoot({
+  type: 'postgres',
+  url: process.env.DATABASE_URL,
+  entities: [...SHOP_ENTITIES, ...GENEVA_DRIVE_ENTITIES],
+  migrations: [...genevaDriveMigrations({ primaryKey: 'uuid' })],
+  migrationsRun: true,
+});
+// #endregion uuid-keys
 
 // #region for-root-async
 @Injectable()

@@ -70,6 +70,9 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       type: 'OrderWorkflow',
       heroType: 'TestHero',
       heroId: '1',
+      // The entities carry no column defaults (the engine always writes every column).
+      state: 'ready',
+      allowMultiple: false,
       createdAt: at,
       updatedAt: at,
       ...values,
@@ -100,6 +103,9 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       workflowId,
       name,
       idempotencyKey,
+      state: 'pending',
+      claimed: 0,
+      consumed: 0,
       createdAt: at,
       updatedAt: at,
     });

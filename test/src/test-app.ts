@@ -4,7 +4,7 @@ import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import { GenevaDriveModule, type GenevaDriveModuleOptions } from 'geneva-drive';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
-import { dataSourceOptions, prepareDatabase, truncateAll, type DatabaseKind } from '../utils/databases.js';
+import { dataSourceOptions, prepareDatabase, truncateAll, type DatabaseKind, type SchemaOptions } from '../utils/databases.js';
 
 /** A booted test application: the module, its DataSource and the testing helpers. */
 export interface TestApp {
@@ -17,18 +17,19 @@ export interface TestApp {
 
 /**
  * Boots a Nest testing module with TypeORM on `kind`, GenevaDriveModule (manual queue unless
- * `options.queue` says otherwise) and the given workflow classes and providers.
+ * `options.queue` says otherwise) and the given workflow classes and providers. `withoutSignals` and
+ * `primaryKey` choose the schema {@link prepareDatabase} builds (unless `prepare: false`).
  */
 export async function createTestApp(
   kind: DatabaseKind,
   providers: Provider[],
-  options: GenevaDriveModuleOptions & { withoutSignals?: boolean; prepare?: boolean } = {},
+  options: GenevaDriveModuleOptions & SchemaOptions & { prepare?: boolean } = {},
 ): Promise<TestApp> {
-  const { withoutSignals, prepare = true, ...moduleOptions } = options;
-  if (prepare) await prepareDatabase(kind, { withoutSignals });
+  const { withoutSignals, primaryKey, prepare = true, ...moduleOptions } = options;
+  if (prepare) await prepareDatabase(kind, { withoutSignals, primaryKey });
   const moduleRef = await Test.createTestingModule({
     imports: [
-      TypeOrmModule.forRoot({ ...dataSourceOptions(kind), migrations: [], migrationsRun: false }),
+      TypeOrmModule.forRoot({ ...dataSourceOptions(kind, { primaryKey }), migrations: [], migrationsRun: false }),
       GenevaDriveModule.forRoot({ queue: { adapter: 'manual' }, housekeeping: false, logger: engineLogger(), ...moduleOptions }),
     ],
     providers,

@@ -19,10 +19,8 @@ import 'reflect-metadata';
 import { fileURLToPath } from 'node:url';
 import { DataSource, type DataSourceOptions, type MigrationInterface } from 'typeorm';
 import { GENEVA_DRIVE_ENTITIES } from '../../libs/geneva-drive/src/entities/index.js';
-import {
-  AddGenevaDriveSignals1730000000001,
-  GENEVA_DRIVE_MIGRATIONS,
-} from '../../libs/geneva-drive/src/migrations/index.js';
+import { AddGenevaDriveSignals1730000000001, genevaDriveMigrations } from '../../libs/geneva-drive/src/migrations/index.js';
+import type { PrimaryKeyType } from '../../libs/geneva-drive/src/persistence/primary-keys.js';
 import { CreateTestFixtures1600000000000, FIXTURE_ENTITIES, FIXTURE_TABLES } from './fixtures.js';
 
 export type DatabaseKind = 'sqlite' | 'postgres' | 'mysql';
@@ -91,23 +89,31 @@ export function workerDatabaseName(): string {
   return `${process.env.GD_TEST_DB_PREFIX || 'gd_test'}_${process.env.JEST_WORKER_ID ?? '0'}`;
 }
 
+/** The schema a test database gets. */
+export interface SchemaOptions {
+  /** Leave out the signals migration (a database that was never upgraded). */
+  withoutSignals?: boolean;
+  /** The key type of the geneva-drive tables (`genevaDriveMigrations({ primaryKey })`). @default 'bigint' */
+  primaryKey?: PrimaryKeyType;
+}
+
 /** Migrations in run order: the fixture tables first, then geneva-drive's. */
-function migrationsFor(opts: { withoutSignals?: boolean } = {}): (new () => MigrationInterface)[] {
-  const geneva = opts.withoutSignals
-    ? GENEVA_DRIVE_MIGRATIONS.filter((migration) => migration !== AddGenevaDriveSignals1730000000001)
-    : GENEVA_DRIVE_MIGRATIONS;
-  return [CreateTestFixtures1600000000000, ...geneva];
+function migrationsFor(opts: SchemaOptions = {}): (new () => MigrationInterface)[] {
+  const geneva = genevaDriveMigrations({ primaryKey: opts.primaryKey });
+  // The uuid set's classes are subclasses of the exported ones.
+  const isSignals = (migration: Function) => migration === AddGenevaDriveSignals1730000000001 || migration.prototype instanceof AddGenevaDriveSignals1730000000001;
+  return [CreateTestFixtures1600000000000, ...(opts.withoutSignals ? geneva.filter((migration) => !isSignals(migration)) : geneva)];
 }
 
 /**
  * Options for a DataSource on this worker's database of `kind`, with the geneva-drive and fixture
- * entities (plus `extra.entities`) and all migrations listed but not run. Call {@link prepareDatabase}
- * first: the database must exist and be migrated.
+ * entities (plus `extra.entities`) and all migrations (of `extra.primaryKey`, bigint by default)
+ * listed but not run. Call {@link prepareDatabase} first: the database must exist and be migrated.
  */
-export function dataSourceOptions(kind: DatabaseKind, extra: { entities?: Function[] } = {}): DataSourceOptions {
+export function dataSourceOptions(kind: DatabaseKind, extra: { entities?: Function[]; primaryKey?: PrimaryKeyType } = {}): DataSourceOptions {
   const common = {
     entities: [...GENEVA_DRIVE_ENTITIES, ...FIXTURE_ENTITIES, ...(extra.entities ?? [])],
-    migrations: migrationsFor(),
+    migrations: migrationsFor({ primaryKey: extra.primaryKey }),
     synchronize: false,
     migrationsRun: false,
     logging: false,
@@ -131,10 +137,10 @@ export function dataSourceOptions(kind: DatabaseKind, extra: { entities?: Functi
  * Makes this worker's database of `kind` empty and freshly migrated: creates the database if it does
  * not exist (PostgreSQL/MySQL, through a connection to the URL's database, `test` by default), drops
  * every table in it (the migrations table included) and runs the fixture and geneva-drive migrations,
- * without the signals migration when `withoutSignals` (a database that was never upgraded).
- * Call it in `beforeAll`; it opens and closes its own connection.
+ * without the signals migration when `withoutSignals` (a database that was never upgraded), with
+ * uuid keys when `primaryKey: 'uuid'`. Call it in `beforeAll`; it opens and closes its own connection.
  */
-export async function prepareDatabase(kind: DatabaseKind, opts: { withoutSignals?: boolean } = {}): Promise<void> {
+export async function prepareDatabase(kind: DatabaseKind, opts: SchemaOptions = {}): Promise<void> {
   const options: DataSourceOptions = { ...dataSourceOptions(kind), migrations: migrationsFor(opts) };
   const dataSource = await initializeCreatingDatabase(kind, options);
   try {

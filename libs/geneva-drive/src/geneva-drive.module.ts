@@ -62,9 +62,9 @@ function engineProviders(dataSource: string | undefined): Provider[] {
     },
     {
       provide: WorkflowStore,
-      useFactory: (queue: QueuePort, afterCommit: AfterCommitSubscriber, options: ResolvedGenevaDriveOptions) =>
-        new WorkflowStore(queue, afterCommit, options.enqueueAfterCommit),
-      inject: [QUEUE_PORT, AfterCommitSubscriber, GENEVA_DRIVE_OPTIONS],
+      useFactory: (queue: QueuePort, afterCommit: AfterCommitSubscriber, options: ResolvedGenevaDriveOptions, schema: SchemaCapabilities) =>
+        new WorkflowStore(queue, afterCommit, options.enqueueAfterCommit, schema),
+      inject: [QUEUE_PORT, AfterCommitSubscriber, GENEVA_DRIVE_OPTIONS, SchemaCapabilities],
     },
     { provide: SchemaCapabilities, useValue: new SchemaCapabilities() },
     {

@@ -18,7 +18,8 @@ export { ExceptionPolicy, type ExceptionAction, type ErrorMatcher, type Exceptio
 export type { Backoff, ReattemptWait } from './exception-policy/backoff.js';
 export { FlowControlSignal, isFlowControl } from './flow-control/flow-control.js';
 export { GENEVA_DRIVE_ENTITIES, Signal, StepExecution, WorkflowRecord, type SignalState, type StepExecutionMetadata } from './entities/index.js';
-export { GENEVA_DRIVE_MIGRATIONS } from './migrations/index.js';
+export { GENEVA_DRIVE_MIGRATIONS, genevaDriveMigrations, type GenevaDriveMigrationsOptions } from './migrations/index.js';
+export type { PrimaryKeyType } from './persistence/primary-keys.js';
 export * from './errors/index.js';
 export type { WorkflowState } from './state/workflow-state.js';
 export type { StepExecutionState, StepOutcome } from './state/step-execution-state.js';

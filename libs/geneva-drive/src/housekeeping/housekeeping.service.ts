@@ -102,20 +102,22 @@ export class HousekeepingService {
     const threshold = state === 'in_progress' ? this.options.stuckInProgressThresholdMs : this.options.stuckScheduledThresholdMs;
     const cutoff = new Date(Date.now() - threshold);
     const batch = this.options.housekeepingBatchSize;
-    let after = '0';
+    // Keyset paging by id: any key type works (the database compares ids of one type), so the first
+    // page has no lower bound rather than a sentinel such as '0' (not a valid PostgreSQL uuid).
+    let after: string | null = null;
     for (;;) {
-      const candidates = await this.manager
+      const query = this.manager
         .createQueryBuilder(StepExecution, 'e')
         .innerJoin(WorkflowRecord, 'w', 'w.id = e.workflowId')
         .select(['e.id', 'e.workflowId'])
         .where('e.state = :state', { state })
         .andWhere(state === 'in_progress' ? 'e.startedAt < :cutoff' : 'e.scheduledFor < :cutoff', { cutoff })
         .andWhere('w.state IN (:...runnable)', { runnable: ['ready', 'performing'] })
-        .andWhere('e.id > :after', { after })
         .orderBy('e.id', 'ASC')
         // limit, not take: the join selects nothing, so one plain LIMIT query (take would add a DISTINCT pre-query).
-        .limit(batch)
-        .getMany();
+        .limit(batch);
+      if (after !== null) query.andWhere('e.id > :after', { after });
+      const candidates = await query.getMany();
       for (const candidate of candidates) await this.recoverOne(candidate, state, cutoff, summary);
       if (candidates.length < batch) return;
       after = candidates[candidates.length - 1].id;

@@ -1,4 +1,5 @@
 import { Table, type MigrationInterface, type QueryRunner } from 'typeorm';
+import type { PrimaryKeyType } from '../persistence/primary-keys.js';
 import { columnTypes, dialectOf, type Dialect } from './column-types.js';
 
 /*
@@ -30,15 +31,21 @@ const ACTIVE_EXECUTION_STATES_SQL = `('scheduled', 'waiting', 'in_progress')`;
  * - `geneva_drive_step_executions_one_active`: at most one scheduled/waiting/in-progress execution per workflow.
  * PostgreSQL and SQLite express both as partial unique indexes; MySQL/MariaDB have none, so each is a
  * unique index over a STORED generated column that is NULL outside the constrained set (NULLs never collide).
+ * The keys are autoincrement bigints. The subclass `genevaDriveMigrations({ primaryKey: 'uuid' })`
+ * returns (same name) gives every id column the uuid type instead, and on MySQL/MariaDB builds the
+ * one-active guarantee over (workflow_id, a generated marker): see createOneActiveIndex.
  * @publicApi
  */
 export class CreateGenevaDriveTables1730000000000 implements MigrationInterface {
   /** Explicit so a minifier renaming the class cannot change the migration's identity. */
   name = 'CreateGenevaDriveTables1730000000000';
 
+  /** The key type of the tables (set by the subclasses of `genevaDriveMigrations`). */
+  protected readonly primaryKey: PrimaryKeyType = 'bigint';
+
   async up(queryRunner: QueryRunner): Promise<void> {
     const dialect = dialectOf(queryRunner);
-    const t = columnTypes(dialect);
+    const t = columnTypes(dialect, this.primaryKey);
 
     await queryRunner.createTable(
       new Table({
@@ -74,8 +81,7 @@ export class CreateGenevaDriveTables1730000000000 implements MigrationInterface 
         name: EXECUTIONS,
         columns: [
           t.id(),
-          // Plain (signed) bigint on every dialect, the same type as the referenced id.
-          { name: 'workflow_id', type: 'bigint', isNullable: false },
+          t.idReference('workflow_id'),
           { name: 'step_name', type: 'varchar', length: '255', isNullable: false },
           { name: 'state', type: 'varchar', length: '32', isNullable: false, default: `'scheduled'` },
           { name: 'outcome', type: 'varchar', length: '32', isNullable: true },
@@ -94,7 +100,7 @@ export class CreateGenevaDriveTables1730000000000 implements MigrationInterface 
           // `cursor` is a reserved word on MySQL: the Table API quotes every identifier.
           t.json('cursor'),
           // Points at the execution a resumable step continues; no foreign key (audit link only).
-          { name: 'continues_from_id', type: 'bigint', isNullable: true },
+          t.idReference('continues_from_id', { nullable: true }),
           t.datetime('created_at'),
           t.datetime('updated_at'),
         ],
@@ -164,6 +170,22 @@ export class CreateGenevaDriveTables1730000000000 implements MigrationInterface 
     if (dialect !== 'mysql') {
       await queryRunner.query(
         `CREATE UNIQUE INDEX ${q('geneva_drive_step_executions_one_active')} ON ${q(EXECUTIONS)} (${q('workflow_id')}) WHERE ${active}`,
+      );
+      return;
+    }
+    if (this.primaryKey === 'uuid') {
+      // MariaDB refuses a generated column whose expression reads a CHAR column (its value would
+      // depend on the PAD_CHAR_TO_FULL_LENGTH sql_mode), so the uuid key is not copied into one.
+      // Instead a marker (1 while active, NULL otherwise) completes a composite unique index: rows
+      // with a NULL part never collide, so each workflow_id has at most one active row. It also keeps
+      // `workflow_id` out of the generated column's base columns, which spares the uuid tables the
+      // MySQL 8 restriction on CASCADE foreign keys described below.
+      await queryRunner.query(
+        `ALTER TABLE ${q(EXECUTIONS)} ADD COLUMN ${q('active_marker')} TINYINT GENERATED ALWAYS AS (` +
+          `CASE WHEN ${active} THEN 1 ELSE NULL END) STORED`,
+      );
+      await queryRunner.query(
+        `CREATE UNIQUE INDEX ${q('geneva_drive_step_executions_one_active')} ON ${q(EXECUTIONS)} (${q('workflow_id')}, ${q('active_marker')})`,
       );
       return;
     }

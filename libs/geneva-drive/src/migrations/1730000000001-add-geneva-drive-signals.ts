@@ -1,4 +1,5 @@
 import { Table, TableColumn, type MigrationInterface, type QueryRunner, type TableColumnOptions } from 'typeorm';
+import { detectPrimaryKeyType, type PrimaryKeyType } from '../persistence/primary-keys.js';
 import { columnTypes, dialectOf } from './column-types.js';
 
 const WORKFLOWS = 'geneva_drive_workflows';
@@ -9,22 +10,36 @@ const SIGNAL_ID_INDEX = 'geneva_drive_step_executions_signal_id';
 /**
  * Signals: the `geneva_drive_signals` table, plus the attachment pin (`signal_id`) and `waiting_since`
  * on step executions. Until this migration runs, everything but `waitFor` steps keeps working.
+ * Its id columns have the key type of the migration set, which must be that of the existing tables.
  * @publicApi
  */
 export class AddGenevaDriveSignals1730000000001 implements MigrationInterface {
   /** Explicit so a minifier renaming the class cannot change the migration's identity. */
   name = 'AddGenevaDriveSignals1730000000001';
 
+  /** The key type of the tables (set by the subclasses of `genevaDriveMigrations`). */
+  protected readonly primaryKey: PrimaryKeyType = 'bigint';
+
   async up(queryRunner: QueryRunner): Promise<void> {
-    const t = columnTypes(dialectOf(queryRunner));
+    const t = columnTypes(dialectOf(queryRunner), this.primaryKey);
     const q = (identifier: string) => queryRunner.dataSource.driver.escape(identifier);
+
+    // A migration set other than the one that created the tables: refuse before changing anything
+    // (PostgreSQL and MySQL would refuse the foreign key half way through; SQLite would not notice).
+    const existing = await detectPrimaryKeyType(queryRunner, WORKFLOWS);
+    if (existing !== null && existing !== this.primaryKey) {
+      throw new Error(
+        `${this.name} is configured for ${this.primaryKey} keys, but ${WORKFLOWS}.id is ${existing}: ` +
+          `list the migration set the tables were created with (${existing === 'uuid' ? "genevaDriveMigrations({ primaryKey: 'uuid' })" : 'GENEVA_DRIVE_MIGRATIONS'})`,
+      );
+    }
 
     await queryRunner.createTable(
       new Table({
         name: SIGNALS,
         columns: [
           t.id(),
-          { name: 'workflow_id', type: 'bigint', isNullable: false },
+          t.idReference('workflow_id'),
           { name: 'name', type: 'varchar', length: '255', isNullable: false },
           { name: 'idempotency_key', type: 'varchar', length: '255', isNullable: true },
           { name: 'state', type: 'varchar', length: '16', isNullable: false, default: `'pending'` },
@@ -40,7 +55,7 @@ export class AddGenevaDriveSignals1730000000001 implements MigrationInterface {
         indices: [
           // Redelivery dedup. NULL keys never collide on any of the three databases, so signals sent
           // without a key are never deduplicated. MySQL utf8mb4 key size: 8 + 2 x (255 x 4 + 2) = 2052
-          // bytes, under InnoDB's 3072.
+          // bytes, under InnoDB's 3072 (36 + 2044 = 2080 with uuid keys, an ASCII char(36)).
           {
             name: 'geneva_drive_signals_dedup',
             columnNames: ['workflow_id', 'name', 'idempotency_key'],
@@ -67,7 +82,7 @@ export class AddGenevaDriveSignals1730000000001 implements MigrationInterface {
     // `signal_id` has no foreign key: it is an audit pin shared by many executions, and adding a
     // foreign key to an existing SQLite table means rebuilding it.
     if (!(await queryRunner.hasColumn(EXECUTIONS, 'signal_id'))) {
-      await this.addNullableColumn(queryRunner, { name: 'signal_id', type: 'bigint' });
+      await this.addNullableColumn(queryRunner, t.idReference('signal_id', { nullable: true }));
       await queryRunner.query(`CREATE INDEX ${q(SIGNAL_ID_INDEX)} ON ${q(EXECUTIONS)} (${q('signal_id')})`);
     }
     if (!(await queryRunner.hasColumn(EXECUTIONS, 'waiting_since'))) {
@@ -88,10 +103,15 @@ export class AddGenevaDriveSignals1730000000001 implements MigrationInterface {
     await queryRunner.dropTable(SIGNALS, true);
   }
 
-  /** `ALTER TABLE … ADD COLUMN` with the column type rendered by the driver (same SQL on all three). */
+  /**
+   * `ALTER TABLE … ADD COLUMN` with the column type rendered by the driver (same SQL on all three),
+   * plus the character set and collation a column may declare (MySQL's uuid columns).
+   */
   private async addNullableColumn(queryRunner: QueryRunner, column: TableColumnOptions): Promise<void> {
     const driver = queryRunner.dataSource.driver;
-    const type = driver.createFullType(new TableColumn(column));
+    let type = driver.createFullType(new TableColumn(column));
+    if (column.charset) type += ` CHARACTER SET ${column.charset}`;
+    if (column.collation) type += ` COLLATE ${column.collation}`;
     await queryRunner.query(`ALTER TABLE ${driver.escape(EXECUTIONS)} ADD COLUMN ${driver.escape(column.name)} ${type} NULL`);
   }
 }

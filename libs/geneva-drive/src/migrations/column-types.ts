@@ -1,4 +1,5 @@
 import type { QueryRunner, TableColumnOptions } from 'typeorm';
+import type { PrimaryKeyType } from '../persistence/primary-keys.js';
 
 /**
  * The three SQL dialects the migrations know. MariaDB is `mysql` (same SQL for everything we use);
@@ -30,8 +31,10 @@ type ColumnShape = Omit<TableColumnOptions, 'name'>;
  * the migrations (varchar, text, bigint) means the same on all three and is written inline.
  */
 export interface ColumnTypes {
-  /** Autoincrement bigint primary key. */
+  /** The primary key: autoincrement bigint, or a uuid (assigned by the engine) with uuid keys. */
   id(name?: string): TableColumnOptions;
+  /** A column holding the id of another geneva-drive row: the key's type, without key or default. */
+  idReference(name: string, options?: { nullable?: boolean }): TableColumnOptions;
   /** A timestamp with sub-second precision that round-trips a JS `Date` exactly (ms). */
   datetime(name: string, options?: { nullable?: boolean }): TableColumnOptions;
   /** A JSON document (always nullable; the engine writes the payload codec's encoded text). */
@@ -70,18 +73,50 @@ const ID: Record<Dialect, ColumnShape> = {
   sqlite: { type: 'integer' },
 };
 
-export function columnTypes(dialect: Dialect): ColumnTypes {
+/*
+ * uuid keys (genevaDriveMigrations({ primaryKey: 'uuid' })). The engine assigns every id itself,
+ * time-ordered (UUIDv7, see persistence/primary-keys.ts), so the text forms must compare like the
+ * bytes on every database.
+ */
+const UUID: Record<Dialect, ColumnShape> = {
+  // The native type: 16 bytes, ordered like the text form.
+  postgres: { type: 'uuid' },
+  // char(36), not MariaDB's uuid type (10.7+), which MySQL does not have. ASCII with the binary
+  // collation: 36-byte index entries instead of utf8mb4's 144, and ids compare byte by byte, exactly
+  // and in the order of their text, as on PostgreSQL and SQLite. Every id column is declared alike,
+  // as the foreign keys require.
+  mysql: { type: 'char', length: '36', charset: 'ascii', collation: 'ascii_bin' },
+  sqlite: { type: 'varchar', length: '36' },
+};
+
+export function columnTypes(dialect: Dialect, primaryKey: PrimaryKeyType = 'bigint'): ColumnTypes {
   const booleanLiteral = (value: boolean): string => {
     if (dialect === 'postgres') return value ? 'true' : 'false';
     return value ? '1' : '0'; // MySQL tinyint(1) and SQLite integer affinity
   };
   return {
-    id: (name = 'id') => ({
+    id: (name = 'id') =>
+      primaryKey === 'uuid'
+        ? {
+            name,
+            ...UUID[dialect],
+            isPrimary: true,
+            // For rows written by hand: the engine always sends its own id. Built into PostgreSQL
+            // since 13 (older servers need the pgcrypto extension). MySQL and SQLite get no default.
+            ...(dialect === 'postgres' ? { default: 'gen_random_uuid()' } : {}),
+          }
+        : {
+            name,
+            ...ID[dialect],
+            isPrimary: true,
+            isGenerated: true,
+            generationStrategy: 'increment',
+          },
+    idReference: (name, options = {}) => ({
       name,
-      ...ID[dialect],
-      isPrimary: true,
-      isGenerated: true,
-      generationStrategy: 'increment',
+      // With bigint keys, a plain (signed) bigint on every dialect: the same type as the referenced id.
+      ...(primaryKey === 'uuid' ? UUID[dialect] : { type: 'bigint' }),
+      isNullable: options.nullable ?? false,
     }),
     datetime: (name, options = {}) => ({ name, ...DATETIME[dialect], isNullable: options.nullable ?? false }),
     json: (name) => ({ name, ...JSON_TYPE[dialect], isNullable: true }),

@@ -1,3 +1,5 @@
+import type { MigrationInterface } from 'typeorm';
+import type { PrimaryKeyType } from '../persistence/primary-keys.js';
 import { CreateGenevaDriveTables1730000000000 } from './1730000000000-create-geneva-drive-tables.js';
 import { AddGenevaDriveSignals1730000000001 } from './1730000000001-add-geneva-drive-signals.js';
 
@@ -6,7 +8,47 @@ export { AddGenevaDriveSignals1730000000001, CreateGenevaDriveTables173000000000
 /**
  * geneva-drive's migrations, in order, for the application's TypeORM `migrations` list. The class
  * names (and their timestamps) are part of the public contract: TypeORM records them in its
- * migrations table.
+ * migrations table. These create bigint keys; {@link genevaDriveMigrations} chooses the key type.
  * @publicApi
  */
 export const GENEVA_DRIVE_MIGRATIONS = [CreateGenevaDriveTables1730000000000, AddGenevaDriveSignals1730000000001];
+
+/** Options of {@link genevaDriveMigrations}. @publicApi */
+export interface GenevaDriveMigrationsOptions {
+  /** The key type of the three tables, chosen once, when they are created. @default 'bigint' */
+  primaryKey?: PrimaryKeyType;
+}
+
+/*
+ * The same two migrations configured for uuid keys. TypeORM identifies a migration by its `name`
+ * (class name + 13-digit timestamp) — the subclasses inherit the name of their parent, so the
+ * migrations table reads the same whichever set ran — and instantiates the classes it is given
+ * without arguments, hence subclasses rather than constructor options.
+ */
+class CreateGenevaDriveTablesWithUuidKeys extends CreateGenevaDriveTables1730000000000 {
+  protected override readonly primaryKey: PrimaryKeyType = 'uuid';
+}
+
+class AddGenevaDriveSignalsWithUuidKeys extends AddGenevaDriveSignals1730000000001 {
+  protected override readonly primaryKey: PrimaryKeyType = 'uuid';
+}
+
+/**
+ * geneva-drive's migrations for the chosen key type: `genevaDriveMigrations({ primaryKey: 'uuid' })`
+ * creates uuid keys (PostgreSQL `uuid`, MySQL/MariaDB `char(36)`, SQLite `varchar(36)`), and
+ * `'bigint'` (the default) returns {@link GENEVA_DRIVE_MIGRATIONS}. The classes have the same names
+ * either way. Choose before the first run: the engine reads the key type from the tables at boot, and
+ * the signals migration refuses tables created with the other type.
+ * @publicApi
+ */
+export function genevaDriveMigrations(options: GenevaDriveMigrationsOptions = {}): Array<new () => MigrationInterface> {
+  const primaryKey = options.primaryKey ?? 'bigint';
+  switch (primaryKey) {
+    case 'bigint':
+      return [...GENEVA_DRIVE_MIGRATIONS];
+    case 'uuid':
+      return [CreateGenevaDriveTablesWithUuidKeys, AddGenevaDriveSignalsWithUuidKeys];
+    default:
+      throw new TypeError(`genevaDriveMigrations: primaryKey must be 'bigint' or 'uuid', got ${JSON.stringify(primaryKey)}`);
+  }
+}

@@ -102,23 +102,21 @@ export function useUuidKeys(dataSource: DataSource, idColumns: ReadonlyArray<{ e
 let lastMs = -1;
 let counter = 0;
 const COUNTER_MAX = 0xfff;
-const random = Buffer.alloc(16);
 
 /** A new time-ordered uuid (v7), strictly greater than every one this process generated before. */
 export function uuidv7(now: number = Date.now()): string {
-  randomFillSync(random);
   if (now > lastMs) {
     lastMs = now;
-    counter = random[6] & 0x07; // seeded in the low end: leaves room to count within the millisecond
+    counter = 0;
   } else if (++counter > COUNTER_MAX) {
     lastMs++; // 4096 ids in one millisecond: borrow the next one
     counter = 0;
   }
-  const bytes = Buffer.from(random);
+  const bytes = randomFillSync(Buffer.alloc(16));
   bytes.writeUIntBE(lastMs, 0, 6);
-  bytes[6] = 0x70 | (counter >> 8);
+  bytes[6] = 0x70 | (counter >> 8); // version 7
   bytes[7] = counter & 0xff;
-  bytes[8] = 0x80 | (bytes[8] & 0x3f);
+  bytes[8] = 0x80 | (bytes[8] & 0x3f); // RFC 9562 variant
   const hex = bytes.toString('hex');
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }

@@ -15,6 +15,7 @@ import {
 import { assertWorkflowTransition, STOPPED_WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
 import type { AfterCommitSubscriber } from './after-commit.js';
 import { lockRow } from './row-lock.js';
+import type { SchemaCapabilities } from './schema-capabilities.js';
 
 /** Options for a new execution. */
 export interface NewExecution {
@@ -34,6 +35,7 @@ export class WorkflowStore {
     private readonly queue: QueuePort,
     private readonly afterCommit: AfterCommitSubscriber,
     private readonly enqueueAfterCommit: boolean,
+    private readonly schema: SchemaCapabilities,
     private readonly clock: () => Date = () => new Date(),
   ) {}
 
@@ -54,7 +56,7 @@ export class WorkflowStore {
   async insertWorkflow(manager: EntityManager, values: Pick<WorkflowRecord, 'type' | 'heroType' | 'heroId' | 'allowMultiple'>): Promise<WorkflowRecord> {
     const now = this.now();
     // Every nullable column explicitly null, so the record `start` returns reads like the row.
-    const workflow = manager.create(WorkflowRecord, {
+    const workflow = this.schema.withNewId(manager.create(WorkflowRecord, {
       ...values,
       state: 'ready',
       currentStepName: null,
@@ -64,7 +66,7 @@ export class WorkflowStore {
       finishedAt: null,
       createdAt: now,
       updatedAt: now,
-    });
+    }));
     await manager.insert(WorkflowRecord, workflow);
     workflow.id = String(workflow.id);
     return workflow;
@@ -164,7 +166,7 @@ export class WorkflowStore {
   /** Inserts a `scheduled` execution, nothing else (no pointer update, no job). */
   async insertExecution(manager: EntityManager, workflowId: string, stepName: string, options: NewExecution = {}): Promise<StepExecution> {
     const now = this.now();
-    const execution = manager.create(StepExecution, {
+    const execution = this.schema.withNewId(manager.create(StepExecution, {
       workflowId,
       stepName,
       state: 'scheduled',
@@ -175,7 +177,7 @@ export class WorkflowStore {
       signalId: options.signalId ?? null,
       createdAt: now,
       updatedAt: now,
-    });
+    }));
     await manager.insert(StepExecution, execution as QueryDeepPartialEntity<StepExecution>);
     execution.id = String(execution.id);
     return execution;

@@ -119,7 +119,7 @@ export class SignalService {
    */
   async insert(manager: EntityManager, workflowId: string, prepared: PreparedSignal): Promise<{ signal: Signal; duplicate: boolean }> {
     const now = this.store.now();
-    const signal = manager.create(Signal, {
+    const signal = this.schema.withNewId(manager.create(Signal, {
       workflowId,
       name: prepared.name,
       idempotencyKey: prepared.idempotencyKey,
@@ -131,7 +131,7 @@ export class SignalService {
       consumedAt: null,
       createdAt: now,
       updatedAt: now,
-    });
+    }));
     const values = signal as QueryDeepPartialEntity<Signal>;
     if (prepared.idempotencyKey === null) {
       // Without a key nothing can collide (NULL keys are distinct in the unique index): no savepoint.
