@@ -22,8 +22,8 @@ import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { HousekeepingService, StepExecution, WorkflowService } from 'geneva-drive';
-import type { TestApp } from '../src/test-app.js';
-import { createResumableApp, sleep, waitFor } from '../src/resumable-app.js';
+import { sleep, waitFor } from '../src/resumable-app.js';
+import { createTestApp, type TestApp } from '../src/test-app.js';
 import { CRASH_CHUNK, CRASH_ENTITIES, CrashWalkWorkflow, createCrashTables } from '../src/resumable-crash.js';
 import { dataSourceOptions, describeEachDatabase, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
@@ -90,7 +90,7 @@ describeEachDatabase('resumable crash proof', (kind) => {
   let workflows: WorkflowService;
 
   beforeAll(async () => {
-    app = await createResumableApp(kind, [CrashWalkWorkflow], { entities: CRASH_ENTITIES, stuckInProgressThreshold: 1 });
+    app = await createTestApp(kind, [CrashWalkWorkflow], { entities: CRASH_ENTITIES, stuckInProgressThreshold: 1 });
     workflows = app.moduleRef.get(WorkflowService);
     const queryRunner = app.dataSource.createQueryRunner();
     try {

@@ -15,8 +15,8 @@ import {
   WorkflowRecord,
   WorkflowService,
 } from 'geneva-drive';
-import type { TestApp } from '../src/test-app.js';
-import { createResumableApp, waitFor } from '../src/resumable-app.js';
+import { waitFor } from '../src/resumable-app.js';
+import { createTestApp, type TestApp } from '../src/test-app.js';
 import {
   BatchesWorkflow,
   ClassPolicyWalkWorkflow,
@@ -86,7 +86,7 @@ describeEachDatabase('resumable steps in the engine', (kind) => {
   };
 
   beforeAll(async () => {
-    app = await createResumableApp(kind, WORKFLOWS, { entities: [ResumableRecord] });
+    app = await createTestApp(kind, WORKFLOWS, { entities: [ResumableRecord] });
     workflows = app.moduleRef.get(WorkflowService);
     executor = app.moduleRef.get(ExecutorService);
     const queryRunner = app.dataSource.createQueryRunner();
@@ -489,7 +489,7 @@ describeEachDatabase('resumable steps in the engine', (kind) => {
 
   describe('with applications of their own', () => {
     it('a configured maxCursorSize raises the limit: 256 KiB is stored with maxCursorSize 300000', async () => {
-      const roomy = await createResumableApp(kind, [CursorBlobWorkflow], { prepare: false, maxCursorSize: 300_000 });
+      const roomy = await createTestApp(kind, [CursorBlobWorkflow], { prepare: false, maxCursorSize: 300_000 });
       try {
         CursorBlobWorkflow.size = 262_144;
         const wf = await roomy.moduleRef.get(WorkflowService).start(CursorBlobWorkflow, hero);
@@ -506,7 +506,7 @@ describeEachDatabase('resumable steps in the engine', (kind) => {
     });
 
     it('ExecutorService.beginShutdown() stops running resumable steps at their next checkpoint, from then on; each continues in a successor', async () => {
-      const stopping = await createResumableApp(kind, [ShutdownWalkWorkflow], { prepare: false });
+      const stopping = await createTestApp(kind, [ShutdownWalkWorkflow], { prepare: false });
       try {
         const stoppingWorkflows = stopping.moduleRef.get(WorkflowService);
         const stoppingExecutor = stopping.moduleRef.get(ExecutorService);
@@ -529,7 +529,7 @@ describeEachDatabase('resumable steps in the engine', (kind) => {
     });
 
     it('closing the application while a resumable step runs (local queue) ends it as continued; the next application continues from the cursor', async () => {
-      const first = await createResumableApp(kind, [SlowWalkWorkflow], { prepare: false, queue: { adapter: 'local' } });
+      const first = await createTestApp(kind, [SlowWalkWorkflow], { prepare: false, queue: { adapter: 'local' } });
       let wf: WorkflowRecord;
       try {
         wf = await first.moduleRef.get(WorkflowService).start(SlowWalkWorkflow, hero);
@@ -545,7 +545,7 @@ describeEachDatabase('resumable steps in the engine', (kind) => {
       expect(seen).toEqual([1, 2, 3, 4, 5, 6, 7, 8].slice(0, cursor));
       expect(pending).toMatchObject({ state: 'scheduled', cursor, continuesFromId: stopped.id });
 
-      const second = await createResumableApp(kind, [SlowWalkWorkflow], { prepare: false, queue: { adapter: 'local' } });
+      const second = await createTestApp(kind, [SlowWalkWorkflow], { prepare: false, queue: { adapter: 'local' } });
       try {
         await waitFor('the workflow to finish in the next application', async () => (await workflows.find(wf.id)).state === 'finished', { timeoutMs: 15_000 });
       } finally {

@@ -18,18 +18,19 @@ export interface TestApp {
 /**
  * Boots a Nest testing module with TypeORM on `kind`, GenevaDriveModule (manual queue unless
  * `options.queue` says otherwise) and the given workflow classes and providers. `withoutSignals` and
- * `primaryKey` choose the schema {@link prepareDatabase} builds (unless `prepare: false`).
+ * `primaryKey` choose the schema {@link prepareDatabase} builds (unless `prepare: false`); `entities`
+ * registers a spec's own entities (their tables are the spec's to create).
  */
 export async function createTestApp(
   kind: DatabaseKind,
   providers: Provider[],
-  options: GenevaDriveModuleOptions & SchemaOptions & { prepare?: boolean } = {},
+  options: GenevaDriveModuleOptions & SchemaOptions & { prepare?: boolean; entities?: Function[] } = {},
 ): Promise<TestApp> {
-  const { withoutSignals, primaryKey, prepare = true, ...moduleOptions } = options;
+  const { withoutSignals, primaryKey, prepare = true, entities = [], ...moduleOptions } = options;
   if (prepare) await prepareDatabase(kind, { withoutSignals, primaryKey });
   const moduleRef = await Test.createTestingModule({
     imports: [
-      TypeOrmModule.forRoot({ ...dataSourceOptions(kind, { primaryKey }), migrations: [], migrationsRun: false }),
+      TypeOrmModule.forRoot({ ...dataSourceOptions(kind, { primaryKey, entities }), migrations: [], migrationsRun: false }),
       GenevaDriveModule.forRoot({ queue: { adapter: 'manual' }, housekeeping: false, logger: engineLogger(), ...moduleOptions }),
     ],
     providers,
