@@ -1,5 +1,5 @@
 import type { GenevaDriveModuleOptions, ResolvedGenevaDriveOptions } from './interfaces/geneva-drive-options.interface.js';
-import { parseDuration, requireDuration } from './util/duration.js';
+import { requireDuration } from './util/duration.js';
 
 const KNOWN_ADAPTERS = ['bull', 'local', 'manual'];
 
@@ -43,4 +43,3 @@ export function resolveOptions(options: GenevaDriveModuleOptions = {}): Resolved
   };
 }
 
-export { parseDuration };

@@ -1,4 +1,4 @@
-import { Logger, type LoggerService } from '@nestjs/common';
+import type { LoggerService } from '@nestjs/common';
 import type { StepExecution } from '../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 
@@ -36,6 +36,3 @@ export class ContextLogger implements LoggerService {
   }
 }
 
-export function defaultLogger(): LoggerService {
-  return new Logger('GenevaDrive');
-}

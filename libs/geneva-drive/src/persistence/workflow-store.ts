@@ -7,6 +7,7 @@ import type { StepJobOptions } from '../interfaces/step-options.interface.js';
 import type { QueuePort, StepJob } from '../queue/queue.port.js';
 import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-definition.js';
 import {
+  ACTIVE_EXECUTION_STATES,
   assertExecutionTransition,
   TERMINAL_TIMESTAMP,
   type StepExecutionState,
@@ -124,7 +125,7 @@ export class WorkflowStore {
     return manager
       .createQueryBuilder(StepExecution, 'e')
       .where('e.workflowId = :workflowId', { workflowId })
-      .andWhere('e.state IN (:...states)', { states: ['scheduled', 'waiting', 'in_progress'] })
+      .andWhere('e.state IN (:...states)', { states: ACTIVE_EXECUTION_STATES })
       .orderBy('e.createdAt', 'DESC')
       .addOrderBy('e.id', 'DESC')
       .getOne();

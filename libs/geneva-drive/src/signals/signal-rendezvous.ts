@@ -4,6 +4,7 @@ import { StepExecution } from '../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { SignalsNotMigratedError } from '../errors/signal.errors.js';
 import { latestRowsLock } from '../persistence/row-lock.js';
+import { ACTIVE_EXECUTION_STATES } from '../state/step-execution-state.js';
 import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
 import type { StepDefinition } from '../registry/workflow-definition.js';
@@ -182,7 +183,7 @@ export class SignalRendezvous {
     });
     const latestByStep = new Map<string, StepExecution>();
     for (const execution of pinned) {
-      if (['scheduled', 'waiting', 'in_progress'].includes(execution.state)) return false;
+      if (ACTIVE_EXECUTION_STATES.includes(execution.state)) return false;
       latestByStep.set(execution.stepName, execution);
     }
     for (const [stepName, latest] of latestByStep) {

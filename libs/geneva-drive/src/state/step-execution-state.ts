@@ -12,7 +12,6 @@ export type StepOutcome = 'success' | 'reattempted' | 'skipped' | 'canceled' | '
 
 /** At most one execution per workflow is in one of these states (a unique index enforces it). */
 export const ACTIVE_EXECUTION_STATES: readonly StepExecutionState[] = ['scheduled', 'waiting', 'in_progress'];
-export const TERMINAL_EXECUTION_STATES: readonly StepExecutionState[] = ['completed', 'failed', 'canceled', 'skipped'];
 
 const ALLOWED: Record<StepExecutionState, readonly StepExecutionState[]> = {
   scheduled: ['scheduled', 'waiting', 'in_progress', 'completed', 'failed', 'canceled', 'skipped'],
@@ -35,8 +34,4 @@ export const TERMINAL_TIMESTAMP = {
 
 export function assertExecutionTransition(from: StepExecutionState, to: StepExecutionState): void {
   if (!ALLOWED[from].includes(to)) throw new InvalidTransitionError('step execution', from, to);
-}
-
-export function isTerminalExecutionState(state: StepExecutionState): state is keyof typeof TERMINAL_TIMESTAMP {
-  return (TERMINAL_EXECUTION_STATES as readonly string[]).includes(state);
 }

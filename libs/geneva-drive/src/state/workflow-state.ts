@@ -3,9 +3,7 @@ import { InvalidTransitionError } from '../errors/invalid-transition.error.js';
 /** Workflow states. `ready`, `performing` and `paused` are ongoing; the other two are terminal. @publicApi */
 export type WorkflowState = 'ready' | 'performing' | 'paused' | 'finished' | 'canceled';
 
-export const WORKFLOW_STATES: readonly WorkflowState[] = ['ready', 'performing', 'paused', 'finished', 'canceled'];
 export const ONGOING_WORKFLOW_STATES: readonly WorkflowState[] = ['ready', 'performing', 'paused'];
-export const TERMINAL_WORKFLOW_STATES: readonly WorkflowState[] = ['finished', 'canceled'];
 
 /** States that stamp `transitionedAt` when entered (they stop the workflow, for a while or for good). */
 export const STOPPED_WORKFLOW_STATES: readonly WorkflowState[] = ['paused', 'finished', 'canceled'];

@@ -12,7 +12,7 @@ import { jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workfl
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { SignalRendezvous } from '../signals/signal-rendezvous.js';
 import { SignalService, type StartSignal } from '../signals/signal.service.js';
-import type { WorkflowState } from '../state/workflow-state.js';
+import { ONGOING_WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
 import type { GenevaWorkflow } from './geneva-workflow.js';
 
 type WorkflowClass = abstract new (...args: any[]) => GenevaWorkflow<any>;
@@ -74,7 +74,7 @@ export class WorkflowService {
     const definition = this.registry.getByClass(workflowClass);
     const ref = heroReference(this.transactions.dataSource, definition.name, hero);
     return this.manager.findOne(WorkflowRecord, {
-      where: { type: definition.name, ...ref, state: In(['ready', 'performing', 'paused']) },
+      where: { type: definition.name, ...ref, state: In([...ONGOING_WORKFLOW_STATES]) },
       order: { createdAt: 'DESC', id: 'DESC' },
     });
   }
@@ -88,7 +88,7 @@ export class WorkflowService {
 
   /** Workflows in a state, optionally of one class, oldest first. */
   findByState(state: WorkflowState | 'ongoing', workflowClass?: WorkflowClass): Promise<WorkflowRecord[]> {
-    const states = state === 'ongoing' ? ['ready', 'performing', 'paused'] : [state];
+    const states = state === 'ongoing' ? [...ONGOING_WORKFLOW_STATES] : [state];
     return this.manager.find(WorkflowRecord, {
       where: { state: In(states), ...(workflowClass ? { type: this.registry.getByClass(workflowClass).name } : {}) },
       order: { createdAt: 'ASC', id: 'ASC' },
