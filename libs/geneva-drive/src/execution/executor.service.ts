@@ -6,11 +6,12 @@ import { SignalsNotMigratedError } from '../errors/signal.errors.js';
 import { StepNotDefinedError } from '../errors/step-not-defined.error.js';
 import { PAUSE_POLICY, resolveExceptionPolicy, type ExceptionPolicy } from '../exception-policy/exception-policy.js';
 import { isFlowControl, type FlowControlIntent } from '../flow-control/flow-control.js';
-import { GENEVA_DRIVE_LOGGER } from '../geneva-drive.constants.js';
+import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
+import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
 import { publish } from '../instrumentation/geneva-drive.events.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
-import { WorkflowStore } from '../persistence/workflow-store.js';
+import { successorOf, WorkflowStore, type NewExecution } from '../persistence/workflow-store.js';
 import { evaluateCondition, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { SignalRendezvous } from '../signals/signal-rendezvous.js';
@@ -19,9 +20,6 @@ import { errorColumns, withMetadata } from './error-record.js';
 import { loadHero } from './hero.js';
 import { isInterrupt, StepIteration } from './step-iteration.js';
 import { WorkflowInstances } from './workflow-instances.js';
-import { GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
-import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
-import { successorOf, type NewExecution } from '../persistence/workflow-store.js';
 
 /** Everything phase 1 hands to phases 2 and 3. */
 interface Prepared {
