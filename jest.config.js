@@ -2,8 +2,8 @@
 export default {
   testEnvironment: 'node',
   extensionsToTreatAsEsm: ['.ts'],
-  roots: ['<rootDir>/libs', '<rootDir>/test', '<rootDir>/apps'],
-  testMatch: ['**/*.spec.ts', '**/*.e2e-spec.ts'],
+  roots: ['<rootDir>/libs', '<rootDir>/test', '<rootDir>/apps', '<rootDir>/docs/samples'],
+  testMatch: ['**/*.spec.ts', '**/*.e2e-spec.ts', '**/docs/samples/testing.ts'],
   testPathIgnorePatterns: ['/node_modules/', '/dist/'],
   moduleNameMapper: {
     '^geneva-drive$': '<rootDir>/libs/geneva-drive/src/index.ts',
