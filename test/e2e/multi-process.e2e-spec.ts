@@ -5,16 +5,15 @@
  * enqueue-only application, concurrency 0) and reads the `test_step_runs` table the bodies write.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
-import { execFile, fork, type ChildProcess } from 'node:child_process';
+import { fork, type ChildProcess } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import Bull from 'bull';
 import { QUEUE_PORT, StepExecution, WorkflowService, type WorkflowRecord } from 'geneva-drive';
 import type { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
 import { dataSourceOptions, describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
+import { ChildHandle, compileChildEntry, ROOT } from '../src/child-process.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { removePendingJobs, waitUntil } from '../src/bull-wait.js';
 import type { ParentMessage, WorkerMessage } from '../src/worker-process.js';
@@ -28,7 +27,6 @@ import {
   type StepRun,
 } from '../src/worker-workflows.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const QUEUE_NAME = 'geneva-drive-multi-process';
 const WORKER_BOOT_TIMEOUT_MS = 20_000;
 
@@ -36,36 +34,18 @@ const WORKER_BOOT_TIMEOUT_MS = 20_000;
 const children = new Set<ChildProcess>();
 
 /** A forked worker process and what it has told us. */
-class WorkerHandle {
-  readonly messages: (WorkerMessage & { receivedAt: number })[] = [];
-  output = '';
-  exited: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+class WorkerHandle extends ChildHandle<WorkerMessage, ParentMessage> {
   private requests = 0;
-  private readonly exit: Promise<void>;
 
-  constructor(readonly child: ChildProcess) {
-    children.add(child);
-    child.stdout?.on('data', (chunk) => (this.output += chunk));
-    child.stderr?.on('data', (chunk) => (this.output += chunk));
-    child.on('message', (message: WorkerMessage) => this.messages.push({ ...message, receivedAt: Date.now() }));
-    this.exit = new Promise((resolve) =>
-      child.once('exit', (code, signal) => {
-        this.exited = { code, signal };
-        children.delete(child);
-        resolve();
-      }),
-    );
-  }
-
-  get pid(): number {
-    return this.child.pid!;
+  constructor(child: ChildProcess) {
+    super(child, children);
   }
 
   waitForMessage<T extends WorkerMessage>(what: string, predicate: (message: WorkerMessage) => message is T, timeoutMs = 15_000): Promise<T> {
     return waitUntil(
       `${what} from worker ${this.pid}`,
       () => {
-        if (this.exited) throw new Error(`worker ${this.pid} exited (${JSON.stringify(this.exited)}):\n${this.output}`);
+        this.assertAlive('worker');
         return (this.messages as WorkerMessage[]).find(predicate) ?? null;
       },
       { timeoutMs, intervalMs: 20 },
@@ -80,30 +60,9 @@ class WorkerHandle {
   }
 
   /** Asks the worker to close its application; kills it if it has not exited within 5 s. */
-  async stop(): Promise<void> {
-    if (this.exited) return;
-    if (this.child.connected) this.send({ type: 'shutdown' });
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), 5_000);
-    await this.exit;
-    clearTimeout(timer);
+  override stop(): Promise<void> {
+    return super.stop({ type: 'shutdown' });
   }
-
-  private send(message: ParentMessage): void {
-    this.child.send(message);
-  }
-}
-
-/** Compiles the worker entry and its imports (library, fixtures) into a fresh directory under .tmp/. */
-async function compileWorker(outDir: string): Promise<string> {
-  await rm(outDir, { recursive: true, force: true });
-  const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-  try {
-    await promisify(execFile)(process.execPath, [tsc, '-p', path.join(ROOT, 'test', 'tsconfig.worker.json'), '--outDir', outDir], { cwd: ROOT });
-  } catch (error) {
-    const { stdout, stderr } = error as { stdout?: string; stderr?: string };
-    throw new Error(`Compiling the worker process failed:\n${stdout ?? ''}${stderr ?? ''}`);
-  }
-  return path.join(outDir, 'test', 'src', 'worker-process.js');
 }
 
 async function spawnWorker(entry: string, kind: DatabaseKind, prefix: string): Promise<WorkerHandle> {
@@ -277,7 +236,7 @@ if (redisAvailable()) {
   const buildDir = path.join(ROOT, '.tmp', `worker-build-${process.pid}`);
   let entry = '';
   beforeAll(async () => {
-    entry = await compileWorker(buildDir);
+    entry = await compileChildEntry('test/tsconfig.worker.json', buildDir, 'test/src/worker-process.js');
   });
   afterAll(async () => {
     for (const child of children) child.kill('SIGKILL'); // only if a suite's afterAll could not stop it

@@ -24,16 +24,15 @@
  * the database.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
-import { execFile, fork, type ChildProcess } from 'node:child_process';
+import { fork, type ChildProcess } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import Bull from 'bull';
 import { QUEUE_PORT, Signal, StepExecution, WorkflowService } from 'geneva-drive';
 import type { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
 import { dataSourceOptions, describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
+import { ChildHandle, compileChildEntry, ROOT } from '../src/child-process.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { removePendingJobs, sleep, waitUntil } from '../src/bull-wait.js';
 import type { RaceChildMessage, RaceParentMessage, SignalCall } from '../src/signal-race-process.js';
@@ -46,7 +45,6 @@ import {
   SignalRaceWorkflow,
 } from '../src/signal-race-workflows.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const QUEUE_NAME = 'geneva-drive-signal-race';
 const BOOT_TIMEOUT_MS = 30_000;
 const RACE_WORKFLOWS = 200;
@@ -61,77 +59,37 @@ const children = new Set<ChildProcess>();
 type Of<T extends RaceChildMessage['type']> = Extract<RaceChildMessage, { type: T }>;
 
 /** A forked child (worker or sender) and what it has told us. */
-class RaceChild {
-  readonly messages: RaceChildMessage[] = [];
+class RaceChild extends ChildHandle<RaceChildMessage, RaceParentMessage> {
   readonly listeners = new Set<(message: RaceChildMessage) => void>();
-  output = '';
-  exited: { code: number | null; signal: NodeJS.Signals | null } | null = null;
-  private readonly exit: Promise<void>;
 
   constructor(
-    readonly child: ChildProcess,
+    child: ChildProcess,
     readonly role: 'worker' | 'sender',
   ) {
-    children.add(child);
-    child.stdout?.on('data', (chunk) => (this.output += chunk));
-    child.stderr?.on('data', (chunk) => (this.output += chunk));
-    child.on('message', (message: RaceChildMessage) => {
-      this.messages.push(message);
+    super(child, children, (message) => {
       for (const listener of this.listeners) listener(message);
     });
-    this.exit = new Promise((resolve) =>
-      child.once('exit', (code, signal) => {
-        this.exited = { code, signal };
-        children.delete(child);
-        resolve();
-      }),
-    );
-  }
-
-  get pid(): number {
-    return this.child.pid!;
   }
 
   of<T extends RaceChildMessage['type']>(type: T): Of<T>[] {
-    return this.messages.filter((m): m is Of<T> => m.type === type);
+    return (this.messages as RaceChildMessage[]).filter((m): m is Of<T> => m.type === type);
   }
 
   waitFor<T extends RaceChildMessage['type']>(what: string, type: T, predicate: (message: Of<T>) => boolean = () => true, timeoutMs = 15_000): Promise<Of<T>> {
     return waitUntil(
       `${what} from ${this.role} ${this.pid}`,
       () => {
-        if (this.exited) throw new Error(`${this.role} ${this.pid} exited (${JSON.stringify(this.exited)}):\n${this.output}`);
+        this.assertAlive(this.role);
         return this.of(type).find(predicate) ?? null;
       },
       { timeoutMs, intervalMs: 10 },
     );
   }
 
-  send(message: RaceParentMessage): void {
-    this.child.send(message);
-  }
-
   /** Asks the child to close its application; kills it if it has not exited within 5 s. */
-  async stop(): Promise<void> {
-    if (this.exited) return;
-    if (this.child.connected) this.send({ type: 'shutdown' });
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), 5_000);
-    await this.exit;
-    clearTimeout(timer);
+  override stop(): Promise<void> {
+    return super.stop({ type: 'shutdown' });
   }
-}
-
-/** Compiles the child entry and its imports (library, fixtures) into a fresh directory under .tmp/. */
-async function compileChild(outDir: string): Promise<string> {
-  await rm(outDir, { recursive: true, force: true });
-  const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-  try {
-    await promisify(execFile)(process.execPath, [tsc, '-p', path.join(ROOT, 'test', 'tsconfig.signal-race.json'), '--outDir', outDir], { cwd: ROOT });
-  } catch (error) {
-    const { stdout, stderr } = error as { stdout?: string; stderr?: string };
-    throw new Error(`Compiling the signal race process failed:\n${stdout ?? ''}${stderr ?? ''}`);
-  }
-  return path.join(outDir, 'test', 'src', 'signal-race-process.js');
 }
 
 async function spawnChild(entry: string, role: 'worker' | 'sender', kind: DatabaseKind, prefix: string): Promise<RaceChild> {
@@ -510,7 +468,7 @@ if (redisAvailable()) {
   const buildDir = path.join(ROOT, '.tmp', `signal-race-build-${process.pid}`);
   let entry = '';
   beforeAll(async () => {
-    entry = await compileChild(buildDir);
+    entry = await compileChildEntry('test/tsconfig.signal-race.json', buildDir, 'test/src/signal-race-process.js');
   }, 60_000);
   afterAll(async () => {
     for (const child of children) child.kill('SIGKILL'); // only if a suite's afterAll could not stop it
