@@ -241,6 +241,26 @@ function signalRaceSuite(kind: DatabaseKind, entry: () => string): void {
     return (await Promise.all(done)).flatMap((m) => m.calls);
   }
 
+  /** Whether calls of at least two processes were in flight before the first one returned. */
+  const overlapped = (calls: SignalCall[]) => {
+    const firstFinish = Math.min(...calls.map((c) => c.finishedAt));
+    return new Set(calls.filter((c) => c.startedAt <= firstFinish).map((c) => c.pid)).size >= 2;
+  };
+
+  /**
+   * Prepares a workflow and fires a burst at it, again on a fresh workflow (up to four times) when
+   * the processes did not overlap: on a loaded machine one sender can be scheduled late, and a burst
+   * that did not race proves nothing. The checks then run on the burst that raced.
+   */
+  async function racingBurst<T extends { wf: { id: string } }>(prepare: () => Promise<T>, key: string): Promise<T & { calls: SignalCall[] }> {
+    for (let attempt = 1; ; attempt++) {
+      const prepared = await prepare();
+      const calls = await burst(prepared.wf.id, key);
+      if (overlapped(calls) || attempt === 4) return { ...prepared, calls };
+      console.info(`signals-race [${kind}] burst attempt ${attempt} did not overlap across processes: again on a fresh workflow`);
+    }
+  }
+
   /** The shared checks of a burst: 20 answers, one row id, one original, nineteen duplicates, real overlap. */
   function checkBurst(calls: SignalCall[]): SignalCall {
     expect(calls.filter((c) => c.error)).toEqual([]);
@@ -257,7 +277,7 @@ function signalRaceSuite(kind: DatabaseKind, entry: () => string): void {
     const firstFinish = Math.min(...calls.map((c) => c.finishedAt));
     const spread = Math.max(...calls.map((c) => c.startedAt)) - Math.min(...calls.map((c) => c.startedAt));
     console.info(`signals-race [${kind}] burst: first answer after ${(firstFinish - Math.min(...calls.map((c) => c.startedAt))).toFixed(2)} ms, starts spread over ${spread.toFixed(2)} ms`);
-    expect(new Set(calls.filter((c) => c.startedAt <= firstFinish).map((c) => c.pid)).size).toBeGreaterThanOrEqual(2);
+    expect(overlapped(calls)).toBe(true);
     return original;
   }
 
@@ -393,13 +413,14 @@ function signalRaceSuite(kind: DatabaseKind, entry: () => string): void {
   }, 80_000);
 
   it('20 concurrent deliveries of one key from 4 processes to a parked step: one row, one wake-up, nineteen duplicates', async () => {
-    const [hero] = await heroes(1);
-    const wf = await workflows.start(SignalRaceWorkflow, hero);
-    const parked = await waitUntil('awaitGo to park', async () =>
-      (await executionsOf(wf.id)).find((e) => e.stepName === 'awaitGo' && e.state === 'waiting'),
-    ).catch(withOutput);
-
-    const calls = await burst(wf.id, 'burst-parked');
+    const { wf, parked, calls } = await racingBurst(async () => {
+      const [hero] = await heroes(1);
+      const wf = await workflows.start(SignalRaceWorkflow, hero);
+      const parked = await waitUntil('awaitGo to park', async () =>
+        (await executionsOf(wf.id)).find((e) => e.stepName === 'awaitGo' && e.state === 'waiting'),
+      ).catch(withOutput);
+      return { wf, parked };
+    }, 'burst-parked');
     const original = checkBurst(calls);
     // The original found the step parked and woke it; nobody else claimed anything.
     expect(original.result).toMatchObject({ state: 'claimed', claimed: 1 });
@@ -428,11 +449,12 @@ function signalRaceSuite(kind: DatabaseKind, entry: () => string): void {
   }, 60_000);
 
   it('20 concurrent deliveries of one key from 4 processes before the step waits: one buffered row, nineteen duplicates, consumed once', async () => {
-    const [hero] = await heroes(1);
-    const wf = await workflows.start(SignalRaceHeldWorkflow, hero); // hold is due in an hour
-    const [hold] = await executionsOf(wf.id);
-
-    const calls = await burst(wf.id, 'burst-buffered');
+    const { wf, hold, calls } = await racingBurst(async () => {
+      const [hero] = await heroes(1);
+      const wf = await workflows.start(SignalRaceHeldWorkflow, hero); // hold is due in an hour
+      const [hold] = await executionsOf(wf.id);
+      return { wf, hold };
+    }, 'burst-buffered');
     const original = checkBurst(calls);
     // Nothing was parked: the original is buffered, and no duplicate claimed it either.
     expect(original.result).toMatchObject({ state: 'pending', claimed: 0, consumed: 0 });
