@@ -94,7 +94,7 @@ export class UsageError extends Error {
   }
 }
 
-/** The project root (this file runs from dist/bench/). */
+/** The repository root (this file runs from bench/dist/). */
 export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const SQLITE_FILE = `${PROJECT_ROOT}.tmp/gd_bench.sqlite`;
 export const BENCH_DATABASE = 'gd_bench';
