@@ -48,10 +48,10 @@ function engineProviders(dataSource: string | undefined): Provider[] {
     },
     {
       provide: QUEUE_PORT,
-      useFactory: (options: ResolvedGenevaDriveOptions, ds: DataSource, logger: LoggerService): QueuePort => {
+      useFactory: async (options: ResolvedGenevaDriveOptions, ds: DataSource, logger: LoggerService): Promise<QueuePort> => {
         switch (options.queue.adapter) {
           case 'bull':
-            return new BullQueueAdapter(options.queue, logger);
+            return BullQueueAdapter.create(options.queue, logger);
           case 'manual':
             return new ManualQueueAdapter();
           default:

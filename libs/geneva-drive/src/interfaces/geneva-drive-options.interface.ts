@@ -1,12 +1,26 @@
 import type { LoggerService } from '@nestjs/common';
-import type { QueueOptions as BullQueueOptions } from 'bull';
 import type { Duration } from '../util/duration.js';
+
+/**
+ * ioredis connection options (`host`, `port`, `password`, `db`, `tls`, ...). Declared here rather than
+ * imported from `bull` so that applications without the optional `bull` dependency still type-check.
+ * @publicApi
+ */
+export interface RedisConnectionOptions {
+  host?: string;
+  port?: number;
+  username?: string;
+  password?: string;
+  db?: number;
+  tls?: object;
+  [option: string]: unknown;
+}
 
 /** Bull on Redis: production, several processes and hosts. @publicApi */
 export interface BullQueueAdapterOptions {
   adapter: 'bull';
-  /** Redis connection (a URL or ioredis options). */
-  redis?: string | BullQueueOptions['redis'];
+  /** Redis connection: a URL, or ioredis options handed to Bull as they are. */
+  redis?: string | RedisConnectionOptions;
   /** @default 'geneva-drive' */
   name?: string;
   /** Redis key prefix. @default 'bull' */

@@ -1,5 +1,6 @@
 import type { LoggerService } from '@nestjs/common';
-import Bull from 'bull';
+import type Bull from 'bull';
+import { importOptional } from '../errors/missing-dependency.error.js';
 import type { BullQueueAdapterOptions } from '../interfaces/geneva-drive-options.interface.js';
 import { DEFAULT_QUEUE_NAME } from '../geneva-drive.constants.js';
 import type { QueuePort, StepJob, StepJobHandler } from './queue.port.js';
@@ -20,15 +21,22 @@ interface StepJobData {
 export class BullQueueAdapter implements QueuePort {
   readonly queue: Bull.Queue<StepJobData>;
 
-  constructor(
+  /** `bull` is an optional peer dependency: it is loaded only when this adapter is configured. */
+  static async create(options: BullQueueAdapterOptions, logger: LoggerService): Promise<BullQueueAdapter> {
+    const { default: Queue } = await importOptional('bull', "The queue adapter 'bull'", () => import('bull'));
+    return new BullQueueAdapter(Queue, options, logger);
+  }
+
+  private constructor(
+    Queue: typeof Bull,
     private readonly options: BullQueueAdapterOptions,
     private readonly logger: LoggerService,
   ) {
     const name = options.name ?? DEFAULT_QUEUE_NAME;
     this.queue =
       typeof options.redis === 'string'
-        ? new Bull(name, options.redis, { prefix: options.prefix })
-        : new Bull(name, { redis: options.redis, prefix: options.prefix });
+        ? new Queue(name, options.redis, { prefix: options.prefix })
+        : new Queue(name, { redis: options.redis as Bull.QueueOptions['redis'], prefix: options.prefix });
   }
 
   async enqueue(job: StepJob): Promise<void> {
