@@ -1,8 +1,10 @@
 /**
- * The manual cannot drift from compiled code: every TypeScript block of docs/MANUAL.md must appear,
- * line for line, in a file under docs/samples/ or apps/example/src/ — files the type-check covers
- * (`npx tsc -p tsconfig.spec.json --noEmit` includes docs/samples/). Whitespace around the block, a
- * common indentation (a method shown outside its class) and trailing spaces do not count; anything
+ * The docs cannot drift from compiled code: every TypeScript block of docs/*.md must appear, line for
+ * line, in a file under docs/samples/, apps/example/src/ or test/package/consumer-app/ — files the
+ * type-check covers (`npx tsc -p tsconfig.spec.json --noEmit` includes docs/samples/ and test/). The
+ * quick start's JavaScript and JSON blocks (its jest and TypeScript configuration) must likewise be
+ * the consumer app's own files, which the package test installs and runs. Whitespace around the block,
+ * a common indentation (a method shown outside its class) and trailing spaces do not count; anything
  * else does.
  */
 import { describe, expect, it } from '@jest/globals';
@@ -11,25 +13,27 @@ import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const MANUAL = join(ROOT, 'docs/MANUAL.md');
-const SAMPLE_DIRS = ['docs/samples', 'apps/example/src'];
+const DOCS = readdirSync(join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).map((name) => `docs/${name}`);
+const SAMPLE_DIRS = ['docs/samples', 'apps/example/src', 'test/package/consumer-app'];
+/** Languages checked in every document, and in the quick start also its configuration files. */
+const CHECKED = { default: ['ts', 'typescript'], 'docs/quick-start.md': ['ts', 'typescript', 'js', 'json'] } as Record<string, string[]>;
 
 interface Block {
   line: number;
   lines: string[];
 }
 
-/** The ```ts / ```typescript blocks of a markdown text, with the line each starts on. */
-function typeScriptBlocks(markdown: string): Block[] {
+/** The code blocks in `languages` of a markdown text, with the line each starts on. */
+function codeBlocks(doc: string, markdown: string, languages: string[]): Block[] {
   const blocks: Block[] = [];
   const lines = normalize(markdown).split('\n');
   for (let i = 0; i < lines.length; i++) {
-    const open = /^\s*```(ts|typescript)\s*$/.exec(lines[i]);
-    if (!open) continue;
+    const open = /^\s*```(\w+)\s*$/.exec(lines[i]);
+    if (!open || !languages.includes(open[1])) continue;
     const start = i + 1;
     let end = start;
     while (end < lines.length && !/^\s*```\s*$/.test(lines[end])) end++;
-    if (end === lines.length) throw new Error(`docs/MANUAL.md:${i + 1}: unterminated code block`);
+    if (end === lines.length) throw new Error(`${doc}:${i + 1}: unterminated code block`);
     blocks.push({ line: i + 1, lines: trimBlankEdges(lines.slice(start, end)) });
     i = end;
   }
@@ -55,11 +59,11 @@ function dedent(lines: string[]): string[] {
   return lines.map((line) => line.slice(Math.min(common, /^[ \t]*/.exec(line)![0].length)).trimEnd());
 }
 
-function typeScriptFiles(dir: string): string[] {
+function sampleFiles(dir: string): string[] {
   return readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) return typeScriptFiles(path);
-    return entry.isFile() && entry.name.endsWith('.ts') ? [path] : [];
+    if (entry.isDirectory()) return sampleFiles(path);
+    return entry.isFile() && /\.(ts|js|json)$/.test(entry.name) ? [path] : [];
   });
 }
 
@@ -76,25 +80,28 @@ function findVerbatim(block: string[], sources: Array<{ path: string; lines: str
   return null;
 }
 
-const blocks = typeScriptBlocks(readFileSync(MANUAL, 'utf8'));
-const sources = SAMPLE_DIRS.flatMap(typeScriptFiles).map((path) => ({
+const blocks = DOCS.flatMap((doc) =>
+  codeBlocks(doc, readFileSync(join(ROOT, doc), 'utf8'), CHECKED[doc] ?? CHECKED.default).map((block) => ({ ...block, doc })),
+);
+const sources = SAMPLE_DIRS.flatMap(sampleFiles).map((path) => ({
   path: relative(ROOT, join(ROOT, path)),
   lines: normalize(readFileSync(join(ROOT, path), 'utf8')).split('\n'),
 }));
 
-describe('docs/MANUAL.md samples', () => {
-  it('has TypeScript samples, and the type-check covers docs/samples/', () => {
-    expect(blocks.length).toBeGreaterThan(20);
+describe('code samples of docs/*.md', () => {
+  it('has samples in the manual and the quick start, and the type-check covers docs/samples/', () => {
+    expect(blocks.filter((block) => block.doc === 'docs/MANUAL.md').length).toBeGreaterThan(20);
+    expect(blocks.filter((block) => block.doc === 'docs/quick-start.md').length).toBeGreaterThan(5);
     const specConfig = JSON.parse(readFileSync(join(ROOT, 'tsconfig.spec.json'), 'utf8')) as { include: string[] };
     expect(specConfig.include).toContain('docs/samples/**/*.ts');
   });
 
-  it.each(blocks.map((block) => [block.line, block] as const))('the block at docs/MANUAL.md:%i is compiled code', (line, block) => {
+  it.each(blocks.map((block) => [`${block.doc}:${block.line}`, block] as const))('the block at %s is compiled code', (at, block) => {
     expect(block.lines.length).toBeGreaterThan(0);
     const where = findVerbatim(block.lines, sources);
     if (where === null) {
       throw new Error(
-        `docs/MANUAL.md:${line}: this TypeScript block does not appear verbatim in ${SAMPLE_DIRS.join(' or ')}; ` +
+        `${at}: this block does not appear verbatim in ${SAMPLE_DIRS.join(' or ')}; ` +
           `change the sample file and copy it here (or the other way round):\n${block.lines.join('\n')}`,
       );
     }
