@@ -18,6 +18,7 @@ import {
   Step,
   Workflow,
   type FinalizeEvent,
+  type PreconditionEvent,
   type QueueAdapterOptions,
 } from 'geneva-drive';
 
@@ -26,6 +27,9 @@ export const WAKE_SIGNAL = 'bench_wake';
 /** Stored workflow type names (explicit, so the bulk-inserted rows can name them). */
 export const STEPS_WORKFLOW = 'BenchStepsWorkflow';
 export const SIGNAL_WORKFLOW = 'BenchSignalWorkflow';
+export const PAYMENT_WORKFLOW = 'BenchPaymentWorkflow';
+/** The signal BenchPaymentWorkflow's second step waits for. */
+export const PAYMENT_SIGNAL = 'payment_confirmed';
 /** The parked step of BenchSignalWorkflow. */
 export const PARKED_STEP = 'park';
 export const HERO_TABLE = 'bench_heroes';
@@ -117,11 +121,23 @@ export const probe = {
   bodyStarts: new Arrivals<BodyStart>(),
   /** BenchSignalWorkflow's step outcome committed, by workflow id. */
   finalized: new Arrivals<FinalizeEvent>(),
+  /** BenchPaymentWorkflow's `b` found no signal and parked, by workflow id (performance.now()). */
+  paymentParked: new Arrivals<number>(),
+  /** BenchPaymentWorkflow's `b` began, by workflow id (performance.now()). */
+  paymentBodies: new Arrivals<number>(),
+  /** BenchPaymentWorkflow's last outcome committed, by workflow id. */
+  paymentFinished: new Arrivals<FinalizeEvent>(),
 };
+
+subscribe(GENEVA_DRIVE_CHANNELS.precondition, (message) => {
+  const event = message as PreconditionEvent;
+  if (event.workflowClass === PAYMENT_WORKFLOW && event.outcome === 'waiting') probe.paymentParked.arrive(event.workflowId, performance.now());
+});
 
 subscribe(GENEVA_DRIVE_CHANNELS.finalize, (message) => {
   const event = message as FinalizeEvent;
   if (event.workflowClass === SIGNAL_WORKFLOW) probe.finalized.arrive(event.workflowId, event);
+  if (event.workflowClass === PAYMENT_WORKFLOW && event.workflowState === 'finished') probe.paymentFinished.arrive(event.workflowId, event);
 });
 
 // ------------------------------------------------------------------ workflows
@@ -154,6 +170,21 @@ export class BenchSignalWorkflow extends GenevaWorkflow<BenchHero> {
     probe.wokenBodies++;
     const signal = this.receivedSignal;
     probe.bodyStarts.arrive(this.record.id, { at, seq: signal?.payload?.seq, signalId: signal?.id ?? null });
+  }
+}
+
+/**
+ * The shape compared with other durable-workflow engines: a no-op step, then a no-op step that
+ * waits for `payment_confirmed`.
+ */
+@Workflow({ name: PAYMENT_WORKFLOW, hero: () => BenchHero })
+export class BenchPaymentWorkflow extends GenevaWorkflow<BenchHero> {
+  @Step()
+  async a() {}
+
+  @Step({ waitFor: PAYMENT_SIGNAL })
+  async b() {
+    probe.paymentBodies.arrive(this.record.id, performance.now());
   }
 }
 
@@ -212,7 +243,7 @@ export class BenchModule {
         // No housekeeping: nothing but the measured work runs.
         GenevaDriveModule.forRoot({ queue: config.queue, housekeeping: false, logger: config.logger }),
       ],
-      providers: [BenchStepsWorkflow, BenchSignalWorkflow],
+      providers: [BenchStepsWorkflow, BenchSignalWorkflow, BenchPaymentWorkflow],
     };
   }
 }

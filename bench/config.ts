@@ -20,6 +20,8 @@ export interface BenchOptions {
   /** Print the query plans of the statements one signal() issues at the large population. */
   explain: boolean;
   seed: number;
+  /** Which scenario groups run: the engine's own measurements, the comparison shape, or both. */
+  scenarios: ReadonlyArray<'engine' | 'shape'>;
 }
 
 export interface Sizes {
@@ -33,21 +35,32 @@ export interface Sizes {
   largePopulation: number;
   populationSignals: number;
   populationWarmup: number;
+  /** The comparison shape (a → b waiting for a signal): workflows per timed run of each arrival order. */
+  shapeWorkflows: number;
+  /** Signals fired at once at as many parked workflows. */
+  simultaneousSignals: number;
+  /** Workflows of each arrival order whose statements and Redis commands are counted. */
+  costWorkflows: number;
+  /** A real parked population left idle, and for how long. */
+  idleParked: number;
+  idleSeconds: number;
 }
 
 export function sizesFor(quick: boolean): Sizes {
   return quick
-    ? { throughputWorkflows: 200, latencySignals: 100, latencyWarmup: 10, smallPopulation: 1_000, largePopulation: 10_000, populationSignals: 100, populationWarmup: 10 }
-    : { throughputWorkflows: 2_000, latencySignals: 500, latencyWarmup: 20, smallPopulation: 1_000, largePopulation: 100_000, populationSignals: 200, populationWarmup: 20 };
+    ? { throughputWorkflows: 200, latencySignals: 100, latencyWarmup: 10, smallPopulation: 1_000, largePopulation: 10_000, populationSignals: 100, populationWarmup: 10, shapeWorkflows: 200, simultaneousSignals: 50, costWorkflows: 50, idleParked: 1_000, idleSeconds: 5 }
+    : { throughputWorkflows: 2_000, latencySignals: 500, latencyWarmup: 20, smallPopulation: 1_000, largePopulation: 100_000, populationSignals: 200, populationWarmup: 20, shapeWorkflows: 2_000, simultaneousSignals: 200, costWorkflows: 100, idleParked: 10_000, idleSeconds: 30 };
 }
 
-const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull] [--quick] [--concurrency=N] [--explain] [--seed=N]
+const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull] [--quick] [--concurrency=N] [--explain] [--seed=N] [--scenarios=engine,shape]
+  engine: steps/second, signal → step start, signal() against the parked population
+  shape:  a → b (waitFor) in both arrival orders, signals at once, statements and Redis commands per workflow, idle cost
   GD_PG_URL     default postgres://postgres@127.0.0.1:5432/test   (the bench uses database gd_bench on that server)
   GD_MYSQL_URL  default mysql://root@127.0.0.1:3306/test
   REDIS_URL     default redis://127.0.0.1:6379                     (--queue=bull; a unique prefix, obliterated after)`;
 
 export function parseArgs(argv: string[]): BenchOptions {
-  const options: BenchOptions = { db: 'sqlite', queue: 'local', quick: false, concurrency: 4, explain: false, seed: 20_240_601 };
+  const options: BenchOptions = { db: 'sqlite', queue: 'local', quick: false, concurrency: 4, explain: false, seed: 20_240_601, scenarios: ['engine', 'shape'] };
   for (const arg of argv) {
     const [key, value] = arg.split('=', 2);
     switch (key) {
@@ -71,6 +84,12 @@ export function parseArgs(argv: string[]): BenchOptions {
       case '--seed':
         options.seed = positiveInteger(key, value);
         break;
+      case '--scenarios': {
+        const names = (value ?? '').split(',').filter(Boolean);
+        if (names.length === 0 || names.some((name) => name !== 'engine' && name !== 'shape')) throw new UsageError(`--scenarios takes engine, shape or both, not "${value}"`);
+        options.scenarios = names as Array<'engine' | 'shape'>;
+        break;
+      }
       case '--help':
       case '-h':
         console.log(USAGE);

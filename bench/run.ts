@@ -21,6 +21,7 @@ import { BenchLogger, BenchModule, QueryRecorder } from './app.js';
 import { BulkWriter } from './bulk.js';
 import { bullQueue, databaseOptions, describeDatabase, parseArgs, PROJECT_ROOT, recreateDatabase, redisUrl, sizesFor, UsageError, type BenchOptions } from './config.js';
 import { BenchCheckError, measureLatency, measurePopulation, measureThroughput, type BenchContext } from './scenarios.js';
+import { countCost, measureIdle, REDIS_BUDGET, runSignalAfter, runSignalFirst, runSimultaneous, STATEMENT_BUDGET } from './shape.js';
 import { ms, seededRandom, table } from './stats.js';
 
 /**
@@ -75,7 +76,7 @@ async function main(): Promise<number> {
       { logger: false },
     );
     try {
-      failure = await runMeasurements(app, options, recorder, logger, results);
+      failure = await runMeasurements(app, options, recorder, logger, results, bull && { prefix: bull.prefix, url: redisUrl() });
     } finally {
       await app.close();
     }
@@ -108,6 +109,7 @@ async function runMeasurements(
   recorder: QueryRecorder,
   logger: BenchLogger,
   results: Record<string, unknown>,
+  bull: { prefix: string; url: string } | undefined,
 ): Promise<BenchCheckError | undefined> {
   const sizes = sizesFor(options.quick);
   const dataSource = app.get(DataSource);
@@ -124,6 +126,16 @@ async function runMeasurements(
   };
   results.server = await serverVersion(dataSource, options);
 
+  const failures: Array<BenchCheckError | undefined> = [];
+  if (options.scenarios.includes('engine')) failures.push(await runEngineScenarios(ctx, results));
+  if (options.scenarios.includes('shape')) failures.push(await runShapeScenarios(ctx, results, bull));
+  if (logger.errors.length > 0) return new BenchCheckError(`the engine logged ${logger.errors.length} error(s); first: ${logger.errors[0]}`);
+  return failures.find((failure) => failure !== undefined);
+}
+
+/** Steps/second, signal → step start, and signal() against a growing parked population. */
+async function runEngineScenarios(ctx: BenchContext, results: Record<string, unknown>): Promise<BenchCheckError | undefined> {
+  const { sizes, options } = ctx;
   console.log(`steps/second: ${sizes.throughputWorkflows} workflows × 3 no-op steps ...`);
   const throughput = (results.throughput = await measureThroughput(ctx));
   console.log(`signal → step start: ${sizes.latencySignals} signals ...`);
@@ -152,7 +164,6 @@ async function runMeasurements(
       for (const line of statement.plan ?? []) console.log(`      ${line}`);
     }
   }
-  if (logger.errors.length > 0) return new BenchCheckError(`the engine logged ${logger.errors.length} error(s); first: ${logger.errors[0]}`);
   if (population.small.statementsPerSignal !== population.large.statementsPerSignal) {
     return new BenchCheckError(
       `signal() issued ${population.small.statementsPerSignal} statements at ${population.small.parked} parked workflows but ${population.large.statementsPerSignal} at ${population.large.parked}: its work depends on the population`,
@@ -164,6 +175,52 @@ async function runMeasurements(
     );
   }
   return undefined;
+}
+
+/**
+ * The comparison shape: statements and Redis commands per workflow (gated by the budgets), both
+ * arrival orders timed, signals fired at once, and a parked population left idle.
+ */
+async function runShapeScenarios(ctx: BenchContext, results: Record<string, unknown>, bull: { prefix: string; url: string } | undefined): Promise<BenchCheckError | undefined> {
+  const { sizes, options } = ctx;
+  console.log(`shape a → b (waitFor): counting statements${bull ? ' and Redis commands' : ''} over ${sizes.costWorkflows} workflows per arrival order ...`);
+  const cost = { signalFirst: await countCost(ctx, 'signalFirst', sizes.costWorkflows, bull), signalAfter: await countCost(ctx, 'signalAfter', sizes.costWorkflows, bull) };
+  console.log(`shape a → b (waitFor): ${sizes.shapeWorkflows} workflows, signal right after start() ...`);
+  const first = await runSignalFirst(ctx, sizes.shapeWorkflows);
+  console.log(`shape a → b (waitFor): ${sizes.shapeWorkflows} workflows, signal after all parked ...`);
+  const after = await runSignalAfter(ctx, sizes.shapeWorkflows);
+  console.log(`shape a → b (waitFor): ${sizes.simultaneousSignals} signals at once ...`);
+  const simultaneous = await runSimultaneous(ctx, sizes.simultaneousSignals);
+  console.log(`shape a → b (waitFor): ${sizes.idleParked} parked, idle for ${sizes.idleSeconds} s ...`);
+  const idle = await measureIdle(ctx, sizes.idleParked, sizes.idleSeconds);
+  const budget = STATEMENT_BUDGET[options.db];
+  results.shape = { cost, signalFirst: first, signalAfter: after, simultaneous, idle, budgets: { statements: budget, redis: bull ? REDIS_BUDGET : undefined } };
+
+  const over: string[] = [];
+  for (const order of ['signalFirst', 'signalAfter'] as const) {
+    if (cost[order].statementsPerWorkflow > budget[order]) over.push(`${cost[order].statementsPerWorkflow} statements per workflow (${order}), budget ${budget[order]}`);
+    const redis = cost[order].redisCommandsPerWorkflow;
+    if (redis !== undefined && redis > REDIS_BUDGET[order]) over.push(`${redis} Redis commands per workflow (${order}), budget ${REDIS_BUDGET[order]}`);
+  }
+  if (idle.statementsWhileIdle > 0) over.push(`${idle.statementsWhileIdle} statements while ${idle.parked} workflows sat parked`);
+
+  console.log('');
+  const redisCell = (order: 'signalFirst' | 'signalAfter') => (cost[order].redisCommandsPerWorkflow === undefined ? '' : `; ${cost[order].redisCommandsPerWorkflow} Redis commands (budget ${REDIS_BUDGET[order]})`);
+  console.log(
+    table([
+      ['shape a → b (waitFor)', 'result', 'detail'],
+      ['signal right after start()', `${first.workflowsPerSecond.toFixed(0)} workflows/s`, `${first.workflows} in ${ms(first.wallMs)}`],
+      ['signal after all parked', `${after.workflowsPerSecond.toFixed(0)} workflows/s`, `park ${after.parkedPerSecond!.toFixed(0)}/s (${ms(after.parkMs!)}), wake ${after.wokenPerSecond!.toFixed(0)}/s (${ms(after.wakeMs!)})`],
+      [`${simultaneous.signals} signals at once`, `p50 ${ms(simultaneous.signalToStepStart.p50)}`, `p99 ${ms(simultaneous.signalToStepStart.p99)} signal → body; call alone p50 ${ms(simultaneous.signalCall.p50)}`],
+      ['statements / workflow, signal first', String(cost.signalFirst.statementsPerWorkflow), `budget ${budget.signalFirst}${redisCell('signalFirst')}`],
+      ['statements / workflow, signal after', String(cost.signalAfter.statementsPerWorkflow), `budget ${budget.signalAfter}${redisCell('signalAfter')}`],
+      [`idle, ${idle.parked} parked`, `Node ${idle.nodeCpuPercent}% CPU`, `${idle.postgresCpuPercent === undefined ? '' : `PostgreSQL ${idle.postgresCpuPercent}% CPU, ${idle.xactCommitPerSecond} commits/s; `}${idle.statementsWhileIdle} statements; RSS ${idle.rssBeforeMiB} → ${idle.rssAfterMiB} MiB`],
+    ]),
+  );
+  console.log('\nstatements per workflow by kind (signal first | signal after):');
+  const kinds = [...new Set([...Object.keys(cost.signalFirst.statementsByKind), ...Object.keys(cost.signalAfter.statementsByKind)])];
+  for (const kind of kinds) console.log(`  ${kind.padEnd(40)} ${String(cost.signalFirst.statementsByKind[kind] ?? 0).padStart(6)} | ${String(cost.signalAfter.statementsByKind[kind] ?? 0).padStart(6)}`);
+  return over.length > 0 ? new BenchCheckError(`over budget: ${over.join('; ')}`) : undefined;
 }
 
 async function serverVersion(dataSource: DataSource, options: BenchOptions): Promise<string> {
