@@ -3,7 +3,8 @@
  * parked execution `scheduled` — but its after-commit enqueue fails because the queue's Redis client
  * is closed. A fresh application on the same database finds nothing in its queue; housekeeping sees the
  * overdue `scheduled` row and enqueues the SAME execution again (job id = execution id); the Bull
- * worker runs it, and the signal is consumed exactly once. Also: an enqueue that fails during
+ * worker runs it, and the signal is consumed exactly once. A second run finds the job still waiting
+ * in Bull and counts it as still queued, not as recovered. Also: an enqueue that fails during
  * recovery is reported in `unrecoverable`, never counted as recovered.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -133,11 +134,12 @@ function redisSuite(kind: DatabaseKind): void {
       expect(await inspectB.getJob(woken.id)).toBeNull();
 
       // Overdue past stuckScheduledThreshold: two runs re-enqueue the same execution; Redis holds one job.
+      // Only the first recovered anything: the second found the job still waiting in Bull.
       await executions.update(woken.id, { scheduledFor: new Date(Date.now() - HOUR) });
       const first = await appB.moduleRef.get(HousekeepingService).run();
       const second = await appB.moduleRef.get(HousekeepingService).run();
-      expect(first).toMatchObject({ stuckScheduledRecovered: 1, stuckInProgressRecovered: 0, unrecoverable: [] });
-      expect(second).toMatchObject({ stuckScheduledRecovered: 1, unrecoverable: [] });
+      expect(first).toMatchObject({ stuckScheduledRecovered: 1, stuckScheduledStillQueued: 0, stuckInProgressRecovered: 0, unrecoverable: [] });
+      expect(second).toMatchObject({ stuckScheduledRecovered: 0, stuckScheduledStillQueued: 1, unrecoverable: [] });
       const job = await inspectB.getJob(woken.id);
       expect(job?.id).toBe(woken.id);
       expect(job?.data).toEqual({ executionId: woken.id });
@@ -163,7 +165,12 @@ function redisSuite(kind: DatabaseKind): void {
     const signals = await appC.moduleRef.get(SignalService).list(wf);
     expect(signals).toHaveLength(1);
     expect(signals[0]).toMatchObject({ id: signal.id, state: 'consumed', claimed: 1, consumed: 1 });
-    expect(await appC.moduleRef.get(HousekeepingService).run()).toMatchObject({ stuckScheduledRecovered: 0, stuckInProgressRecovered: 0, unrecoverable: [] });
+    expect(await appC.moduleRef.get(HousekeepingService).run()).toMatchObject({
+      stuckScheduledRecovered: 0,
+      stuckScheduledStillQueued: 0,
+      stuckInProgressRecovered: 0,
+      unrecoverable: [],
+    });
     await close(appC);
   });
 

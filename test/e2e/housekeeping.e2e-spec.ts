@@ -49,6 +49,7 @@ const EMPTY: Omit<HousekeepingSummary, 'gauges'> = {
   signalsDeleted: 0,
   stuckInProgressRecovered: 0,
   stuckScheduledRecovered: 0,
+  stuckScheduledStillQueued: 0,
   unrecoverable: [],
 };
 

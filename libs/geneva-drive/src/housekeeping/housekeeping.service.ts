@@ -24,7 +24,13 @@ export interface HousekeepingSummary {
   stepExecutionsDeleted: number;
   signalsDeleted: number;
   stuckInProgressRecovered: number;
+  /** Overdue `scheduled` executions whose job was missing from the queue (a lost enqueue) and was added again. */
   stuckScheduledRecovered: number;
+  /**
+   * Overdue `scheduled` executions whose job was still in the queue (a backlog, not a loss): the
+   * re-enqueue added nothing, so they are not counted as recovered.
+   */
+  stuckScheduledStillQueued: number;
   /**
    * Executions housekeeping could not recover (each is logged with its error): the recovery threw,
    * or its job could not be enqueued. They stay eligible and are retried by the next run.
@@ -63,6 +69,7 @@ export class HousekeepingService {
       signalsDeleted: 0,
       stuckInProgressRecovered: 0,
       stuckScheduledRecovered: 0,
+      stuckScheduledStillQueued: 0,
       unrecoverable: [],
       gauges: null,
     };
@@ -143,9 +150,10 @@ export class HousekeepingService {
       return;
     }
     if (job === false) return;
+    let added: boolean | void = true;
     if (job) {
       try {
-        await this.queue.enqueue(job);
+        added = await this.queue.enqueue(job);
       } catch (error) {
         // Committed but not enqueued: the execution is `scheduled` and overdue, so a later run retries.
         summary.unrecoverable.push(job.executionId);
@@ -153,7 +161,9 @@ export class HousekeepingService {
         return;
       }
     }
-    summary[state === 'in_progress' ? 'stuckInProgressRecovered' : 'stuckScheduledRecovered']++;
+    if (state === 'in_progress') summary.stuckInProgressRecovered++;
+    else if (added === false) summary.stuckScheduledStillQueued++;
+    else summary.stuckScheduledRecovered++;
   }
 
   /**
