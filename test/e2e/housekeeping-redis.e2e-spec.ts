@@ -8,7 +8,6 @@
  * recovery is reported in `unrecoverable`, never counted as recovered.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type { LoggerService } from '@nestjs/common';
 import Bull from 'bull';
 import {
   HousekeepingService,
@@ -23,24 +22,13 @@ import {
 import type { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
 import { describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
+import { ErrorLines } from '../src/error-lines.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { ChoreWorkflow, DeliveryWorkflow, hkJournal } from '../src/housekeeping-workflows.js';
 
 const HOUR = 3_600_000;
 const QUEUE_NAME = 'gd-housekeeping';
 const RUN_ID = `${process.pid}-${Date.now().toString(36)}`;
-
-/** Keeps the engine's log lines, to see an after-commit enqueue fail. */
-class RecordingLogger implements LoggerService {
-  readonly errors: string[] = [];
-  log(): void {}
-  warn(): void {}
-  debug(): void {}
-  verbose(): void {}
-  error(message: unknown): void {
-    this.errors.push(String(message));
-  }
-}
 
 /** Polls `condition` until it holds; fails with `what` after `timeoutMs` (a guard, not a timing assertion). */
 async function until(what: string, condition: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
@@ -105,7 +93,7 @@ function redisSuite(kind: DatabaseKind): void {
     hkJournal.length = 0;
 
     // App A: enqueue-only Bull. The workflow parks on `delivered`.
-    const logger = new RecordingLogger();
+    const logger = new ErrorLines();
     const appA = await boot({ queue: bullOptions(prefixA, 0), logger });
     const heroes = appA.dataSource.getRepository(TestHero);
     const wf = await appA.moduleRef.get(WorkflowService).start(DeliveryWorkflow, await heroes.save(heroes.create({ name: 'Ada' })));
