@@ -155,7 +155,9 @@ export class HousekeepingService {
   ): Promise<void> {
     let job: StepJob | null | false | StepRecoveryLimitError;
     try {
-      job = await this.transactions.run((manager) => this.recover(manager, candidate.workflowId, candidate.id, state, cutoff));
+      // Idempotent: `recover` re-checks under the locks that the row is still stuck, so a retry after
+      // a COMMIT that went through unacknowledged finds nothing to do.
+      job = await this.transactions.run((manager) => this.recover(manager, candidate.workflowId, candidate.id, state, cutoff), undefined, { idempotent: true });
     } catch (error) {
       summary.unrecoverable.push(candidate.id);
       this.logger.error(`Housekeeping could not recover execution ${candidate.id}: ${String(error)}`);
