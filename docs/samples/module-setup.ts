@@ -86,6 +86,7 @@ export const spelledOut = GenevaDriveModule.forRoot({
   stuckInProgressThreshold: '1h',
   stuckScheduledThreshold: '15m',
   stuckRecoveryAction: 'reattempt',
+  maxRecoveries: 3,
   housekeepingBatchSize: 1000,
   housekeeping: { every: '30m' },
   logger: new Logger('GenevaDrive'),

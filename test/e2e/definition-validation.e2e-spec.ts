@@ -24,9 +24,9 @@ import { TestHero } from '../utils/fixtures.js';
 
 @Workflow({ hero: () => TestHero, cancelIf: [false, 'isDone', (wf: GoodWorkflow) => wf.hero.canceled] })
 class GoodWorkflow extends GenevaWorkflow<TestHero> {
-  @Step({ wait: 0 }) async a() {}
+  @Step({ wait: 0, maxRecoveries: 0 }) async a() {}
   @Step({ wait: '15m', skipIf: 'isDone' }) async b() {}
-  @Step({ wait: 90_000, onException: 'reattempt', maxReattempts: null, terminalAction: 'cancel' }) async c() {}
+  @Step({ wait: 90_000, onException: 'reattempt', maxReattempts: null, terminalAction: 'cancel', maxRecoveries: null }) async c() {}
   @Step({ waitFor: 'payment_confirmed', onException: new ExceptionPolicy('reattempt', { maxReattempts: 3 }) }) async d() {}
   @Step({ before: 'a', skipIf: true }) async e() {}
   @Step({ after: 'c', onException: (_error, wf: GoodWorkflow) => wf.skip() }) async f() {}
@@ -145,6 +145,21 @@ class MaxReattemptsFraction extends GenevaWorkflow<TestHero> {
 }
 
 @Workflow()
+class MaxRecoveriesNegative extends GenevaWorkflow<TestHero> {
+  @Step({ maxRecoveries: -1 }) async crashy() {}
+}
+
+@Workflow()
+class MaxRecoveriesFraction extends GenevaWorkflow<TestHero> {
+  @Step({ maxRecoveries: 2.5 }) async crashy() {}
+}
+
+@Workflow()
+class MaxRecoveriesString extends GenevaWorkflow<TestHero> {
+  @Step({ maxRecoveries: '3' as never }) async crashy() {}
+}
+
+@Workflow()
 class TerminalActionWithSkip extends GenevaWorkflow<TestHero> {
   @Step({ onException: 'skip', terminalAction: 'cancel' }) async flaky() {}
 }
@@ -200,6 +215,9 @@ const BAD: Array<[Function, string | undefined, RegExp]> = [
   [MaxReattemptsBesidePolicyObject, 'flaky', /maxReattempts belongs on the ExceptionPolicy/],
   [MaxReattemptsZero, 'flaky', /maxReattempts must be a positive integer/],
   [MaxReattemptsFraction, 'flaky', /maxReattempts must be a positive integer/],
+  [MaxRecoveriesNegative, 'crashy', /maxRecoveries must be a non-negative integer or null, got -1/],
+  [MaxRecoveriesFraction, 'crashy', /maxRecoveries must be a non-negative integer or null, got 2\.5/],
+  [MaxRecoveriesString, 'crashy', /maxRecoveries must be a non-negative integer or null, got "3"/],
   [TerminalActionWithSkip, 'flaky', /terminalAction is only allowed with onException 'reattempt', not 'skip'/],
   [TerminalActionWithoutPolicy, 'flaky', /terminalAction needs onException: 'reattempt'/],
   [TerminalActionUnknown, 'flaky', /terminalAction must be 'pause' or 'cancel'/],
@@ -222,6 +240,7 @@ describe('definition validation at boot [sqlite]', () => {
     expect(definition.stepNames).toEqual(['e', 'a', 'b', 'c', 'f', 'd', 'step_7']);
     expect(definition.step('c')?.exceptionPolicy).toMatchObject({ action: 'reattempt', maxReattempts: null, terminalAction: 'cancel' });
     expect(definition.step('b')?.waitMs).toBe(15 * 60_000);
+    expect([definition.step('a')?.maxRecoveries, definition.step('b')?.maxRecoveries, definition.step('c')?.maxRecoveries]).toEqual([0, undefined, null]);
   });
 
   it.each(BAD.map(([cls, ...rest]) => [cls.name, cls, ...rest] as const))('%s fails the boot with StepConfigurationError', async (_name, workflowClass, stepName, problem) => {

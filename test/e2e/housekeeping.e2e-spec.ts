@@ -11,9 +11,11 @@
  * enqueuing the SAME execution again (job id = execution id), not by a new row; a stuck
  * `in_progress` row becomes completed/`recovered` and a new execution of the same step is scheduled.
  */
+import diagnostics from 'node:diagnostics_channel';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import type { AfterQueryEvent, EntitySubscriberInterface, Repository } from 'typeorm';
 import {
+  GENEVA_DRIVE_CHANNELS,
   HousekeepingService,
   QUEUE_PORT,
   Signal,
@@ -27,9 +29,12 @@ import {
 import type { ManualQueueAdapter } from '../../libs/geneva-drive/src/queue/manual-queue.adapter.js';
 import { describeEachDatabase, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
+import { ErrorLines } from '../src/error-lines.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import {
   ApprovalWorkflow,
+  brittle,
+  BrittleWorkflow,
   ChoreWorkflow,
   DeliveryWorkflow,
   HOUSEKEEPING_WORKFLOWS,
@@ -49,8 +54,12 @@ const EMPTY: Omit<HousekeepingSummary, 'gauges'> = {
   signalsDeleted: 0,
   stuckInProgressRecovered: 0,
   stuckScheduledRecovered: 0,
+  stuckScheduledStillQueued: 0,
+  pausedAtRecoveryLimit: [],
   unrecoverable: [],
 };
+
+const NO_RECOVERY_LIMIT_PAUSED = { 'geneva_drive.recovery_limit_paused': { total: 0, byWorkflow: {} } };
 
 /** Counts successful `DELETE FROM <table>` statements on the DataSource (a TypeORM query subscriber). */
 class DeleteCounter implements EntitySubscriberInterface {
@@ -112,7 +121,10 @@ type Ctx = ReturnType<typeof useApp>;
 function helpers(ctx: Ctx) {
   const h = {
     /** A new hero and a workflow of `type` about it. */
-    async start(type: typeof ChoreWorkflow | typeof DeliveryWorkflow | typeof ApprovalWorkflow | typeof SlowWorkflow, name = 'Ada'): Promise<WorkflowRecord> {
+    async start(
+      type: typeof ChoreWorkflow | typeof DeliveryWorkflow | typeof ApprovalWorkflow | typeof SlowWorkflow | typeof BrittleWorkflow,
+      name = 'Ada',
+    ): Promise<WorkflowRecord> {
       const hero = await ctx.heroes.save(ctx.heroes.create({ name }));
       return ctx.workflows.start(type, hero);
     },
@@ -183,6 +195,7 @@ describeEachDatabase('housekeeping: cleanup disabled (deleteCompletedWorkflowsAf
       gauges: {
         'geneva_drive.waiting_step_executions': { total: 0, byWorkflow: {} },
         'geneva_drive.waiting_overdue': { total: 0, byWorkflow: {} },
+        ...NO_RECOVERY_LIMIT_PAUSED,
       },
     });
     expect(await h.reload(wf)).toMatchObject({ state: 'finished' });
@@ -607,6 +620,101 @@ describeEachDatabase('housekeeping: stuck recovery, reattempt (thresholds 1h, ba
 
 // ------------------------------------------------------------------------------------------------
 
+for (const primaryKey of ['bigint', 'uuid'] as const) describeEachDatabase(`housekeeping: recovery limit (maxRecoveries 2, thresholds 1h, ${primaryKey} keys)`, (kind) => {
+  const logger = new ErrorLines();
+  const ctx = useApp(kind, { stuckInProgressThreshold: '1h', maxRecoveries: 2, logger, primaryKey });
+  const h = helpers(ctx);
+  const events: HousekeepingSummary[] = [];
+  const onHousekeeping = (message: unknown) => events.push(message as HousekeepingSummary);
+  beforeAll(() => diagnostics.subscribe(GENEVA_DRIVE_CHANNELS.housekeeping, onHousekeeping));
+  afterAll(() => {
+    diagnostics.unsubscribe(GENEVA_DRIVE_CHANNELS.housekeeping, onHousekeeping);
+  });
+  beforeEach(() => {
+    logger.errors.length = 0;
+    events.length = 0;
+    brittle.throwNext = false;
+  });
+
+  /** Leaves the current execution in progress, as a worker killed inside the body would, and runs housekeeping. */
+  const crashAndSweep = async (wf: WorkflowRecord) => {
+    const row = await h.leaveInProgress(wf, 2 * HOUR);
+    return { row, summary: await h.run() };
+  };
+
+  it('a step whose worker keeps dying is run again twice, then its workflow is paused with the reason on the execution, an error line, the event and the gauge', async () => {
+    const wf = await h.start(ChoreWorkflow);
+    for (let recovery = 1; recovery <= 2; recovery++) {
+      const { summary } = await crashAndSweep(wf);
+      expect(summary).toMatchObject({ ...EMPTY, stuckInProgressRecovered: 1 });
+    }
+    const { row, summary } = await crashAndSweep(wf);
+
+    expect(summary).toMatchObject({ ...EMPTY, stuckInProgressRecovered: 0, pausedAtRecoveryLimit: [wf.id] });
+    expect(summary.gauges?.['geneva_drive.recovery_limit_paused']).toEqual({ total: 1, byWorkflow: { ChoreWorkflow: 1 } });
+    expect(h.jobIds()).toEqual([]);
+    const history = await h.history(wf);
+    expect(history.map((e) => [e.stepName, e.state, e.outcome])).toEqual([
+      ['sweep', 'completed', 'recovered'],
+      ['sweep', 'completed', 'recovered'],
+      ['sweep', 'failed', 'failed'],
+    ]);
+    const parked = history[2];
+    expect(parked.id).toBe(row.id);
+    expect(parked).toMatchObject({ errorClassName: 'StepRecoveryLimitError', failedAt: expect.any(Date) });
+    expect(parked.errorMessage).toMatch(/^Step "sweep" of workflow \S+ is stuck in_progress again .* after 2 recoveries in a row \(maxRecoveries 2\)/);
+    expect(parked.metadata).toMatchObject({ recoveryLimit: { recoveries: 2, maxRecoveries: 2 }, exception: { class: 'StepRecoveryLimitError' } });
+    expect(await h.reload(wf)).toMatchObject({ state: 'paused', currentStepName: null, nextStepName: 'sweep' });
+    expect(logger.errors).toEqual([expect.stringContaining(`Step "sweep" of workflow ${wf.id} is stuck in_progress again`)]);
+    expect(events.at(-1)).toMatchObject({ pausedAtRecoveryLimit: [wf.id] });
+    expect(hkJournal).toEqual([]);
+
+    // Paused, so later runs leave it alone and keep counting it in the gauge.
+    expect(await h.run()).toMatchObject({ ...EMPTY, gauges: { 'geneva_drive.recovery_limit_paused': { total: 1 } } });
+
+    // Resumed once the cause is fixed: the step runs again, the gauge drops, and the count starts over.
+    await ctx.workflows.resume(wf);
+    expect((await h.run()).gauges?.['geneva_drive.recovery_limit_paused']).toEqual({ total: 0, byWorkflow: {} });
+    expect(await crashAndSweep(wf)).toMatchObject({ summary: { stuckInProgressRecovered: 1, pausedAtRecoveryLimit: [] } });
+    await ctx.app.gd.speedrunWorkflow(wf);
+    expect(wf.state).toBe('finished');
+    expect(hkJournal).toEqual(['sweep Ada', 'mop Ada']);
+  });
+
+  it("the step's own maxRecoveries (1) overrides the module's, and a reattempt after an exception between two crashes does not reset the count", async () => {
+    const wf = await h.start(BrittleWorkflow);
+    expect((await crashAndSweep(wf)).summary).toMatchObject({ stuckInProgressRecovered: 1 });
+    brittle.throwNext = true;
+    await expect(ctx.app.gd.performNextStep(wf)).rejects.toThrow('brew failed');
+
+    const { summary } = await crashAndSweep(wf);
+    expect(summary).toMatchObject({ stuckInProgressRecovered: 0, pausedAtRecoveryLimit: [wf.id] });
+    const history = await h.history(wf);
+    expect(history.map((e) => [e.state, e.outcome])).toEqual([
+      ['completed', 'recovered'],
+      ['completed', 'reattempted'],
+      ['failed', 'failed'],
+    ]);
+    expect(history[2].metadata).toMatchObject({ recoveryLimit: { recoveries: 1, maxRecoveries: 1 } });
+    expect(summary.gauges?.['geneva_drive.recovery_limit_paused']).toEqual({ total: 1, byWorkflow: { BrittleWorkflow: 1 } });
+  });
+
+  it('counts per workflow and per step: recoveries of one workflow, or of an earlier step that then succeeded, do not count for another', async () => {
+    const first = await h.start(ChoreWorkflow, 'First');
+    const second = await h.start(ChoreWorkflow, 'Second');
+    for (let recovery = 1; recovery <= 2; recovery++) await crashAndSweep(first);
+    // sweep of `second` was recovered twice, then succeeded; its next step mop may still be recovered twice.
+    for (let recovery = 1; recovery <= 2; recovery++) await crashAndSweep(second);
+    await ctx.app.gd.performNextStep(second);
+    expect(await h.current(second)).toMatchObject({ stepName: 'mop', state: 'scheduled' });
+    for (let recovery = 1; recovery <= 2; recovery++) {
+      expect((await crashAndSweep(second)).summary).toMatchObject({ stuckInProgressRecovered: 1, pausedAtRecoveryLimit: [] });
+    }
+    expect((await crashAndSweep(first)).summary).toMatchObject({ pausedAtRecoveryLimit: [first.id] });
+    expect(await h.reload(second)).toMatchObject({ state: 'ready', nextStepName: 'mop' });
+  });
+});
+
 describeEachDatabase('housekeeping: stuck recovery, cancel (thresholds 1h, batch size 3)', (kind) => {
   const ctx = useApp(kind, { stuckRecoveryAction: 'cancel', stuckInProgressThreshold: '1h', stuckScheduledThreshold: '1h', housekeepingBatchSize: 3 });
   const h = helpers(ctx);
@@ -703,6 +811,7 @@ describeEachDatabase('housekeeping: waiting gauges (waitingVisibilityThreshold 7
     expect(summary.gauges).toEqual({
       'geneva_drive.waiting_step_executions': { total: 5, byWorkflow: { DeliveryWorkflow: 3, ApprovalWorkflow: 2 } },
       'geneva_drive.waiting_overdue': { total: 3, byWorkflow: { DeliveryWorkflow: 2, ApprovalWorkflow: 1 } },
+      ...NO_RECOVERY_LIMIT_PAUSED,
     });
   });
 
@@ -712,6 +821,7 @@ describeEachDatabase('housekeeping: waiting gauges (waitingVisibilityThreshold 7
     expect(summary.gauges).toEqual({
       'geneva_drive.waiting_step_executions': { total: 0, byWorkflow: {} },
       'geneva_drive.waiting_overdue': { total: 0, byWorkflow: {} },
+      ...NO_RECOVERY_LIMIT_PAUSED,
     });
   });
 });
@@ -725,6 +835,7 @@ describeEachDatabase('housekeeping: overdue gauge turned off (waitingVisibilityT
     const summary = await h.run();
     expect(summary.gauges).toEqual({
       'geneva_drive.waiting_step_executions': { total: 1, byWorkflow: { DeliveryWorkflow: 1 } },
+      ...NO_RECOVERY_LIMIT_PAUSED,
     });
   });
 });

@@ -78,6 +78,17 @@ describe('module configuration [sqlite]', () => {
     await expect(build).rejects.toThrow(/queue\.adapter must be one of bull, local, manual/);
   });
 
+  it.each([[-1], [1.5], [Number.NaN], ['3']])('rejects maxRecoveries %p at boot with a TypeError naming the option', async (maxRecoveries) => {
+    const build = Test.createTestingModule({
+      imports: [typeorm(), GenevaDriveModule.forRoot({ maxRecoveries: maxRecoveries as number })],
+    })
+      .setLogger(engineLogger())
+      .compile();
+    const error = await build.then(() => undefined, (thrown: unknown) => thrown);
+    expect(error).toBeInstanceOf(TypeError);
+    expect((error as Error).message).toMatch(/maxRecoveries must be a non-negative integer or null/);
+  });
+
   it('rejects a request-scoped workflow at boot', async () => {
     const moduleRef = await Test.createTestingModule({
       imports: [typeorm(), GenevaDriveModule.forRoot({ queue: { adapter: 'manual' }, housekeeping: false })],

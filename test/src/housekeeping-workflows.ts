@@ -75,4 +75,19 @@ export const slowStep: { started?: () => void; release: Promise<void>; arm(): { 
   },
 };
 
-export const HOUSEKEEPING_WORKFLOWS = [ChoreWorkflow, DeliveryWorkflow, ApprovalWorkflow, SlowWorkflow];
+/** Its step allows one recovery in a row, and throws (and is reattempted) when `brittle.throwNext` is set. */
+@Workflow({ hero: () => TestHero })
+export class BrittleWorkflow extends GenevaWorkflow<TestHero> {
+  @Step({ onException: 'reattempt', maxReattempts: 10, maxRecoveries: 1 })
+  async brew() {
+    if (brittle.throwNext) {
+      brittle.throwNext = false;
+      throw new Error('brew failed');
+    }
+    hkJournal.push('brew');
+  }
+}
+
+export const brittle = { throwNext: false };
+
+export const HOUSEKEEPING_WORKFLOWS = [ChoreWorkflow, DeliveryWorkflow, ApprovalWorkflow, SlowWorkflow, BrittleWorkflow];

@@ -13,6 +13,10 @@ export function resolveOptions(options: GenevaDriveModuleOptions = {}): Resolved
   if (stuckRecoveryAction !== 'reattempt' && stuckRecoveryAction !== 'cancel') {
     throw new TypeError(`geneva-drive: stuckRecoveryAction must be 'reattempt' or 'cancel', got ${JSON.stringify(stuckRecoveryAction)}`);
   }
+  const maxRecoveries = options.maxRecoveries === undefined ? 3 : options.maxRecoveries;
+  if (maxRecoveries !== null && !(Number.isInteger(maxRecoveries) && maxRecoveries >= 0)) {
+    throw new TypeError(`geneva-drive: maxRecoveries must be a non-negative integer or null, got ${String(maxRecoveries)}`);
+  }
   const maxSignalPayloadSize = options.maxSignalPayloadSize === undefined ? 131_072 : options.maxSignalPayloadSize;
   if (maxSignalPayloadSize !== null && !(Number.isInteger(maxSignalPayloadSize) && maxSignalPayloadSize > 0)) {
     throw new TypeError('geneva-drive: maxSignalPayloadSize must be a positive integer or null');
@@ -36,6 +40,7 @@ export function resolveOptions(options: GenevaDriveModuleOptions = {}): Resolved
     stuckInProgressThresholdMs: requireDuration(options.stuckInProgressThreshold ?? '1h', 'stuckInProgressThreshold'),
     stuckScheduledThresholdMs: requireDuration(options.stuckScheduledThreshold ?? '15m', 'stuckScheduledThreshold'),
     stuckRecoveryAction,
+    maxRecoveries,
     housekeepingBatchSize: batch,
     housekeepingEveryMs:
       options.housekeeping === false ? null : requireDuration((options.housekeeping ?? { every: '30m' }).every, 'housekeeping.every'),

@@ -10,7 +10,7 @@ import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS } from '../geneva-drive.const
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
 import { publish } from '../instrumentation/geneva-drive.events.js';
-import { TransactionRunner } from '../persistence/transaction-runner.js';
+import { TransactionRunner, type TransactionOptions } from '../persistence/transaction-runner.js';
 import { successorOf, WorkflowStore, type NewExecution } from '../persistence/workflow-store.js';
 import { evaluateCondition, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
@@ -54,6 +54,7 @@ type BodyResult =
 type ExceptionReason = 'exception_policy' | 'precondition';
 
 const LOOKUP_ATTEMPTS = 5;
+const IDEMPOTENT: TransactionOptions = { idempotent: true };
 const LOOKUP_PAUSE_MS = 100;
 
 /**
@@ -113,12 +114,16 @@ export class ExecutorService {
   // ---------------------------------------------------------------- phase 1: prepare
 
   private async prepareSafely(executionId: string, workflowId: string, options: ExecuteOptions): Promise<PrepareResult> {
+    // Both transactions act only on an execution still `scheduled` under its lock, so one run again
+    // after a lost connection (even after a COMMIT that went through) cannot start or fail it twice.
+    // A prepare whose COMMIT went through unacknowledged finds its execution `in_progress` on the
+    // retry and runs no body: stuck recovery picks it up (the body then runs once, later).
     try {
-      return await this.transactions.run((manager) => this.prepare(manager, executionId, workflowId, options));
+      return await this.transactions.run((manager) => this.prepare(manager, executionId, workflowId, options), undefined, IDEMPOTENT);
     } catch (error) {
       // The prepare transaction is gone (a database error aborts it on PostgreSQL): record the
       // failure in a transaction of its own, then surface the original error.
-      await this.transactions.run((manager) => this.recordPrepareFailure(manager, executionId, workflowId, error));
+      await this.transactions.run((manager) => this.recordPrepareFailure(manager, executionId, workflowId, error), undefined, IDEMPOTENT);
       throw error;
     }
   }
@@ -370,6 +375,10 @@ export class ExecutorService {
 
   private async finalize(prepared: Prepared, result: BodyResult): Promise<void> {
     const started = performance.now();
+    // Retried after a lost connection, even one lost during COMMIT: the transaction records the
+    // outcome only while the execution is still `in_progress` under its lock, so a retry after a
+    // COMMIT that did go through finds it closed and changes nothing (the successor it scheduled is
+    // then enqueued by stuck-scheduled recovery, its after-commit job having died with the commit).
     const states = await this.transactions.run(async (manager) => {
       const workflow = await this.store.lockWorkflow(manager, prepared.workflowId);
       const execution = await this.store.lockExecution(manager, prepared.executionId);
@@ -395,7 +404,7 @@ export class ExecutorService {
         await this.applyOutcome(manager, prepared, workflow, result.kind === 'flow' ? result.intent : undefined);
       }
       return { workflowState: workflow.state, stepState: execution.state };
-    });
+    }, undefined, IDEMPOTENT);
     publish('finalize', () => ({
       ...this.eventBase(prepared, started),
       workflowState: states?.workflowState,

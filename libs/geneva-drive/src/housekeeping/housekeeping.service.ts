@@ -3,6 +3,8 @@ import { In, LessThan, type EntityManager } from 'typeorm';
 import { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
+import { StepRecoveryLimitError } from '../errors/step-recovery-limit.error.js';
+import { errorColumns } from '../execution/error-record.js';
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS, QUEUE_PORT } from '../geneva-drive.constants.js';
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
 import { publish } from '../instrumentation/geneva-drive.events.js';
@@ -11,6 +13,8 @@ import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
 import type { QueuePort, StepJob } from '../queue/queue.port.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
+
+const RECOVERY_PAGE = 100;
 
 /** A gauge: a total and the same count per workflow type. @publicApi */
 export interface Gauge {
@@ -24,7 +28,18 @@ export interface HousekeepingSummary {
   stepExecutionsDeleted: number;
   signalsDeleted: number;
   stuckInProgressRecovered: number;
+  /** Overdue `scheduled` executions whose job was missing from the queue (a lost enqueue) and was added again. */
   stuckScheduledRecovered: number;
+  /**
+   * Overdue `scheduled` executions whose job was still in the queue (a backlog, not a loss): the
+   * re-enqueue added nothing, so they are not counted as recovered.
+   */
+  stuckScheduledStillQueued: number;
+  /**
+   * Workflows paused in this run because their step was found stuck `in_progress` once more after
+   * `maxRecoveries` recoveries in a row (each also logged at error level).
+   */
+  pausedAtRecoveryLimit: string[];
   /**
    * Executions housekeeping could not recover (each is logged with its error): the recovery threw,
    * or its job could not be enqueued. They stay eligible and are retried by the next run.
@@ -34,6 +49,8 @@ export interface HousekeepingSummary {
     'geneva_drive.waiting_step_executions': Gauge;
     /** Absent when `waitingVisibilityThreshold` is null. */
     'geneva_drive.waiting_overdue'?: Gauge;
+    /** Workflows paused by the recovery limit and not resumed, skipped or canceled since. */
+    'geneva_drive.recovery_limit_paused': Gauge;
   } | null;
 }
 
@@ -63,6 +80,8 @@ export class HousekeepingService {
       signalsDeleted: 0,
       stuckInProgressRecovered: 0,
       stuckScheduledRecovered: 0,
+      stuckScheduledStillQueued: 0,
+      pausedAtRecoveryLimit: [],
       unrecoverable: [],
       gauges: null,
     };
@@ -134,18 +153,26 @@ export class HousekeepingService {
     cutoff: Date,
     summary: HousekeepingSummary,
   ): Promise<void> {
-    let job: StepJob | null | false;
+    let job: StepJob | null | false | StepRecoveryLimitError;
     try {
-      job = await this.transactions.run((manager) => this.recover(manager, candidate.workflowId, candidate.id, state, cutoff));
+      // Idempotent: `recover` re-checks under the locks that the row is still stuck, so a retry after
+      // a COMMIT that went through unacknowledged finds nothing to do.
+      job = await this.transactions.run((manager) => this.recover(manager, candidate.workflowId, candidate.id, state, cutoff), undefined, { idempotent: true });
     } catch (error) {
       summary.unrecoverable.push(candidate.id);
       this.logger.error(`Housekeeping could not recover execution ${candidate.id}: ${String(error)}`);
       return;
     }
     if (job === false) return;
+    if (job instanceof StepRecoveryLimitError) {
+      summary.pausedAtRecoveryLimit.push(job.workflowId);
+      this.logger.error(`Housekeeping: ${job.message}`);
+      return;
+    }
+    let added: boolean | void = true;
     if (job) {
       try {
-        await this.queue.enqueue(job);
+        added = await this.queue.enqueue(job);
       } catch (error) {
         // Committed but not enqueued: the execution is `scheduled` and overdue, so a later run retries.
         summary.unrecoverable.push(job.executionId);
@@ -153,12 +180,15 @@ export class HousekeepingService {
         return;
       }
     }
-    summary[state === 'in_progress' ? 'stuckInProgressRecovered' : 'stuckScheduledRecovered']++;
+    if (state === 'in_progress') summary.stuckInProgressRecovered++;
+    else if (added === false) summary.stuckScheduledStillQueued++;
+    else summary.stuckScheduledRecovered++;
   }
 
   /**
    * Re-checks under the locks, then applies `stuckRecoveryAction`. Returns false when the row is no
-   * longer stuck, else the job to enqueue once committed (null: none).
+   * longer stuck, the reason when the recovery limit paused the workflow, else the job to enqueue
+   * once committed (null: none).
    */
   private async recover(
     manager: EntityManager,
@@ -166,7 +196,7 @@ export class HousekeepingService {
     executionId: string,
     state: 'in_progress' | 'scheduled',
     cutoff: Date,
-  ): Promise<StepJob | null | false> {
+  ): Promise<StepJob | null | false | StepRecoveryLimitError> {
     const workflow = await this.store.lockWorkflow(manager, workflowId);
     const execution = await this.store.lockExecution(manager, executionId);
     const stuckSince = state === 'in_progress' ? execution?.startedAt : execution?.scheduledFor;
@@ -187,6 +217,23 @@ export class HousekeepingService {
     // cursor. The successor keeps the signal pin, so it re-reads the very event the row was given.
     const stepName = workflow.currentStepName ?? workflow.nextStepName;
     if (stepName === null) throw new Error(`Workflow ${workflow.id} has no current or next step to run again`);
+    const step = definition?.step(execution.stepName);
+    const maxRecoveries = step?.maxRecoveries === undefined ? this.options.maxRecoveries : step.maxRecoveries;
+    if (maxRecoveries !== null) {
+      const recoveries = await this.consecutiveRecoveries(manager, workflow.id, execution.stepName);
+      if (recoveries >= maxRecoveries) {
+        // A poison step: running it again would only kill another worker (and the jobs beside it).
+        const reason = new StepRecoveryLimitError(workflow.id, execution.id, execution.stepName, recoveries, maxRecoveries);
+        const columns = errorColumns(execution, reason);
+        await this.store.transitionExecution(manager, execution, 'failed', 'failed', {
+          ...columns,
+          metadata: { ...columns.metadata, recoveryLimit: { recoveries, maxRecoveries } },
+        });
+        // nextStepName keeps the step, so `resume` runs it again.
+        await this.store.transitionWorkflow(manager, workflow, 'paused', { currentStepName: null, nextStepName: stepName });
+        return reason;
+      }
+    }
     await this.store.transitionExecution(manager, execution, 'completed', 'recovered');
     const resumable = definition?.step(execution.stepName)?.resumable ?? execution.continuesFromId !== null;
     const successor = await this.store.insertExecution(
@@ -197,6 +244,33 @@ export class HousekeepingService {
     );
     await this.store.updateWorkflow(manager, workflow, { ...this.store.transitionChanges(workflow, 'ready', { currentStepName: null }), nextStepName: stepName });
     return { executionId: successor.id, runAt: successor.scheduledFor, jobOptions: jobOptionsFor(definition, definition?.step(stepName)) };
+  }
+
+  /**
+   * How many times in a row `stepName` was recovered from a dead worker: its `recovered` rows, newest
+   * first, until a row that shows the step got through (success, continued, skipped) or was stopped
+   * (failed, canceled — and so resumed or skipped by an operator since). Reattempted rows are passed
+   * over: a body that throws between crashes is no less poisonous. Counting the history, not a
+   * counter carried from row to row, holds whatever successor came between (a reattempt, a resumable
+   * step's continuation), needs no schema change, and orders by creation time then id like every
+   * history walk, so integer and uuid keys alike.
+   */
+  private async consecutiveRecoveries(manager: EntityManager, workflowId: string, stepName: string): Promise<number> {
+    let count = 0;
+    for (let skip = 0; ; skip += RECOVERY_PAGE) {
+      const rows = await manager.find(StepExecution, {
+        where: { workflowId, stepName, state: In(['completed', 'failed', 'canceled', 'skipped']) },
+        select: { id: true, outcome: true, createdAt: true },
+        order: { createdAt: 'DESC', id: 'DESC' },
+        skip,
+        take: RECOVERY_PAGE,
+      });
+      for (const row of rows) {
+        if (row.outcome === 'recovered') count++;
+        else if (row.outcome !== 'reattempted') return count;
+      }
+      if (rows.length < RECOVERY_PAGE) return count;
+    }
   }
 
   private async readGauges(): Promise<HousekeepingSummary['gauges']> {
@@ -222,9 +296,34 @@ export class HousekeepingService {
       overdue.byWorkflow[row.type] = Number(row.overdue ?? 0);
       overdue.total += Number(row.overdue ?? 0);
     }
+    const paused = await this.readRecoveryLimitGauge();
     return threshold === null
-      ? { 'geneva_drive.waiting_step_executions': waiting }
-      : { 'geneva_drive.waiting_step_executions': waiting, 'geneva_drive.waiting_overdue': overdue };
+      ? { 'geneva_drive.waiting_step_executions': waiting, 'geneva_drive.recovery_limit_paused': paused }
+      : { 'geneva_drive.waiting_step_executions': waiting, 'geneva_drive.waiting_overdue': overdue, 'geneva_drive.recovery_limit_paused': paused };
+  }
+
+  /** Paused workflows whose latest execution is the one the recovery limit failed (nothing came after it). */
+  private async readRecoveryLimitGauge(): Promise<Gauge> {
+    const rows: Array<{ type: string; paused: string | number }> = await this.manager
+      .createQueryBuilder(StepExecution, 'e')
+      .innerJoin(WorkflowRecord, 'w', 'w.id = e.workflowId')
+      .select('w.type', 'type')
+      .addSelect('COUNT(*)', 'paused')
+      .where('w.state = :paused', { paused: 'paused' })
+      .andWhere('e.state = :failed', { failed: 'failed' })
+      .andWhere('e.errorClassName = :limit', { limit: StepRecoveryLimitError.name })
+      .andWhere((qb) => {
+        const later = qb.subQuery().select('1').from(StepExecution, 'l').where('l.workflow_id = e.workflow_id').andWhere('l.created_at > e.created_at');
+        return `NOT EXISTS ${later.getQuery()}`;
+      })
+      .groupBy('w.type')
+      .getRawMany();
+    const gauge: Gauge = { total: 0, byWorkflow: {} };
+    for (const row of rows) {
+      gauge.byWorkflow[row.type] = Number(row.paused);
+      gauge.total += Number(row.paused);
+    }
+    return gauge;
   }
 
   private get manager(): EntityManager {

@@ -65,6 +65,13 @@ export interface GenevaDriveModuleOptions {
   stuckScheduledThreshold?: Duration;
   /** What housekeeping does with a stuck execution. @default 'reattempt' */
   stuckRecoveryAction?: 'reattempt' | 'cancel';
+  /**
+   * With `stuckRecoveryAction: 'reattempt'`: how many times in a row housekeeping runs a step again
+   * after its worker died mid-step; the next time it is found stuck, the workflow is paused with a
+   * `StepRecoveryLimitError` recorded on the execution. A non-negative integer, `null` = unlimited;
+   * `@Step({ maxRecoveries })` overrides it per step. @default 3
+   */
+  maxRecoveries?: number | null;
   /** Rows per housekeeping batch. @default 1000 */
   housekeepingBatchSize?: number;
   /** Run housekeeping periodically; `false` turns it off. @default { every: '30m' } */
@@ -85,6 +92,7 @@ export interface ResolvedGenevaDriveOptions {
   stuckInProgressThresholdMs: number;
   stuckScheduledThresholdMs: number;
   stuckRecoveryAction: 'reattempt' | 'cancel';
+  maxRecoveries: number | null;
   housekeepingBatchSize: number;
   housekeepingEveryMs: number | null;
   logger?: LoggerService;

@@ -27,6 +27,11 @@ export interface StepOptions<W = any> {
   maxReattempts?: number | null;
   /** With `onException: 'reattempt'`: what to do when reattempts run out. @default 'pause' */
   terminalAction?: 'pause' | 'cancel';
+  /**
+   * Times in a row housekeeping may run this step again after its worker died mid-step, before it
+   * pauses the workflow instead; `null` = unlimited. @default the module's `maxRecoveries` (3)
+   */
+  maxRecoveries?: number | null;
   /** Insert this step before an earlier-declared step. */
   before?: string;
   /** Insert this step after an earlier-declared step. */

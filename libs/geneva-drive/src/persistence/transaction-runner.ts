@@ -1,11 +1,65 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 
 const DEADLOCK_TRIES = 4;
+const CONNECTION_TRIES = 5;
+/** First pause after a lost connection; doubled on each try (50, 100, 200, 400 ms, plus jitter). */
+const CONNECTION_BACKOFF_MS = 50;
 
 /** A transaction the database chose as a deadlock victim (PostgreSQL 40P01, MySQL/MariaDB 1213). */
 function isDeadlock(error: unknown): boolean {
   const driverError = (error as { driverError?: { code?: string; errno?: number } })?.driverError;
   return driverError?.code === '40P01' || driverError?.code === 'ER_LOCK_DEADLOCK' || driverError?.errno === 1213;
+}
+
+const CONNECTION_CODES = new Set([
+  // Node sockets
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'ENOTCONN',
+  // PostgreSQL: admin_shutdown (pg_terminate_backend), crash_shutdown, cannot_connect_now (class 08 below)
+  '57P01',
+  '57P02',
+  '57P03',
+  // mysql2: the server closed the connection, KILL CONNECTION, server shutting down
+  'PROTOCOL_CONNECTION_LOST',
+  'ER_CONNECTION_KILLED',
+  'ER_SERVER_SHUTDOWN',
+]);
+/** MySQL/MariaDB: server shutdown (1053), connection killed (1927), server gone away (2006), lost during query (2013). */
+const CONNECTION_ERRNOS = new Set([1053, 1927, 2006, 2013]);
+/** Driver errors that carry no code: the pg client's dead socket, mysql2's closed connection. */
+const CONNECTION_MESSAGE = /Connection terminated|connection error and is not queryable|Can't add new command when connection is in closed state/i;
+
+/**
+ * The connection to the database was lost (reset, terminated by the server or an administrator, the
+ * server going down): the transaction on it did not commit, unless the loss came during COMMIT. A
+ * query runner released under the engine's feet means the same (TypeORM releases a PostgreSQL
+ * runner whose connection reported an error).
+ */
+export function isConnectionError(error: unknown): boolean {
+  for (const candidate of [error, (error as { driverError?: unknown })?.driverError]) {
+    if (typeof candidate !== 'object' || candidate === null) continue;
+    const { code, errno, message, name } = candidate as { code?: unknown; errno?: unknown; message?: unknown; name?: unknown };
+    if (typeof code === 'string' && (CONNECTION_CODES.has(code) || /^08[0-9A-Z]{3}$/.test(code))) return true;
+    if (typeof errno === 'number' && CONNECTION_ERRNOS.has(errno)) return true;
+    if (typeof message === 'string' && CONNECTION_MESSAGE.test(message)) return true;
+    if (name === 'QueryRunnerAlreadyReleasedError') return true;
+  }
+  return false;
+}
+
+/** How the engine's own transaction may be run again after a transient error. */
+export interface TransactionOptions {
+  /**
+   * The work re-checks under its row locks that what it is about to change is still as it found it
+   * (an execution still `scheduled`, still `in_progress`...), so running it again after a COMMIT that
+   * did commit changes nothing a second time. Only such work is retried when the connection is lost
+   * during COMMIT, whose outcome the client cannot know; any other work only when the loss came
+   * before COMMIT (the server rolls back an uncommitted transaction whose connection is gone).
+   */
+  idempotent?: boolean;
 }
 
 /** SQLite transactions this runner began with `BEGIN IMMEDIATE`: they already hold the database write lock. */
@@ -17,7 +71,8 @@ export function holdsSqliteWriteLock(manager: EntityManager): boolean {
 
 /**
  * Runs the engine's transactions. Joins a caller's open transaction (passed as `manager`), otherwise
- * opens one. On SQLite, TypeORM shares one connection between all query runners, so the engine's
+ * opens one, and runs it again (bounded, with backoff) when it was a deadlock victim or lost its
+ * connection. On SQLite, TypeORM shares one connection between all query runners, so the engine's
  * transactions in this process are serialised here, and each begins IMMEDIATE: it takes the write
  * lock up front, so another process on the same file waits (busy timeout) instead of failing a
  * read-to-write lock upgrade half way through.
@@ -30,12 +85,12 @@ export class TransactionRunner {
     this.sqlite = dataSource.options.type === 'better-sqlite3' || dataSource.options.type === 'sqljs';
   }
 
-  async run<T>(work: (manager: EntityManager) => Promise<T>, manager?: EntityManager): Promise<T> {
+  async run<T>(work: (manager: EntityManager) => Promise<T>, manager?: EntityManager, options: TransactionOptions = {}): Promise<T> {
     if (manager?.queryRunner?.isTransactionActive) return work(manager);
     if (manager && manager.connection !== this.dataSource) {
       throw new TypeError('geneva-drive: the manager passed in belongs to another DataSource than the one geneva-drive is configured with');
     }
-    if (!this.sqlite) return this.withDeadlockRetry(() => this.dataSource.transaction(work));
+    if (!this.sqlite) return this.withRetry(work, options);
     const result = this.sqliteQueue.then(() => this.runImmediate(work));
     this.sqliteQueue = result.catch(() => undefined);
     return result;
@@ -43,15 +98,27 @@ export class TransactionRunner {
 
   /**
    * A deadlock victim is rolled back whole (nothing written, its after-commit jobs dropped), so the
-   * engine's own transactions simply run again. A caller's transaction is the caller's to retry.
+   * engine's own transactions simply run again; so is a transaction whose connection was lost before
+   * COMMIT. A loss during COMMIT may follow a commit that did happen: see TransactionOptions. A
+   * caller's transaction is the caller's to retry.
    */
-  private async withDeadlockRetry<T>(attempt: () => Promise<T>): Promise<T> {
+  private async withRetry<T>(work: (manager: EntityManager) => Promise<T>, options: TransactionOptions): Promise<T> {
     for (let tries = 1; ; tries++) {
+      let committing = false;
       try {
-        return await attempt();
+        return await this.dataSource.transaction(async (manager) => {
+          const result = await work(manager);
+          committing = true;
+          return result;
+        });
       } catch (error) {
-        if (tries >= DEADLOCK_TRIES || !isDeadlock(error)) throw error;
-        await new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 20 * tries));
+        if (isDeadlock(error) && tries < DEADLOCK_TRIES) {
+          await pause(5 + Math.random() * 20 * tries);
+        } else if (isConnectionError(error) && tries < CONNECTION_TRIES && (!committing || options.idempotent === true)) {
+          await pause(CONNECTION_BACKOFF_MS * 2 ** (tries - 1) * (1 + Math.random()));
+        } else {
+          throw error;
+        }
       }
     }
   }
@@ -76,4 +143,8 @@ export class TransactionRunner {
       await runner.release();
     }
   }
+}
+
+function pause(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

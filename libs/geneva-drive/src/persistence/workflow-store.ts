@@ -194,7 +194,9 @@ export class WorkflowStore {
       await this.queue.enqueue(job);
       return;
     }
-    await this.afterCommit.register(manager, () => this.queue.enqueue(job));
+    await this.afterCommit.register(manager, async () => {
+      await this.queue.enqueue(job);
+    });
   }
 
   /**

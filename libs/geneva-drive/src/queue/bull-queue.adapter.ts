@@ -39,11 +39,19 @@ export class BullQueueAdapter implements QueuePort {
         : new Queue(name, { redis: options.redis as Bull.QueueOptions['redis'], prefix: options.prefix });
   }
 
-  async enqueue(job: StepJob): Promise<void> {
+  /**
+   * Bull's add of an existing job id is a silent no-op that answers with the old job, so whether a
+   * job was added is read just before: false when the job was already in the queue (waiting, delayed
+   * or active). The add is made in every case, so a job that leaves the queue between the two calls
+   * is still replaced; that job ran or is running the execution, so false stays true to the fact.
+   */
+  async enqueue(job: StepJob): Promise<boolean> {
+    const jobId = job.jobId ?? job.executionId;
+    const existing = await this.queue.getJob(jobId);
     await this.queue.add(
       { executionId: job.executionId },
       {
-        jobId: job.jobId ?? job.executionId,
+        jobId,
         delay: Math.max(0, job.runAt.getTime() - Date.now()),
         attempts: 1,
         removeOnComplete: true,
@@ -52,6 +60,7 @@ export class BullQueueAdapter implements QueuePort {
         ...(job.jobOptions.lifo !== undefined ? { lifo: job.jobOptions.lifo } : {}),
       },
     );
+    return existing === null;
   }
 
   async start(handler: StepJobHandler): Promise<void> {

@@ -26,9 +26,9 @@ export class LocalQueueAdapter implements QueuePort {
     private readonly logger: LoggerService,
   ) {}
 
-  async enqueue(job: StepJob): Promise<void> {
-    if (this.stopped) return;
-    this.arm(job.executionId, job.runAt.getTime());
+  async enqueue(job: StepJob): Promise<boolean> {
+    if (this.stopped) return false;
+    return this.arm(job.executionId, job.runAt.getTime());
   }
 
   async start(handler: StepJobHandler): Promise<void> {
@@ -60,16 +60,18 @@ export class LocalQueueAdapter implements QueuePort {
     await Promise.allSettled([...this.running]);
   }
 
-  private arm(executionId: string, at: number): void {
-    if (this.timers.has(executionId) || this.ready.includes(executionId)) return; // job id = execution id: duplicates collapse
+  /** Arms a timer for the execution; false when one is already armed or due (job id = execution id: duplicates collapse). */
+  private arm(executionId: string, at: number): boolean {
+    if (this.timers.has(executionId) || this.ready.includes(executionId)) return false;
     const delay = Math.max(0, at - Date.now());
     const timer = setTimeout(() => {
       this.timers.delete(executionId);
-      if (delay > MAX_TIMER_MS) return this.arm(executionId, at);
+      if (delay > MAX_TIMER_MS) return void this.arm(executionId, at);
       this.ready.push(executionId);
       this.drain();
     }, Math.min(delay, MAX_TIMER_MS));
     this.timers.set(executionId, timer);
+    return true;
   }
 
   private drain(): void {

@@ -4,8 +4,9 @@ import type { QueuePort, StepJob } from './queue.port.js';
 export class ManualQueueAdapter implements QueuePort {
   readonly jobs: StepJob[] = [];
 
-  async enqueue(job: StepJob): Promise<void> {
+  async enqueue(job: StepJob): Promise<boolean> {
     this.jobs.push(job);
+    return true;
   }
 
   async start(): Promise<void> {}

@@ -20,7 +20,12 @@ export type StepJobHandler = (executionId: string) => Promise<void>;
  * an adapter may deliver a job twice (the executor ignores the second) but must not invent one.
  */
 export interface QueuePort {
-  enqueue(job: StepJob): Promise<void>;
+  /**
+   * Adds the job. Resolves `false` when the queue already held a job with that id, so nothing was
+   * added (a re-enqueue of a job still waiting); anything else (`true`, or nothing from an adapter
+   * that cannot tell) means a job was added.
+   */
+  enqueue(job: StepJob): Promise<boolean | void>;
   /** Starts consuming jobs in this process. */
   start(handler: StepJobHandler): Promise<void>;
   /**

@@ -21,6 +21,8 @@ export interface StepDefinition {
   readonly resumable: boolean;
   readonly maxIterations: number | undefined;
   readonly maxRuntimeMs: number | undefined;
+  /** The step's own `maxRecoveries` (null: unlimited); undefined: the module's applies. */
+  readonly maxRecoveries: number | null | undefined;
   readonly sourceLocation: string | undefined;
 }
 
@@ -67,7 +69,7 @@ export class WorkflowDefinition {
   }
 }
 
-const STEP_OPTION_KEYS = ['name', 'wait', 'waitFor', 'skipIf', 'onException', 'maxReattempts', 'terminalAction', 'before', 'after', 'jobOptions'];
+const STEP_OPTION_KEYS = ['name', 'wait', 'waitFor', 'skipIf', 'onException', 'maxReattempts', 'terminalAction', 'maxRecoveries', 'before', 'after', 'jobOptions'];
 const RESUMABLE_OPTION_KEYS = ['maxIterations', 'maxRuntime'];
 const WORKFLOW_OPTION_KEYS = ['name', 'hero', 'cancelIf', 'onException', 'jobOptions', 'mayProceedWithoutHero', 'skipUndefinedSteps'];
 
@@ -204,6 +206,10 @@ function buildStep(name: string, declaration: StepDeclaration, target: Function,
   const { policy, explicit } = buildStepPolicy(options, fail);
 
   if (options.jobOptions !== undefined && (typeof options.jobOptions !== 'object' || options.jobOptions === null)) fail('jobOptions must be an object');
+  const { maxRecoveries } = options;
+  if (maxRecoveries !== undefined && maxRecoveries !== null && !(Number.isInteger(maxRecoveries) && maxRecoveries >= 0)) {
+    fail(`maxRecoveries must be a non-negative integer or null, got ${JSON.stringify(maxRecoveries) ?? String(maxRecoveries)}`);
+  }
   let maxIterations: number | undefined;
   let maxRuntimeMs: number | undefined;
   if (declaration.resumable) {
@@ -229,6 +235,7 @@ function buildStep(name: string, declaration: StepDeclaration, target: Function,
     resumable: declaration.resumable,
     maxIterations,
     maxRuntimeMs,
+    maxRecoveries,
     sourceLocation: declaration.sourceLocation,
   });
 }
