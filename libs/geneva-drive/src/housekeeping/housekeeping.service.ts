@@ -172,7 +172,7 @@ export class HousekeepingService {
     let added: boolean | void = true;
     if (job) {
       try {
-        added = await this.queue.enqueue(job);
+        added = await this.queue.enqueue(job, { reportAdded: true });
       } catch (error) {
         // Committed but not enqueued: the execution is `scheduled` and overdue, so a later run retries.
         summary.unrecoverable.push(job.executionId);

@@ -41,13 +41,14 @@ export class BullQueueAdapter implements QueuePort {
 
   /**
    * Bull's add of an existing job id is a silent no-op that answers with the old job, so whether a
-   * job was added is read just before: false when the job was already in the queue (waiting, delayed
-   * or active). The add is made in every case, so a job that leaves the queue between the two calls
-   * is still replaced; that job ran or is running the execution, so false stays true to the fact.
+   * job was added is read just before, and only when asked (it costs a round trip): false when the
+   * job was already in the queue (waiting, delayed or active). The add is made in every case, so a
+   * job that leaves the queue between the two calls is still replaced; that job ran or is running the
+   * execution, so false stays true to the fact.
    */
-  async enqueue(job: StepJob): Promise<boolean> {
+  async enqueue(job: StepJob, options?: { reportAdded?: boolean }): Promise<boolean> {
     const jobId = job.jobId ?? job.executionId;
-    const existing = await this.queue.getJob(jobId);
+    const existing = options?.reportAdded ? await this.queue.getJob(jobId) : null;
     await this.queue.add(
       { executionId: job.executionId },
       {

@@ -21,11 +21,11 @@ export type StepJobHandler = (executionId: string) => Promise<void>;
  */
 export interface QueuePort {
   /**
-   * Adds the job. Resolves `false` when the queue already held a job with that id, so nothing was
-   * added (a re-enqueue of a job still waiting); anything else (`true`, or nothing from an adapter
-   * that cannot tell) means a job was added.
+   * Adds the job. With `reportAdded` (housekeeping asks, the hot path does not), resolves `false`
+   * when the queue already held a job with that id, so nothing was added (a re-enqueue of a job still
+   * waiting); anything else (`true`, or nothing from an adapter that cannot tell) means a job was added.
    */
-  enqueue(job: StepJob): Promise<boolean | void>;
+  enqueue(job: StepJob, options?: { reportAdded?: boolean }): Promise<boolean | void>;
   /** Starts consuming jobs in this process. */
   start(handler: StepJobHandler): Promise<void>;
   /**
