@@ -9,3 +9,4 @@ export * from './invalid-hero.error.js';
 export * from './signal.errors.js';
 export * from './cursor-too-large.error.js';
 export * from './workflow-already-ongoing.error.js';
+export * from './unencodable-value.error.js';
