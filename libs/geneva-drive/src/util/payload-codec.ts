@@ -35,6 +35,14 @@ export function hasUnstorableCharacters(text: string): boolean {
   return UNSTORABLE.test(text);
 }
 
+/**
+ * For plain text columns, which cannot carry them either (PostgreSQL refuses a NUL in text; every
+ * driver writes a lone surrogate as U+FFFD): each becomes U+FFFD, explicitly and alike everywhere.
+ */
+export function replaceUnstorableCharacters(text: string): string {
+  return UNSTORABLE.test(text) ? text.replace(new RegExp(UNSTORABLE.source, 'g'), '\uFFFD') : text;
+}
+
 /** `%` → `%25`, NUL → `%00`, a lone surrogate → `%uD800`: plain, well-formed text without NUL. */
 function escapeText(text: string): string {
   return text.replace(ESCAPED, (c) => (c === '%' ? '%25' : c === '\0' ? '%00' : `%u${c.charCodeAt(0).toString(16).toUpperCase()}`));
