@@ -12,6 +12,7 @@ import {
   SignalService,
   StepExecution,
   UnencodableValueError,
+  WorkflowNotFoundError,
   WorkflowRecord,
   WorkflowService,
   type SignalOptions,
@@ -86,6 +87,9 @@ const SIGNAL_CASES: SignalCase[] = [
   { title: 'an unknown option', options: { timeout: 1 }, fails: invalid('Unknown signal option(s): timeout') },
   { title: 'a null workflow', workflow: () => null, fails: invalid('signal() needs a WorkflowRecord or a workflow id, got null') },
   { title: 'an empty workflow id', workflow: () => '', fails: invalid('signal() needs a WorkflowRecord or a workflow id, got ""') },
+  { title: 'a workflow id that is not a number', workflow: () => 'abc', fails: { error: WorkflowNotFoundError, message: 'Workflow abc does not exist' } },
+  { title: 'a workflow id beyond bigint', workflow: () => '9223372036854775808', fails: { error: WorkflowNotFoundError, message: 'Workflow 9223372036854775808 does not exist' } },
+  { title: 'a workflow record of no row', workflow: (wf) => ({ ...wf, id: '9223372036854775807' }), fails: { error: WorkflowNotFoundError, message: 'does not exist' } },
   // Payloads that cannot be stored
   { title: 'a payload nested 5,000 deep', options: { payload: nested(5_000) }, fails: unencodable('Signal payload cannot be stored: it nests deeper than 100 objects and arrays') },
   { title: 'a payload nested 101 deep', options: { payload: nested(101) }, fails: unencodable('nests deeper than 100') },

@@ -3,6 +3,7 @@ import type { EntityManager } from 'typeorm';
 import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity.js';
 import { Signal } from '../entities/signal.entity.js';
 import { InvalidSignalError, SignalPayloadTooLargeError, SignalsNotMigratedError } from '../errors/signal.errors.js';
+import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import { GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
 import { latestRowsLock } from '../persistence/row-lock.js';
@@ -24,6 +25,10 @@ export interface PreparedSignal {
  * binary column: 255 ASCII characters, fewer in other scripts.
  */
 export const MAX_IDENTIFIER_BYTES = 255;
+
+const BIGINT_ID = /^-?\d{1,19}$/;
+const UUID_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const BIGINT_RANGE = 2n ** 63n;
 
 const SIGNAL_OPTION_KEYS = ['payload', 'idempotencyKey', 'manager'];
 const START_SIGNAL_KEYS = ['name', 'payload', 'idempotencyKey'];
@@ -53,7 +58,15 @@ export class SignalIntake {
     const given = options ?? {};
     const unknown = Object.keys(given).filter((key) => !SIGNAL_OPTION_KEYS.includes(key));
     if (unknown.length > 0) throw new InvalidSignalError('options', `Unknown signal option(s): ${unknown.join(', ')}`);
-    return { workflowId, prepared: this.prepare({ name, payload: given.payload, idempotencyKey: given.idempotencyKey }) };
+    const prepared = this.prepare({ name, payload: given.payload, idempotencyKey: given.idempotencyKey });
+    // An id no key could have names no workflow (and would be a database error on PostgreSQL).
+    if (!this.couldBeKey(workflowId)) throw new WorkflowNotFoundError(workflowId);
+    return { workflowId, prepared };
+  }
+
+  private couldBeKey(id: string): boolean {
+    if (this.schema.primaryKey === 'uuid') return UUID_ID.test(id);
+    return BIGINT_ID.test(id) && BigInt(id) >= -BIGINT_RANGE && BigInt(id) < BIGINT_RANGE;
   }
 
   /** The `signals` of `start`: a list of `{ name, payload?, idempotencyKey? }`, each validated before anything is written. */
