@@ -6,7 +6,7 @@ import { UnencodableValueError } from '../errors/unencodable-value.error.js';
  * or a lone UTF-16 surrogate, which PostgreSQL's jsonb refuses. `undefined` inside arrays stays
  * `null` as in JSON. Tagged values are objects with the single key `$gd`; a user object that itself
  * has a `$gd` key is wrapped, so no payload can be mistaken for a tag. The encoded text is the same
- * on every database and is always accepted by jsonb, MySQL's JSON and plain text columns.
+ * on every database and is always accepted by jsonb and by the text columns of MySQL/MariaDB and SQLite.
  * Used for signal payloads, resumable-step cursors and execution metadata.
  */
 const TAG = '$gd';
