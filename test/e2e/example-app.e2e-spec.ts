@@ -221,6 +221,48 @@ function exampleAppSuite(backend: Backend): void {
     expect((await orderTimeline(order.id)).signals).toEqual([]);
   });
 
+  it('answers 400 with a message for hostile bodies, and records nothing for them', async () => {
+    const { order } = await createOrder({ amountCents: 600, pickup: true });
+    const valid = { eventId: eventId(), orderId: order.id, amountCents: 600 };
+    /** Metadata objects nested `depth` deep, as JSON text (supertest's own serialiser gives up on deep values). */
+    const deep = (depth: number) => `${'{"d":'.repeat(depth - 1)}{"leaf":1}${'}'.repeat(depth - 1)}`;
+    const withMetadata = (metadataJson: string) => JSON.stringify(valid).replace(/}$/, `,"metadata":${metadataJson}}`);
+    const hostile: Array<[string, Record<string, unknown> | string, string]> = [
+      ['an eventId over 255 characters', { ...valid, eventId: 'e'.repeat(256) }, 'eventId must be shorter than or equal to 255 characters'],
+      ['an eventId with a NUL', { ...valid, eventId: 'evt_\u00001' }, 'eventId must be printable ASCII without spaces'],
+      ['a whitespace-only eventId', { ...valid, eventId: '   ' }, 'eventId must be printable ASCII without spaces'],
+      ['an eventId with a lone surrogate', { ...valid, eventId: 'evt_\uD800' }, 'eventId must be printable ASCII without spaces'],
+      ['an orderId beyond the integer range', { ...valid, orderId: 2_147_483_648 }, 'orderId must not be greater than 2147483647'],
+      ['an orderId of 1e308', { ...valid, orderId: 1e308 }, 'orderId must not be greater than 2147483647'],
+      ['an amountCents of 1e308', { ...valid, amountCents: 1e308 }, 'amountCents must not be greater than 2147483647'],
+      ['metadata 5,000 deep', withMetadata(deep(5_000)), 'JSON body nested deeper than 256 levels'],
+      ['metadata 100 deep: geneva-drive refuses the payload', withMetadata(deep(100)), 'Signal payload cannot be stored: it nests deeper than 100 objects and arrays'],
+    ];
+    for (const [what, body, message] of hostile) {
+      const response = await http().post('/webhooks/payments').set('content-type', 'application/json').send(typeof body === 'string' ? body : JSON.stringify(body));
+      expect({ what, status: response.status }).toEqual({ what, status: 400 });
+      expect(JSON.stringify(response.body.message)).toContain(message);
+      expect((await orderTimeline(order.id)).signals).toEqual([]);
+    }
+    await http().get('/orders/2147483648/timeline').expect(400);
+    await http().get('/contracts/99999999999/timeline').expect(400);
+    await http().post('/orders').send({ sku: 's', amountCents: 1e308 }).expect(400);
+  });
+
+  it('stores metadata jsonb cannot hold as it is (NUL, lone surrogates) and reads it back exactly', async () => {
+    const { order } = await createOrder({ amountCents: 800, pickup: true });
+    const metadata = JSON.parse('{"note": "a\\u0000b", "half": "\\ud800", "\\u0000key": ["\\udfff"], "deep": ' + '['.repeat(90) + ']'.repeat(90) + '}');
+    const body = JSON.stringify({ eventId: eventId(), orderId: order.id, amountCents: 1, metadata });
+    const first = await http().post('/webhooks/payments').set('content-type', 'application/json').send(body).expect(200);
+    expect(first.body).toMatchObject({ state: 'pending', duplicate: false });
+    const [signal] = (await orderTimeline(order.id)).signals;
+    const stored = signal.payload.metadata as Record<string, unknown>;
+    expect(stored).toEqual(metadata);
+    const retry = await http().post('/webhooks/payments').set('content-type', 'application/json').send(body).expect(200);
+    expect(retry.body).toMatchObject({ signalId: first.body.signalId, duplicate: true });
+    expect((await orderTimeline(order.id)).signals).toHaveLength(1);
+  });
+
   it(`answers 413 for a payload over maxSignalPayloadSize (${backend.signalLimit} bytes here) — the body parser lets it through to geneva-drive’s own check`, async () => {
     const { order } = await createOrder({ amountCents: 700, pickup: true });
     const oversized = await pay({ eventId: eventId(), orderId: order.id, amountCents: 1, metadata: { blob: 'x'.repeat(backend.signalLimit + 1_000) } }).expect(413);
@@ -300,6 +342,8 @@ function exampleAppSuite(backend: Backend): void {
       await http().post('/webhooks/signatures').send({ eventId: eventId(), contractId: 999_999, documentId: 'DOC' }).expect(404);
       await http().post('/contracts').send({}).expect(400);
       await http().post('/webhooks/signatures').send({ eventId: eventId(), contractId: 1 }).expect(400);
+      await http().post('/webhooks/signatures').send({ eventId: ' ', contractId: 1, documentId: 'DOC' }).expect(400);
+      await http().post('/webhooks/signatures').send({ eventId: eventId(), contractId: 2_147_483_648, documentId: 'DOC' }).expect(400);
     });
   });
 }

@@ -6,6 +6,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, jest } from '@jest/globals';
 import type { EntitySubscriberInterface } from 'typeorm';
 import {
+  InvalidSignalError,
   Signal,
   SignalPayloadTooLargeError,
   SignalService,
@@ -110,18 +111,18 @@ describeEachDatabase('signals: delivery', (kind) => {
       expect(again.id).toBe(signal.id);
     });
 
-    it('AT-02 a blank name is a TypeError and writes nothing', async () => {
+    it('AT-02 a blank name is an InvalidSignalError and writes nothing', async () => {
       const wf = await workflows.start(PlainTwoStepWorkflow, hero);
       for (const name of ['', '   ', null, undefined]) {
-        await expect(signals.signal(wf, name as unknown as string)).rejects.toThrow(TypeError);
+        await expect(signals.signal(wf, name as unknown as string)).rejects.toThrow(InvalidSignalError);
       }
       expect(await signalRows()).toHaveLength(0);
     });
 
-    it('AT-03 an unknown option is a TypeError naming it, and writes nothing', async () => {
+    it('AT-03 an unknown option is an InvalidSignalError naming it, and writes nothing', async () => {
       const wf = await workflows.start(PlainTwoStepWorkflow, hero);
       const attempt = signals.signal(wf, 'x', { timeout: 300 } as never);
-      await expect(attempt).rejects.toThrow(TypeError);
+      await expect(attempt).rejects.toThrow(InvalidSignalError);
       await expect(attempt).rejects.toThrow(/timeout/);
       expect(await signalRows()).toHaveLength(0);
     });
@@ -679,7 +680,7 @@ describeEachDatabase('signals: delivery', (kind) => {
     });
 
     it('an invalid signal fails the start before anything is written', async () => {
-      await expect(workflows.start(InvoiceWorkflow, hero, { signals: [{ name: '' }] })).rejects.toThrow(TypeError);
+      await expect(workflows.start(InvoiceWorkflow, hero, { signals: [{ name: '' }] })).rejects.toThrow(InvalidSignalError);
       expect(await workflows.findOngoing(InvoiceWorkflow, hero)).toBeNull();
       expect(jobIds()).toHaveLength(0);
     });

@@ -20,6 +20,7 @@ import { ManualQueueAdapter } from './queue/manual-queue.adapter.js';
 import type { QueuePort } from './queue/queue.port.js';
 import { WorkflowExplorer } from './registry/workflow.explorer.js';
 import { WorkflowRegistry } from './registry/workflow.registry.js';
+import { SignalIntake } from './signals/signal-intake.js';
 import { SignalRendezvous } from './signals/signal-rendezvous.js';
 import { SignalService } from './signals/signal.service.js';
 import { WorkflowService } from './workflow/workflow.service.js';
@@ -78,6 +79,7 @@ function engineProviders(dataSource: string | undefined): Provider[] {
     WorkflowInstances,
     ExecutorService,
     WorkflowService,
+    SignalIntake,
     SignalService,
     HousekeepingService,
     GenevaDriveLifecycle,

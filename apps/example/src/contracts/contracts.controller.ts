@@ -1,6 +1,7 @@
-import { Body, ConflictException, Controller, Get, HttpCode, NotFoundException, PayloadTooLargeException, Param, ParseIntPipe, Post } from '@nestjs/common';
-import { IsInt, IsNotEmpty, IsOptional, IsString, MaxLength, Min } from 'class-validator';
-import { SignalPayloadTooLargeError, SignalService, WorkflowNotOngoingError, WorkflowService, type Signal } from 'geneva-drive';
+import { BadRequestException, Body, ConflictException, Controller, Get, HttpCode, NotFoundException, PayloadTooLargeException, Param, Post } from '@nestjs/common';
+import { IsNotEmpty, IsOptional, IsString, MaxLength } from 'class-validator';
+import { InvalidSignalError, SignalPayloadTooLargeError, SignalService, UnencodableValueError, WorkflowNotOngoingError, WorkflowService, type Signal } from 'geneva-drive';
+import { IsEventId, IsIntegerFrom, ParseIdPipe } from '../validation.js';
 import { workflowTimeline } from '../timeline.js';
 import type { Contract } from './contract.entity.js';
 import { ContractsService } from './contracts.service.js';
@@ -14,25 +15,25 @@ class OpenContractDto {
 
 /** What the e-signature provider posts when a document is signed. */
 export class SignatureWebhookDto {
-  @IsString()
-  @IsNotEmpty()
+  @IsEventId()
   eventId: string;
 
-  @IsInt()
-  @Min(1)
+  @IsIntegerFrom(1)
   contractId: number;
 
   /** The document that was signed: it counts only if it is the contract's current document. */
   @IsString()
   @IsNotEmpty()
+  @MaxLength(255)
   documentId: string;
 
   @IsOptional()
   @IsString()
+  @MaxLength(255)
   signer?: string;
 }
 
-/** The same HTTP answers as the payment webhook: 200 (duplicates too), 404, 409, 413. */
+/** The same HTTP answers as the payment webhook: 200 (duplicates too), 400, 404, 409, 413. */
 async function delivered(send: Promise<Signal>) {
   try {
     const signal = await send;
@@ -40,6 +41,7 @@ async function delivered(send: Promise<Signal>) {
   } catch (error) {
     if (error instanceof WorkflowNotOngoingError) throw new ConflictException(error.message);
     if (error instanceof SignalPayloadTooLargeError) throw new PayloadTooLargeException(error.message);
+    if (error instanceof InvalidSignalError || error instanceof UnencodableValueError) throw new BadRequestException(error.message);
     throw error;
   }
 }
@@ -59,7 +61,7 @@ export class ContractsController {
   }
 
   @Get('contracts/:id/timeline')
-  async timeline(@Param('id', ParseIntPipe) id: number) {
+  async timeline(@Param('id', ParseIdPipe) id: number) {
     const { contract, workflow } = await this.load(id);
     return { contract, ...(await workflowTimeline(this.workflows, this.signals, workflow)) };
   }
@@ -67,7 +69,7 @@ export class ContractsController {
   /** Sends the deadline now. Sent twice, it is delivered once (200, `duplicate: true`). */
   @Post('contracts/:id/deadline')
   @HttpCode(200)
-  async deadline(@Param('id', ParseIntPipe) id: number) {
+  async deadline(@Param('id', ParseIdPipe) id: number) {
     const { contract, workflow } = await this.load(id);
     return delivered(this.contracts.deadline(workflow, contract));
   }

@@ -1,19 +1,20 @@
-import { Body, Controller, Get, NotFoundException, Param, ParseIntPipe, Post } from '@nestjs/common';
+import { Body, Controller, Get, NotFoundException, Param, Post } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { IsBoolean, IsInt, IsNotEmpty, IsOptional, IsString, Min } from 'class-validator';
+import { IsBoolean, IsNotEmpty, IsOptional, IsString, MaxLength } from 'class-validator';
 import { SignalService, WorkflowService } from 'geneva-drive';
 import { Repository } from 'typeorm';
 import { workflowTimeline } from '../timeline.js';
+import { IsIntegerFrom, ParseIdPipe } from '../validation.js';
 import { OrderFulfillmentWorkflow } from './order-fulfillment.workflow.js';
 import { Order } from './order.entity.js';
 
 class CreateOrderDto {
   @IsString()
   @IsNotEmpty()
+  @MaxLength(255)
   sku: string;
 
-  @IsInt()
-  @Min(1)
+  @IsIntegerFrom(1)
   amountCents: number;
 
   @IsOptional()
@@ -41,7 +42,7 @@ export class OrdersController {
 
   /** The order's workflow: its state, every step execution and every signal, oldest first. */
   @Get(':id/timeline')
-  async timeline(@Param('id', ParseIntPipe) id: number) {
+  async timeline(@Param('id', ParseIdPipe) id: number) {
     const order = await this.orders.findOneBy({ id });
     if (!order) throw new NotFoundException(`Order ${id} not found`);
     const [record] = await this.workflows.findForHero(OrderFulfillmentWorkflow, order);

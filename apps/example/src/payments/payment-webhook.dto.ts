@@ -1,20 +1,21 @@
-import { IsInt, IsNotEmpty, IsObject, IsOptional, IsString, Min } from 'class-validator';
+import { IsObject, IsOptional } from 'class-validator';
+import { IsEventId, IsIntegerFrom } from '../validation.js';
 
 /** What the payment provider posts when a payment settles. */
 export class PaymentWebhookDto {
-  @IsString()
-  @IsNotEmpty()
+  @IsEventId()
   eventId: string;
 
-  @IsInt()
-  @Min(1)
+  @IsIntegerFrom(1)
   orderId: number;
 
-  @IsInt()
-  @Min(0)
+  @IsIntegerFrom(0)
   amountCents: number;
 
-  /** Free-form provider data, kept in the signal's payload (and so subject to maxSignalPayloadSize). */
+  /**
+   * Free-form provider data, kept in the signal's payload exactly (and so subject to
+   * maxSignalPayloadSize and the payload depth limit).
+   */
   @IsOptional()
   @IsObject()
   metadata?: Record<string, unknown>;

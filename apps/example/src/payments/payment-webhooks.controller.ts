@@ -1,6 +1,6 @@
-import { Body, ConflictException, Controller, HttpCode, NotFoundException, PayloadTooLargeException, Post } from '@nestjs/common';
+import { BadRequestException, Body, ConflictException, Controller, HttpCode, NotFoundException, PayloadTooLargeException, Post } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { SignalPayloadTooLargeError, SignalService, WorkflowNotOngoingError, WorkflowService } from 'geneva-drive';
+import { InvalidSignalError, SignalPayloadTooLargeError, SignalService, UnencodableValueError, WorkflowNotOngoingError, WorkflowService } from 'geneva-drive';
 import { Repository } from 'typeorm';
 import { OrderFulfillmentWorkflow } from '../orders/order-fulfillment.workflow.js';
 import { Order } from '../orders/order.entity.js';
@@ -9,7 +9,8 @@ import { PaymentWebhookDto } from './payment-webhook.dto.js';
 /**
  * The payment provider's webhook. The provider's event id is the idempotency key, so its retries
  * are answered 200 without delivering the event twice. An invalid body never gets here: the global
- * ValidationPipe (configureApp) answers 400.
+ * ValidationPipe (configureApp) answers 400, and so does what geneva-drive refuses as a signal (a
+ * payload nested too deep, say).
  */
 @Controller('webhooks/payments')
 export class PaymentWebhooksController {
@@ -35,6 +36,7 @@ export class PaymentWebhooksController {
     } catch (error) {
       if (error instanceof WorkflowNotOngoingError) throw new ConflictException(error.message);
       if (error instanceof SignalPayloadTooLargeError) throw new PayloadTooLargeException(error.message);
+      if (error instanceof InvalidSignalError || error instanceof UnencodableValueError) throw new BadRequestException(error.message);
       throw error;
     }
   }

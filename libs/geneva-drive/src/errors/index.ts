@@ -11,3 +11,4 @@ export * from './cursor-too-large.error.js';
 export * from './workflow-already-ongoing.error.js';
 export * from './missing-dependency.error.js';
 export * from './step-recovery-limit.error.js';
+export * from './unencodable-value.error.js';

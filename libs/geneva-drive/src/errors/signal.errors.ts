@@ -31,3 +31,19 @@ export class SignalsNotMigratedError extends GenevaDriveError {
     );
   }
 }
+
+/**
+ * `signal()` (or a signal given to `start`) got an invalid argument: a workflow that is neither a
+ * record nor an id, options that are not an object or name an unknown option, a name or
+ * idempotency key that is blank, longer than 255 bytes (UTF-8), or has a NUL character or a lone
+ * UTF-16 surrogate, or a key that is neither a string nor a safe integer. Nothing was written.
+ * @publicApi
+ */
+export class InvalidSignalError extends GenevaDriveError {
+  constructor(
+    readonly argument: 'workflow' | 'options' | 'name' | 'idempotencyKey' | 'signals',
+    message: string,
+  ) {
+    super(message);
+  }
+}

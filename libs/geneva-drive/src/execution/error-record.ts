@@ -1,4 +1,5 @@
 import type { StepExecution, StepExecutionMetadata } from '../entities/step-execution.entity.js';
+import { replaceUnstorableCharacters } from '../util/payload-codec.js';
 
 // Bounded so a huge message or stack can never fail the write that records it (TEXT is 64 KiB on MySQL).
 const MAX_MESSAGE = 8_000;
@@ -13,13 +14,17 @@ export function describeError(error: unknown): { className: string; message: str
   return { className: typeof error, message: truncate(String(error)), backtrace: null };
 }
 
-/** The error columns plus the metadata copy, as a patch for the execution row. */
+/**
+ * The error columns plus the metadata copy, as a patch for the execution row. The metadata keeps the
+ * message exactly; the text columns get U+FFFD for a NUL or a lone surrogate, which they cannot hold.
+ */
 export function errorColumns(execution: StepExecution, error: unknown): Partial<StepExecution> {
   const described = describeError(error);
+  const backtrace = described.backtrace?.join('\n') ?? null;
   return {
-    errorClassName: described.className,
-    errorMessage: described.message,
-    errorBacktrace: described.backtrace?.join('\n') ?? null,
+    errorClassName: replaceUnstorableCharacters(described.className),
+    errorMessage: replaceUnstorableCharacters(described.message),
+    errorBacktrace: backtrace === null ? null : replaceUnstorableCharacters(backtrace),
     metadata: withMetadata(execution, { exception: { class: described.className, message: described.message, backtrace: described.backtrace } }),
   };
 }

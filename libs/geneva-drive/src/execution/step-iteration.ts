@@ -160,7 +160,7 @@ export class StepIteration<Cursor = unknown> {
   }
 
   private async persist(): Promise<void> {
-    const encoded = encodePayload(this.current);
+    const encoded = encodePayload(this.current, 'Cursor');
     const limit = this.driver.maxCursorSize;
     if (limit !== null && encodedSize(encoded) > limit) throw new CursorTooLargeError(encodedSize(encoded), limit);
     await this.driver.persist(encoded);

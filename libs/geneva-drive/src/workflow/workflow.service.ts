@@ -11,7 +11,8 @@ import { isUniqueViolation } from '../persistence/unique-violation.js';
 import { jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { SignalRendezvous } from '../signals/signal-rendezvous.js';
-import { SignalService, type StartSignal } from '../signals/signal.service.js';
+import { SignalIntake } from '../signals/signal-intake.js';
+import type { StartSignal } from '../signals/signal.service.js';
 import { ONGOING_WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
 import type { GenevaWorkflow } from './geneva-workflow.js';
 
@@ -40,14 +41,14 @@ export class WorkflowService {
     private readonly store: WorkflowStore,
     private readonly registry: WorkflowRegistry,
     private readonly rendezvous: SignalRendezvous,
-    private readonly signals: SignalService,
+    private readonly intake: SignalIntake,
   ) {}
 
   /** Creates the workflow and schedules its first step (or finishes it at once when it has none). */
   async start(workflowClass: WorkflowClass, hero: object, options: StartOptions = {}): Promise<WorkflowRecord> {
     const definition = this.registry.getByClass(workflowClass);
     const ref = heroReference(this.transactions.dataSource, definition.name, hero, definition.heroEntity?.());
-    const signals = (options.signals ?? []).map((signal) => this.signals.prepareSignal(signal));
+    const signals = this.intake.prepareStartSignals(options.signals);
     return this.transactions.run(async (manager) => {
       const workflow = await this.store
         .insertWorkflow(manager, { type: definition.name, ...ref, allowMultiple: options.allowMultiple ?? false })
@@ -55,7 +56,7 @@ export class WorkflowService {
           if (isUniqueViolation(error)) throw new WorkflowAlreadyOngoingError(definition.name, ref.heroType, ref.heroId, { cause: error });
           throw error;
         });
-      for (const signal of signals) await this.signals.insert(manager, workflow.id, signal);
+      for (const signal of signals) await this.intake.insert(manager, workflow.id, signal);
       const first = definition.firstStep;
       if (!first) await this.store.transitionWorkflow(manager, workflow, 'finished');
       else await this.store.createExecution(manager, workflow, definition, first.name, { waitMs: first.waitMs });
