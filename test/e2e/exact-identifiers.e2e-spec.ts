@@ -6,10 +6,19 @@
  * is still deduplicated. (MySQL/MariaDB's default collations would merge every one of them.)
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
-import { SignalService, WorkflowAlreadyOngoingError, WorkflowNotOngoingError, WorkflowService, type WorkflowRecord } from 'geneva-drive';
+import {
+  HousekeepingService,
+  SignalService,
+  WorkflowAlreadyOngoingError,
+  WorkflowNotOngoingError,
+  WorkflowService,
+  type WorkflowRecord,
+} from 'geneva-drive';
 import {
   CAFE_NFC,
   CAFE_NFD,
+  createKeyedHeroTable,
+  heroJournal,
   KeyedHero,
   NAMED_WORKFLOWS,
   SpelledStepsWorkflow,
@@ -33,8 +42,6 @@ const KEY_PAIRS: Array<[variant: string, first: string, second: string]> = [
 /** Spellings of "café" as signal names; each is a signal of its own. */
 const NAME_SPELLINGS = spellingsOf(CAFE_NFC);
 
-const keyedHero = (id: string) => Object.assign(new KeyedHero(), { id });
-
 describeEachDatabase('exact identity strings', (kind) => {
   let app: TestApp;
   let workflows: WorkflowService;
@@ -52,14 +59,22 @@ describeEachDatabase('exact identity strings', (kind) => {
     });
     workflows = app.moduleRef.get(WorkflowService);
     signals = app.moduleRef.get(SignalService);
+    await createKeyedHeroTable(app.dataSource);
   });
   afterAll(() => app.close());
   beforeEach(async () => {
     await app.reset();
     resetSignalFixtures();
     stepJournal.length = 0;
+    heroJournal.length = 0;
     hero = await newHero('Ada');
+    await app.dataSource.getRepository(KeyedHero).clear();
   });
+
+  const keyedHero = (id: string) => {
+    const heroes = app.dataSource.getRepository(KeyedHero);
+    return heroes.save(heroes.create({ id }));
+  };
 
   describe('idempotency keys', () => {
     it.each(KEY_PAIRS)('keeps keys that differ by %s apart, and still deduplicates each exact redelivery', async (_variant, first, second) => {
@@ -129,8 +144,8 @@ describeEachDatabase('exact identity strings', (kind) => {
   });
 
   describe('workflow type names', () => {
-    it('gives each spelling of a type name its own ongoing workflow for one hero, and finds each by its own class', async () => {
-      const one = keyedHero('h1');
+    it('gives each spelling of a type name its own ongoing workflow for one hero, finds and counts each by its own name', async () => {
+      const one = await keyedHero('h1');
       const started = new Map<string, WorkflowRecord>();
       for (const { name, workflowClass } of NAMED_WORKFLOWS) started.set(name, await workflows.start(workflowClass, one));
 
@@ -140,6 +155,12 @@ describeEachDatabase('exact identity strings', (kind) => {
         expect({ variant, found: (await workflows.findForHero(workflowClass, one)).map((wf) => [wf.id, wf.type]) }).toEqual({ variant, found: [[id, name]] });
         expect({ variant, found: (await workflows.findByState('ongoing', workflowClass)).map((wf) => wf.id) }).toEqual({ variant, found: [id] });
       }
+
+      // Each parks at its step, and the waiting gauge counts them per exact type name.
+      for (const wf of started.values()) await app.gd.performNextStep(wf);
+      const summary = await app.moduleRef.get(HousekeepingService).run();
+      const perName = Object.fromEntries(NAMED_WORKFLOWS.map(({ name }) => [name, 1]));
+      expect(summary.gauges?.['geneva_drive.waiting_step_executions']).toEqual({ total: NAMED_WORKFLOWS.length, byWorkflow: perName });
     });
   });
 
@@ -149,15 +170,22 @@ describeEachDatabase('exact identity strings', (kind) => {
     it('gives heroes whose ids differ only by case, accent, trailing space or normalisation each an ongoing workflow', async () => {
       const { workflowClass } = NAMED_WORKFLOWS[0];
       const started = new Map<string, string>();
-      for (const [, id] of HERO_IDS) started.set(id, (await workflows.start(workflowClass, keyedHero(id))).id);
+      const heroes = new Map<string, KeyedHero>();
+      for (const [, id] of HERO_IDS) heroes.set(id, await keyedHero(id));
+      for (const [id, one] of heroes) started.set(id, (await workflows.start(workflowClass, one)).id);
+      // The exact same hero still has only one ongoing workflow.
+      await expect(workflows.start(workflowClass, heroes.get(HERO_IDS[0][1])!)).rejects.toThrow(WorkflowAlreadyOngoingError);
 
       for (const [variant, id] of HERO_IDS) {
-        const found = await workflows.findOngoing(workflowClass, keyedHero(id));
+        const found = await workflows.findOngoing(workflowClass, heroes.get(id)!);
         expect({ variant, found: found && [found.id, found.heroId] }).toEqual({ variant, found: [started.get(id), id] });
-        expect({ variant, found: (await workflows.findForHero(workflowClass, keyedHero(id))).map((wf) => wf.id) }).toEqual({ variant, found: [started.get(id)] });
+        expect({ variant, found: (await workflows.findForHero(workflowClass, heroes.get(id)!)).map((wf) => wf.id) }).toEqual({ variant, found: [started.get(id)] });
+        // Its step runs with its own hero.
+        await app.gd.performNextStep(found!); // parks
+        await signals.signal(found!, 'go');
+        await app.gd.performNextStep(found!);
+        expect({ variant, ran: heroJournal.at(-1) }).toEqual({ variant, ran: `${NAMED_WORKFLOWS[0].name}:${id}` });
       }
-      // The exact same hero still has only one ongoing workflow.
-      await expect(workflows.start(workflowClass, keyedHero(HERO_IDS[0][1]))).rejects.toThrow(WorkflowAlreadyOngoingError);
     });
   });
 

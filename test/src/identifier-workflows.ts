@@ -4,8 +4,10 @@
  * confuse, each of which is a different identity.
  */
 import type { Type } from '@nestjs/common';
-import { Entity, PrimaryColumn } from 'typeorm';
+import { Entity, PrimaryColumn, Table, type DataSource } from 'typeorm';
 import { addStep, GenevaWorkflow, Step, Workflow } from 'geneva-drive';
+import { identifierTransformer } from '../../libs/geneva-drive/src/entities/column-transformers.js';
+import { columnTypes, dialectOf } from '../../libs/geneva-drive/src/migrations/column-types.js';
 import { TestHero } from '../utils/fixtures.js';
 
 /** "café" precomposed (NFC) and decomposed (NFD): the same text to a reader, different strings. */
@@ -26,22 +28,35 @@ export function spellingsOf(base: string): Array<[variant: string, spelling: str
   ];
 }
 
-/**
- * A hero whose key is a string. Starting and finding workflows never loads the hero, so the heroes
- * of the spec need no table (their ids would need exact comparison in the application's own table).
- */
+/** A hero whose key is a string chosen by the application, compared exactly (as geneva-drive's identifiers). */
 @Entity({ name: 'test_keyed_heroes', synchronize: false })
 export class KeyedHero {
-  @PrimaryColumn({ type: 'varchar', length: 64 })
+  @PrimaryColumn({ type: 'varchar', length: 64, transformer: identifierTransformer })
   id: string;
 }
 
-/** A workflow about a KeyedHero with the given stored name and one step, never run by the spec. */
+/** Creates KeyedHero's table (after the test database was prepared). */
+export async function createKeyedHeroTable(dataSource: DataSource): Promise<void> {
+  const queryRunner = dataSource.createQueryRunner();
+  try {
+    const t = columnTypes(dialectOf(queryRunner));
+    await queryRunner.createTable(new Table({ name: 'test_keyed_heroes', columns: [{ ...t.identifier('id', 64), isPrimary: true }] }), true);
+  } finally {
+    await queryRunner.release();
+  }
+}
+
+/** What the steps of the named workflows ran: `<type name>:<hero id>`. */
+export const heroJournal: string[] = [];
+
+/** A workflow about a KeyedHero with the given stored name, whose only step waits for a signal `go`. */
 function defineNamed(name: string, className: string): Type<GenevaWorkflow<KeyedHero>> {
   @Workflow({ name, hero: () => KeyedHero })
   class Named extends GenevaWorkflow<KeyedHero> {
-    @Step()
-    async only() {}
+    @Step({ waitFor: 'go' })
+    async only() {
+      heroJournal.push(`${name}:${this.hero.id}`);
+    }
   }
   Object.defineProperty(Named, 'name', { value: className });
   return Named;
