@@ -99,17 +99,18 @@ const UUID: Record<Dialect, ColumnShape> = {
  * idempotency key) must compare exactly, as their code points, on every database: `evt_1NqXaB` and
  * `evt_1NqXab`, `cafe` and `café`, `k` and `k `, NFC and NFD `café` are different events, names and
  * heroes. PostgreSQL's varchar (deterministic collation) and SQLite's text (BINARY) do that.
- * MySQL/MariaDB compare a varchar by its collation: the table's default (`utf8mb4_general_ci`,
- * `utf8mb4_unicode_ci`) ignores case and accents and equates NFC with NFD, and even `utf8mb4_bin` is
+ * MySQL/MariaDB compare a varchar by its collation: the usual table defaults ignore case and accents
+ * (`utf8mb4_general_ci`; `utf8mb4_unicode_ci` even equates NFC with NFD), and `utf8mb4_bin` is
  * PAD SPACE on MariaDB 10.x and on MySQL 8 (`'k' = 'k '`, in unique indexes too). The NO PAD binary
- * collations are per server: MariaDB's `utf8mb4_nopad_bin` does not exist on MySQL and MySQL 8's
+ * collations are per server: MariaDB's `utf8mb4_nopad_bin` does not exist on MySQL, and MySQL 8's
  * `utf8mb4_0900_bin` does not exist on MariaDB 10.x. The `binary` character set exists on both and
  * is NO PAD: a VARBINARY compares byte for byte, trailing spaces included (verified on MariaDB
  * 10.11: `_binary'k' = _binary'k '` is 0, and a unique index holds `k` and `k ` apart). So on MySQL
- * these columns are VARBINARY of 4 bytes per character (utf8mb4's widest), which holds every value
- * the other databases' varchar holds, at the same index cost as a utf8mb4 varchar. The bytes are the
- * UTF-8 the driver sends (mysql2's default connection character set, utf8mb4), and the driver returns
- * them as Buffers: the entities decode them (`identifierTransformer`).
+ * these columns are VARBINARY of 4 bytes per character (utf8mb4's widest): every value the other
+ * databases' varchar(n) holds fits, at the index cost of a utf8mb4 varchar(n) (the limit counts
+ * bytes, so up to 4n ASCII characters fit there). The bytes are the UTF-8 the driver sends (mysql2's
+ * default connection character set, utf8mb4); the driver returns them as Buffers, which the entities
+ * decode (`identifierTransformer`).
  */
 const IDENTIFIER_BYTES_PER_CHARACTER = 4;
 
