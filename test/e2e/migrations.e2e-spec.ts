@@ -3,9 +3,15 @@
  * uniqueness guarantees, cascades and the up/down cycle behave the same on PostgreSQL, MySQL/MariaDB
  * and SQLite.
  */
-import { DataSource, QueryFailedError } from 'typeorm';
+import { DataSource, QueryFailedError, type EntityTarget, type FindOptionsWhere } from 'typeorm';
 import { Signal, StepExecution, WorkflowRecord } from '../../libs/geneva-drive/src/entities/index.js';
+import {
+  CreateGenevaDriveTables1730000000000,
+  ExactGenevaDriveIdentifiers1730000000002,
+} from '../../libs/geneva-drive/src/migrations/index.js';
+import { SchemaCapabilities } from '../../libs/geneva-drive/src/persistence/schema-capabilities.js';
 import type { StepExecutionState } from '../../libs/geneva-drive/src/state/index.js';
+import { CAFE_NFC, spellingsOf } from '../src/identifier-workflows.js';
 import {
   dataSourceOptions,
   describeEachDatabase,
@@ -13,9 +19,18 @@ import {
   truncateAll,
   type DatabaseKind,
 } from '../utils/databases.js';
-import { TestHero, UuidHero } from '../utils/fixtures.js';
+import { CreateTestFixtures1600000000000, TestHero, UuidHero } from '../utils/fixtures.js';
+import { releasedMigrations } from '../utils/released-migrations/index.js';
 
 const GENEVA_TABLES = ['geneva_drive_workflows', 'geneva_drive_step_executions', 'geneva_drive_signals'];
+
+/** Identity strings of the rows the exactness checks start from (each also spelled differently). */
+const BASE = { type: 'Bílling', heroType: 'Hérö', heroId: 'Hérö-1', stepName: 'shíp', name: CAFE_NFC, key: 'Évt_1NqXaB' };
+
+/** The spellings of `value` that differ from it only by case, an accent, a trailing space or normalisation. */
+const variantsOf = (value: string) => spellingsOf(value).slice(1).map(([, spelling]) => spelling);
+/** `value` and its variants. */
+const allSpellingsOf = (value: string) => spellingsOf(value).map(([, spelling]) => spelling);
 
 /** The driver's code for a unique violation. */
 const UNIQUE_VIOLATION: Record<DatabaseKind, string> = {
@@ -84,11 +99,11 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     await dataSource.getRepository(WorkflowRecord).update(id, { state });
   }
 
-  async function insertExecution(workflowId: string, state: StepExecutionState): Promise<string> {
+  async function insertExecution(workflowId: string, state: StepExecutionState, stepName = 'charge'): Promise<string> {
     const at = new Date();
     const { identifiers } = await dataSource.getRepository(StepExecution).insert({
       workflowId,
-      stepName: 'charge',
+      stepName,
       state,
       scheduledFor: at,
       createdAt: at,
@@ -112,6 +127,82 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     return String(identifiers[0].id);
   }
 
+  /** The one row found by `where` carries exactly the value of `property` it was looked up by. */
+  async function expectFoundOnce<T extends object>(entity: EntityTarget<T>, where: FindOptionsWhere<T>, property: keyof T & string): Promise<void> {
+    const rows = await dataSource.getRepository(entity).findBy(where);
+    expect({ [property]: where[property], found: rows.map((row) => row[property]) }).toEqual({ [property]: where[property], found: [where[property]] });
+  }
+
+  /** A workflow, one execution and one signal whose identity strings are those of BASE. */
+  async function insertBaseRows(): Promise<string> {
+    const workflowId = await insertWorkflow({ type: BASE.type, heroType: BASE.heroType, heroId: BASE.heroId, nextStepName: BASE.stepName });
+    await insertExecution(workflowId, 'scheduled', BASE.stepName);
+    await insertSignal(workflowId, BASE.name, BASE.key);
+    return workflowId;
+  }
+
+  /**
+   * Next to the rows of insertBaseRows: rows whose identity strings differ from BASE only by case,
+   * an accent, a trailing space or normalisation are all accepted by the unique indexes (signal
+   * dedup, one ongoing workflow per type and hero), and each is found by its exact value alone.
+   */
+  async function expectVariantsKeptApart(workflowId: string): Promise<void> {
+    for (const key of variantsOf(BASE.key)) await insertSignal(workflowId, BASE.name, key);
+    for (const name of variantsOf(BASE.name)) await insertSignal(workflowId, name, BASE.key);
+    for (const type of variantsOf(BASE.type)) await insertWorkflow({ type, heroType: BASE.heroType, heroId: BASE.heroId });
+    for (const heroType of variantsOf(BASE.heroType)) await insertWorkflow({ type: BASE.type, heroType, heroId: BASE.heroId });
+    for (const heroId of variantsOf(BASE.heroId)) await insertWorkflow({ type: BASE.type, heroType: BASE.heroType, heroId });
+    for (const stepName of variantsOf(BASE.stepName)) await insertExecution(workflowId, 'completed', stepName);
+
+    for (const key of allSpellingsOf(BASE.key)) await expectFoundOnce(Signal, { workflowId, name: BASE.name, idempotencyKey: key }, 'idempotencyKey');
+    for (const name of allSpellingsOf(BASE.name)) await expectFoundOnce(Signal, { workflowId, name, idempotencyKey: BASE.key }, 'name');
+    for (const type of allSpellingsOf(BASE.type)) await expectFoundOnce(WorkflowRecord, { type, heroType: BASE.heroType, heroId: BASE.heroId }, 'type');
+    for (const heroType of allSpellingsOf(BASE.heroType)) await expectFoundOnce(WorkflowRecord, { type: BASE.type, heroType, heroId: BASE.heroId }, 'heroType');
+    for (const heroId of allSpellingsOf(BASE.heroId)) await expectFoundOnce(WorkflowRecord, { type: BASE.type, heroType: BASE.heroType, heroId }, 'heroId');
+    for (const stepName of allSpellingsOf(BASE.stepName)) await expectFoundOnce(StepExecution, { workflowId, stepName }, 'stepName');
+    // ... and an exact duplicate is still refused.
+    await expectUniqueViolation(insertSignal(workflowId, BASE.name, BASE.key), 'geneva_drive_signals_dedup');
+    await expectUniqueViolation(insertWorkflow({ type: BASE.type, heroType: BASE.heroType, heroId: BASE.heroId }), 'geneva_drive_workflows_unique_ongoing');
+  }
+
+  /**
+   * The geneva-drive tables' columns and indexes as the catalog describes them, to compare schemas
+   * built by different migration paths.
+   */
+  async function schemaSnapshot(): Promise<unknown[]> {
+    if (kind === 'sqlite') {
+      return dataSource.query(`SELECT type, name, tbl_name, sql FROM sqlite_master WHERE tbl_name LIKE 'geneva_drive_%' ORDER BY type, name`);
+    }
+    if (kind === 'postgres') {
+      const columns = await dataSource.query(
+        `SELECT table_name, column_name, ordinal_position, data_type, character_maximum_length, is_nullable, column_default, collation_name ` +
+          `FROM information_schema.columns WHERE table_schema = current_schema() AND table_name LIKE 'geneva_drive_%' ORDER BY table_name, ordinal_position`,
+      );
+      const indexes = await dataSource.query(
+        `SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename LIKE 'geneva_drive_%' ORDER BY indexname`,
+      );
+      return [...columns, ...indexes];
+    }
+    const columns = await dataSource.query(
+      'SELECT TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, COLUMN_TYPE, COLLATION_NAME, IS_NULLABLE, COLUMN_DEFAULT, GENERATION_EXPRESSION, EXTRA ' +
+        "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE 'geneva\\_drive\\_%' ORDER BY TABLE_NAME, ORDINAL_POSITION",
+    );
+    const indexes = await dataSource.query(
+      'SELECT TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX, COLUMN_NAME, NON_UNIQUE FROM information_schema.STATISTICS ' +
+        "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE 'geneva\\_drive\\_%' ORDER BY TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX",
+    );
+    return [...columns, ...indexes];
+  }
+
+  /** MySQL/MariaDB: the declared type of a column (`varbinary`, `varchar`). */
+  async function mysqlDataType(table: string, column: string): Promise<string> {
+    const [row] = await dataSource.query(
+      'SELECT DATA_TYPE AS `type` FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?',
+      [table, column],
+    );
+    return row.type;
+  }
+
   describe('fully migrated', () => {
     beforeAll(async () => {
       await prepareDatabase(kind);
@@ -129,6 +220,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
         'CreateTestFixtures1600000000000',
         'CreateGenevaDriveTables1730000000000',
         'AddGenevaDriveSignals1730000000001',
+        'ExactGenevaDriveIdentifiers1730000000002',
       ]);
       for (const table of [...GENEVA_TABLES, 'test_heroes', 'test_uuid_heroes']) {
         expect(await hasTable(table)).toBe(true);
@@ -314,6 +406,10 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       expect(await dataSource.getRepository(Signal).countBy({ workflowId: kept })).toBe(1);
     });
 
+    it('compares every identity string exactly: case, accents, trailing spaces and normalisation count', async () => {
+      await expectVariantsKeptApart(await insertBaseRows());
+    });
+
     it('rejects an execution or a signal for a workflow that does not exist', async () => {
       await expect(insertExecution('999999', 'scheduled')).rejects.toBeInstanceOf(QueryFailedError);
       await expect(insertSignal('999999', 'payment_confirmed', null)).rejects.toBeInstanceOf(QueryFailedError);
@@ -347,6 +443,10 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     });
 
     it('goes down and up again', async () => {
+      await dataSource.undoLastMigration(); // exact identifiers: back to the first release's columns
+      if (kind === 'mysql') expect(await mysqlDataType('geneva_drive_signals', 'idempotency_key')).toBe('varchar');
+      expect(await hasTable('geneva_drive_signals')).toBe(true);
+
       await dataSource.undoLastMigration();
       expect(await hasTable('geneva_drive_signals')).toBe(false);
       expect(await hasColumn('geneva_drive_step_executions', 'signal_id')).toBe(false);
@@ -366,6 +466,8 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       await expectUniqueViolation(insertWorkflow(), 'geneva_drive_workflows_unique_ongoing');
       await insertExecution(workflowId, 'scheduled');
       await expectUniqueViolation(insertExecution(workflowId, 'waiting'), 'geneva_drive_step_executions_one_active');
+      await truncateAll(dataSource);
+      await expectVariantsKeptApart(await insertBaseRows());
     });
   });
 
@@ -407,6 +509,128 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       await expectUniqueViolation(insertExecution(workflowId, 'waiting'), 'geneva_drive_step_executions_one_active');
       await expectUniqueViolation(insertWorkflow(), 'geneva_drive_workflows_unique_ongoing');
       await insertSignal(workflowId, 'payment_confirmed', null);
+    });
+  });
+
+  /**
+   * Replaces this worker's database with the first release's schema (its migrations, verbatim) and
+   * opens `dataSource` on it with today's migrations listed: `migrations` (default: all of them).
+   * Returns the schema a new install gets today, to compare with.
+   */
+  async function openReleasedSchema(
+    primaryKey: 'bigint' | 'uuid',
+    options: { withoutSignals?: boolean; migrations?: Array<new () => object> } = {},
+  ): Promise<unknown[]> {
+    await prepareDatabase(kind, { primaryKey });
+    dataSource = await new DataSource(dataSourceOptions(kind)).initialize();
+    const fresh = await schemaSnapshot();
+    await dataSource.destroy();
+    const released = await new DataSource({
+      ...dataSourceOptions(kind),
+      migrations: [CreateTestFixtures1600000000000, ...releasedMigrations(primaryKey, options)],
+    }).initialize();
+    try {
+      await released.dropDatabase();
+      await released.runMigrations();
+    } finally {
+      await released.destroy();
+    }
+    const current = dataSourceOptions(kind, { primaryKey });
+    dataSource = await new DataSource({ ...current, migrations: options.migrations ?? current.migrations }).initialize();
+    // What the engine does at boot: with uuid keys, the entities' metadata switches to uuid ids.
+    await new SchemaCapabilities().detect(dataSource);
+    return fresh;
+  }
+
+  /** The rows of a workflow, its executions and its signals, as the entities load them. */
+  async function rowsOf(workflowId: string) {
+    return {
+      workflow: await dataSource.getRepository(WorkflowRecord).findOneByOrFail({ id: workflowId }),
+      executions: await dataSource.getRepository(StepExecution).find({ where: { workflowId }, order: { id: 'ASC' } }),
+      signals: await dataSource.getRepository(Signal).find({ where: { workflowId }, order: { id: 'ASC' } }),
+    };
+  }
+
+  describe.each(['bigint', 'uuid'] as const)("upgrading the first release's schema (%s keys)", (primaryKey) => {
+    let fresh: unknown[];
+    let released: unknown[];
+
+    beforeAll(async () => {
+      fresh = await openReleasedSchema(primaryKey);
+      released = await schemaSnapshot();
+    });
+    afterAll(() => dataSource?.destroy());
+
+    it('keeps every row, then tells apart what the old collation merged, and goes down and up again', async () => {
+      // Only MySQL/MariaDB had the inexact columns; elsewhere the upgrade changes nothing.
+      if (kind === 'mysql') expect(released).not.toEqual(fresh);
+      else expect(released).toEqual(fresh);
+
+      const workflowId = await insertBaseRows();
+      const before = await rowsOf(workflowId);
+      if (kind === 'mysql') {
+        // The defect: a key that differs only by case was taken for a redelivery of the first one.
+        await expectUniqueViolation(insertSignal(workflowId, BASE.name, BASE.key.toLowerCase()), 'geneva_drive_signals_dedup');
+      }
+
+      expect(await dataSource.showMigrations()).toBe(true); // the upgrade is pending
+      await dataSource.runMigrations();
+      expect(await dataSource.showMigrations()).toBe(false);
+      expect(await schemaSnapshot()).toEqual(fresh); // the schema of a new install
+      expect(await rowsOf(workflowId)).toEqual(before);
+      await expectVariantsKeptApart(workflowId);
+
+      if (kind === 'mysql') {
+        // Down cannot merge the signals the exact columns kept apart: it refuses before changing anything.
+        await expectUniqueViolation(dataSource.undoLastMigration(), 'geneva_drive_signals_dedup');
+        expect(await schemaSnapshot()).toEqual(fresh);
+      }
+      // Without the variants, down restores the first release's columns, the rows intact.
+      const keepOnly = (entity: EntityTarget<object>, rows: Array<{ id: string }>) =>
+        dataSource.createQueryBuilder().delete().from(entity).where('id NOT IN (:...ids)', { ids: rows.map((row) => row.id) }).execute();
+      await keepOnly(WorkflowRecord, [before.workflow]);
+      await keepOnly(StepExecution, before.executions);
+      await keepOnly(Signal, before.signals);
+      await dataSource.undoLastMigration();
+      expect(await schemaSnapshot()).toEqual(released);
+      expect(await rowsOf(workflowId)).toEqual(before);
+
+      await dataSource.runMigrations();
+      expect(await schemaSnapshot()).toEqual(fresh);
+      expect(await rowsOf(workflowId)).toEqual(before);
+    });
+  });
+
+  describe("upgrading the first release's schema without the signals migration", () => {
+    let fresh: unknown[];
+
+    beforeAll(async () => {
+      fresh = await openReleasedSchema('bigint', {
+        withoutSignals: true,
+        migrations: [CreateTestFixtures1600000000000, CreateGenevaDriveTables1730000000000, ExactGenevaDriveIdentifiers1730000000002],
+      });
+    });
+    afterAll(() => dataSource?.destroy());
+
+    it('upgrades the two tables; the signals migration, run later, creates exact columns itself', async () => {
+      const workflowId = await insertWorkflow({ type: BASE.type, heroType: BASE.heroType, heroId: BASE.heroId });
+      await insertExecution(workflowId, 'scheduled', BASE.stepName);
+      const before = { workflow: await dataSource.getRepository(WorkflowRecord).findOneByOrFail({ id: workflowId }) };
+
+      await dataSource.runMigrations();
+      expect(await dataSource.showMigrations()).toBe(false);
+      expect(await hasTable('geneva_drive_signals')).toBe(false);
+      expect({ workflow: await dataSource.getRepository(WorkflowRecord).findOneByOrFail({ id: workflowId }) }).toEqual(before);
+      for (const heroId of variantsOf(BASE.heroId)) await insertWorkflow({ type: BASE.type, heroType: BASE.heroType, heroId });
+      for (const heroId of allSpellingsOf(BASE.heroId)) await expectFoundOnce(WorkflowRecord, { type: BASE.type, heroType: BASE.heroType, heroId }, 'heroId');
+
+      // The application lists the signals migration later.
+      await dataSource.destroy();
+      dataSource = await new DataSource(dataSourceOptions(kind)).initialize();
+      await dataSource.runMigrations();
+      expect(await schemaSnapshot()).toEqual(fresh);
+      await truncateAll(dataSource);
+      await expectVariantsKeptApart(await insertBaseRows());
     });
   });
 });

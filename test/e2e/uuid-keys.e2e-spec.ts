@@ -23,7 +23,11 @@ import {
   WorkflowRecord,
   WorkflowService,
 } from 'geneva-drive';
-import { AddGenevaDriveSignals1730000000001, CreateGenevaDriveTables1730000000000 } from '../../libs/geneva-drive/src/migrations/index.js';
+import {
+  AddGenevaDriveSignals1730000000001,
+  CreateGenevaDriveTables1730000000000,
+  ExactGenevaDriveIdentifiers1730000000002,
+} from '../../libs/geneva-drive/src/migrations/index.js';
 import { detectPrimaryKeyType, uuidv7 } from '../../libs/geneva-drive/src/persistence/primary-keys.js';
 import { SchemaCapabilities } from '../../libs/geneva-drive/src/persistence/schema-capabilities.js';
 import { WorkflowStore } from '../../libs/geneva-drive/src/persistence/workflow-store.js';
@@ -97,11 +101,21 @@ function expectCreationOrdered(ids: string[]): void {
 describe('uuid keys: the migration sets and the id generator', () => {
   it('GENEVA_DRIVE_MIGRATIONS stays the bigint set; the uuid set has the same class names (TypeORM identifies migrations by them)', () => {
     expect(genevaDriveMigrations()).toEqual(GENEVA_DRIVE_MIGRATIONS);
-    expect(genevaDriveMigrations({ primaryKey: 'bigint' })).toEqual([CreateGenevaDriveTables1730000000000, AddGenevaDriveSignals1730000000001]);
+    expect(genevaDriveMigrations({ primaryKey: 'bigint' })).toEqual([
+      CreateGenevaDriveTables1730000000000,
+      AddGenevaDriveSignals1730000000001,
+      ExactGenevaDriveIdentifiers1730000000002,
+    ]);
     const uuid = genevaDriveMigrations({ primaryKey: 'uuid' });
-    expect(uuid.map((migration) => new migration().name)).toEqual(['CreateGenevaDriveTables1730000000000', 'AddGenevaDriveSignals1730000000001']);
+    expect(uuid.map((migration) => new migration().name)).toEqual([
+      'CreateGenevaDriveTables1730000000000',
+      'AddGenevaDriveSignals1730000000001',
+      'ExactGenevaDriveIdentifiers1730000000002',
+    ]);
     expect(uuid[0].prototype).toBeInstanceOf(CreateGenevaDriveTables1730000000000);
     expect(uuid[1].prototype).toBeInstanceOf(AddGenevaDriveSignals1730000000001);
+    // The upgrade to exact identifiers does not depend on the key type: one class for both sets.
+    expect(uuid[2]).toBe(ExactGenevaDriveIdentifiers1730000000002);
     expect(genevaDriveMigrations({ primaryKey: 'uuid' })).toEqual(uuid); // the same classes on every call
     expect(() => genevaDriveMigrations({ primaryKey: 'int' as never })).toThrow(TypeError);
   });
@@ -176,7 +190,12 @@ describeEachDatabase('uuid keys', (kind) => {
 
       const escape = (name: string) => app.dataSource.driver.escape(name);
       const migrations: Array<{ name: string }> = await app.dataSource.query(`SELECT ${escape('name')} FROM ${escape('migrations')} ORDER BY ${escape('timestamp')}`);
-      expect(migrations.map((row) => row.name)).toEqual(['CreateTestFixtures1600000000000', 'CreateGenevaDriveTables1730000000000', 'AddGenevaDriveSignals1730000000001']);
+      expect(migrations.map((row) => row.name)).toEqual([
+        'CreateTestFixtures1600000000000',
+        'CreateGenevaDriveTables1730000000000',
+        'AddGenevaDriveSignals1730000000001',
+        'ExactGenevaDriveIdentifiers1730000000002',
+      ]);
     });
   });
 

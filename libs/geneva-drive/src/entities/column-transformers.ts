@@ -17,3 +17,17 @@ export const booleanTransformer: ValueTransformer = {
   to: (value: unknown) => value,
   from: (value: unknown) => value === true || value === 1 || value === '1' || value === 't',
 };
+
+/**
+ * Identity strings (names, keys, hero ids) are VARBINARY on MySQL/MariaDB so that they compare
+ * exactly (see the migrations' column-types.ts), and the driver returns those as Buffers of UTF-8.
+ */
+export function identifierText(value: unknown): unknown {
+  return Buffer.isBuffer(value) ? value.toString('utf8') : value;
+}
+
+/** Reads identity strings back as strings on every database (see {@link identifierText}). */
+export const identifierTransformer: ValueTransformer = {
+  to: (value: unknown) => value,
+  from: identifierText,
+};

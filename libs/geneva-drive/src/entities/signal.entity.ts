@@ -1,5 +1,5 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
-import { counterTransformer, idTransformer } from './column-transformers.js';
+import { counterTransformer, identifierTransformer, idTransformer } from './column-transformers.js';
 import { jsonColumnTransformer } from './json-column.js';
 
 /** Signal lifecycle: never moves backwards. @publicApi */
@@ -18,10 +18,10 @@ export class Signal<Payload = any> {
   @Column({ name: 'workflow_id', type: 'bigint', transformer: idTransformer })
   workflowId: string;
 
-  @Column({ type: 'varchar', length: 255 })
+  @Column({ type: 'varchar', length: 255, transformer: identifierTransformer })
   name: string;
 
-  @Column({ name: 'idempotency_key', type: 'varchar', length: 255, nullable: true })
+  @Column({ name: 'idempotency_key', type: 'varchar', length: 255, nullable: true, transformer: identifierTransformer })
   idempotencyKey: string | null;
 
   @Column({ type: 'varchar', length: 16})

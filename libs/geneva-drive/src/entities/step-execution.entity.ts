@@ -1,6 +1,6 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
 import type { StepExecutionState, StepOutcome } from '../state/step-execution-state.js';
-import { idTransformer } from './column-transformers.js';
+import { identifierTransformer, idTransformer } from './column-transformers.js';
 import { jsonColumnTransformer } from './json-column.js';
 
 /** Freeform audit data on an execution. @publicApi */
@@ -23,7 +23,7 @@ export class StepExecution {
   @Column({ name: 'workflow_id', type: 'bigint', transformer: idTransformer })
   workflowId: string;
 
-  @Column({ name: 'step_name', type: 'varchar', length: 255 })
+  @Column({ name: 'step_name', type: 'varchar', length: 255, transformer: identifierTransformer })
   stepName: string;
 
   @Column({ type: 'varchar', length: 32})

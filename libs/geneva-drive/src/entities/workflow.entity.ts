@@ -1,6 +1,6 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
 import { ONGOING_WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
-import { booleanTransformer, idTransformer } from './column-transformers.js';
+import { booleanTransformer, identifierTransformer, idTransformer } from './column-transformers.js';
 
 /**
  * One workflow instance about one hero. The row is the workflow's state of record; its lock
@@ -14,26 +14,26 @@ export class WorkflowRecord {
   id: string;
 
   /** The stable workflow type name (`@Workflow({ name })`, default the class name). */
-  @Column({ type: 'varchar', length: 255 })
+  @Column({ type: 'varchar', length: 255, transformer: identifierTransformer })
   type: string;
 
   /** TypeORM entity name of the hero. */
-  @Column({ name: 'hero_type', type: 'varchar', length: 255 })
+  @Column({ name: 'hero_type', type: 'varchar', length: 255, transformer: identifierTransformer })
   heroType: string;
 
   /** Primary key of the hero, as a string (integer and uuid keys both fit). */
-  @Column({ name: 'hero_id', type: 'varchar', length: 191 })
+  @Column({ name: 'hero_id', type: 'varchar', length: 191, transformer: identifierTransformer })
   heroId: string;
 
   @Column({ type: 'varchar', length: 32})
   state: WorkflowState;
 
   /** The step whose body is running right now; null between steps. */
-  @Column({ name: 'current_step_name', type: 'varchar', length: 255, nullable: true })
+  @Column({ name: 'current_step_name', type: 'varchar', length: 255, nullable: true, transformer: identifierTransformer })
   currentStepName: string | null;
 
   /** The step the most recently created execution targets (still the failed step after a failure). */
-  @Column({ name: 'next_step_name', type: 'varchar', length: 255, nullable: true })
+  @Column({ name: 'next_step_name', type: 'varchar', length: 255, nullable: true, transformer: identifierTransformer })
   nextStepName: string | null;
 
   @Column({ name: 'allow_multiple', type: 'boolean', transformer: booleanTransformer })

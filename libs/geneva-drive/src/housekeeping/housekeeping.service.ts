@@ -1,5 +1,6 @@
 import { Inject, Injectable, type LoggerService } from '@nestjs/common';
 import { In, LessThan, type EntityManager } from 'typeorm';
+import { identifierText } from '../entities/column-transformers.js';
 import { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
@@ -278,7 +279,7 @@ export class HousekeepingService {
     const threshold = this.options.waitingVisibilityThresholdMs;
     // With the threshold off, nothing is ever overdue and the overdue gauge is not reported.
     const overdueBefore = new Date(threshold === null ? 0 : Date.now() - threshold);
-    const rows: Array<{ type: string; waiting: string | number; overdue: string | number | null }> = await this.manager
+    const rows: Array<{ type: unknown; waiting: string | number; overdue: string | number | null }> = await this.manager
       .createQueryBuilder(StepExecution, 'e')
       .innerJoin(WorkflowRecord, 'w', 'w.id = e.workflowId')
       .select('w.type', 'type')
@@ -291,9 +292,10 @@ export class HousekeepingService {
     const waiting: Gauge = { total: 0, byWorkflow: {} };
     const overdue: Gauge = { total: 0, byWorkflow: {} };
     for (const row of rows) {
-      waiting.byWorkflow[row.type] = Number(row.waiting);
+      const type = String(identifierText(row.type)); // a raw read: no entity transformer
+      waiting.byWorkflow[type] = Number(row.waiting);
       waiting.total += Number(row.waiting);
-      overdue.byWorkflow[row.type] = Number(row.overdue ?? 0);
+      overdue.byWorkflow[type] = Number(row.overdue ?? 0);
       overdue.total += Number(row.overdue ?? 0);
     }
     const paused = await this.readRecoveryLimitGauge();

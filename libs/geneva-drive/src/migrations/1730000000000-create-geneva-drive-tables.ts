@@ -14,6 +14,37 @@ const TERMINAL_WORKFLOW_STATES_SQL = `('finished', 'canceled')`;
 /** Execution states of which a workflow may have at most one row. */
 const ACTIVE_EXECUTION_STATES_SQL = `('scheduled', 'waiting', 'in_progress')`;
 
+/** The rows the "one ongoing per (type, hero)" guarantee covers. */
+function ongoingCondition(queryRunner: QueryRunner, dialect: Dialect): string {
+  const q = (identifier: string) => queryRunner.dataSource.driver.escape(identifier);
+  return `${q('state')} NOT IN ${TERMINAL_WORKFLOW_STATES_SQL} AND ${q('allow_multiple')} = ${columnTypes(dialect).booleanLiteral(false)}`;
+}
+
+/**
+ * MySQL/MariaDB: the type and generation of `ongoing_unique_key`, the key of the one-ongoing unique
+ * index (the upgrade to exact identifiers rewrites the column with it). `type` is the column type:
+ * VARBINARY for the exact identifier columns, the utf8mb4_bin varchar of the first release in `down`.
+ */
+export function ongoingUniqueKeyDefinition(queryRunner: QueryRunner, type = ONGOING_UNIQUE_KEY_TYPE): string {
+  const q = (identifier: string) => queryRunner.dataSource.driver.escape(identifier);
+  // The key must be injective over (type, hero_type, hero_id), so every part is length-prefixed
+  // ("<length>:<value>") rather than joined by a separator that a value could contain. Over the
+  // VARBINARY identifier columns the parts are bytes, CHAR_LENGTH counts bytes and the key compares
+  // byte for byte: uniqueness is exact, as on PostgreSQL/SQLite, whatever the table's default collation.
+  const part = (column: string) => `CHAR_LENGTH(${q(column)}), ':', ${q(column)}`;
+  return (
+    `${type} GENERATED ALWAYS AS (` +
+    `CASE WHEN ${ongoingCondition(queryRunner, 'mysql')} THEN CONCAT(${part('type')}, ${part('hero_type')}, ${part('hero_id')}) ELSE NULL END` +
+    `) STORED`
+  );
+}
+
+/**
+ * 3 x ("1020:") + 1020 + 1020 + 764 bytes of VARBINARY(1020), (1020), (764): 2819 bytes, under
+ * InnoDB's 3072-byte index key limit.
+ */
+const ONGOING_UNIQUE_KEY_TYPE = 'VARBINARY(2819)';
+
 /*
  * MYSQL_NOTE: the generated columns are added with raw SQL and stay unknown to TypeORM's
  * `typeorm_metadata` table. TypeORM's MySQL introspection (`getTable`, and through it `addColumn`,
@@ -52,14 +83,14 @@ export class CreateGenevaDriveTables1730000000000 implements MigrationInterface 
         name: WORKFLOWS,
         columns: [
           t.id(),
-          { name: 'type', type: 'varchar', length: '255', isNullable: false },
-          { name: 'hero_type', type: 'varchar', length: '255', isNullable: false },
+          // Identity strings compare exactly on every database (IDENTIFIER in column-types.ts).
+          t.identifier('type', 255),
+          t.identifier('hero_type', 255),
           // 191 characters: the classic utf8mb4 limit of an indexable varchar (767 bytes / 4).
-          // Binary collation on MySQL: hero ids compare exactly, as on the other databases.
-          { name: 'hero_id', type: 'varchar', length: '191', isNullable: false, ...(dialect === 'mysql' ? { collation: 'utf8mb4_bin' } : {}) },
+          t.identifier('hero_id', 191),
           { name: 'state', type: 'varchar', length: '32', isNullable: false, default: `'ready'` },
-          { name: 'current_step_name', type: 'varchar', length: '255', isNullable: true },
-          { name: 'next_step_name', type: 'varchar', length: '255', isNullable: true },
+          t.identifier('current_step_name', 255, { nullable: true }),
+          t.identifier('next_step_name', 255, { nullable: true }),
           t.boolean('allow_multiple', false),
           t.datetime('started_at', { nullable: true }),
           t.datetime('transitioned_at', { nullable: true }),
@@ -82,7 +113,7 @@ export class CreateGenevaDriveTables1730000000000 implements MigrationInterface 
         columns: [
           t.id(),
           t.idReference('workflow_id'),
-          { name: 'step_name', type: 'varchar', length: '255', isNullable: false },
+          t.identifier('step_name', 255),
           { name: 'state', type: 'varchar', length: '32', isNullable: false, default: `'scheduled'` },
           { name: 'outcome', type: 'varchar', length: '32', isNullable: true },
           t.datetime('scheduled_for'),
@@ -137,28 +168,14 @@ export class CreateGenevaDriveTables1730000000000 implements MigrationInterface 
 
   private async createUniqueOngoingIndex(queryRunner: QueryRunner, dialect: Dialect): Promise<void> {
     const q = (identifier: string) => queryRunner.dataSource.driver.escape(identifier);
-    const ongoing = `${q('state')} NOT IN ${TERMINAL_WORKFLOW_STATES_SQL} AND ${q('allow_multiple')} = ${columnTypes(dialect).booleanLiteral(false)}`;
     if (dialect !== 'mysql') {
       await queryRunner.query(
         `CREATE UNIQUE INDEX ${q('geneva_drive_workflows_unique_ongoing')} ON ${q(WORKFLOWS)} ` +
-          `(${q('type')}, ${q('hero_type')}, ${q('hero_id')}) WHERE ${ongoing}`,
+          `(${q('type')}, ${q('hero_type')}, ${q('hero_id')}) WHERE ${ongoingCondition(queryRunner, dialect)}`,
       );
       return;
     }
-    // The key must be injective over (type, hero_type, hero_id), so every part is length-prefixed
-    // ("<chars>:<value>") rather than joined by a separator that a value could contain. The encoding is
-    // prefix-free, so no key is another key plus trailing spaces either, which matters because MySQL's
-    // utf8mb4_bin and MariaDB's binary collations are PAD SPACE. Binary collation: uniqueness is
-    // case-sensitive as on PostgreSQL/SQLite, whatever the table's default collation. At most
-    // 3 x (3 + 1) + 255 + 255 + 191 = 713 characters <= 767, and 767 x 4 bytes stays under InnoDB's
-    // 3072-byte index key limit.
-    const part = (column: string) => `CHAR_LENGTH(${q(column)}), ':', ${q(column)}`;
-    await queryRunner.query(
-      `ALTER TABLE ${q(WORKFLOWS)} ADD COLUMN ${q('ongoing_unique_key')} VARCHAR(767) ` +
-        `CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS (` +
-        `CASE WHEN ${ongoing} THEN CONCAT(${part('type')}, ${part('hero_type')}, ${part('hero_id')}) ELSE NULL END` +
-        `) STORED`,
-    );
+    await queryRunner.query(`ALTER TABLE ${q(WORKFLOWS)} ADD COLUMN ${q('ongoing_unique_key')} ${ongoingUniqueKeyDefinition(queryRunner)}`);
     await queryRunner.query(
       `CREATE UNIQUE INDEX ${q('geneva_drive_workflows_unique_ongoing')} ON ${q(WORKFLOWS)} (${q('ongoing_unique_key')})`,
     );

@@ -40,8 +40,9 @@ export class AddGenevaDriveSignals1730000000001 implements MigrationInterface {
         columns: [
           t.id(),
           t.idReference('workflow_id'),
-          { name: 'name', type: 'varchar', length: '255', isNullable: false },
-          { name: 'idempotency_key', type: 'varchar', length: '255', isNullable: true },
+          // Compared exactly on every database (IDENTIFIER in column-types.ts), the dedup index too.
+          t.identifier('name', 255),
+          t.identifier('idempotency_key', 255, { nullable: true }),
           { name: 'state', type: 'varchar', length: '16', isNullable: false, default: `'pending'` },
           t.json('payload'),
           // Counters (attachments and clean resolutions), not flags.
@@ -54,8 +55,8 @@ export class AddGenevaDriveSignals1730000000001 implements MigrationInterface {
         ],
         indices: [
           // Redelivery dedup. NULL keys never collide on any of the three databases, so signals sent
-          // without a key are never deduplicated. MySQL utf8mb4 key size: 8 + 2 x (255 x 4 + 2) = 2052
-          // bytes, under InnoDB's 3072 (36 + 2044 = 2080 with uuid keys, an ASCII char(36)).
+          // without a key are never deduplicated. MySQL key size: 8 + 2 x (1020 + 2) = 2052 bytes of
+          // VARBINARY(1020), under InnoDB's 3072 (36 + 2044 = 2080 with uuid keys, an ASCII char(36)).
           {
             name: 'geneva_drive_signals_dedup',
             columnNames: ['workflow_id', 'name', 'idempotency_key'],

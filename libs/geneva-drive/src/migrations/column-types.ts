@@ -39,6 +39,11 @@ export interface ColumnTypes {
   datetime(name: string, options?: { nullable?: boolean }): TableColumnOptions;
   /** A JSON document (always nullable; the engine writes the payload codec's encoded text). */
   json(name: string): TableColumnOptions;
+  /**
+   * An identity string (a name, key or id the engine looks rows up by) of at most `maxLength`
+   * characters, compared exactly on every database: see IDENTIFIER below.
+   */
+  identifier(name: string, maxLength: number, options?: { nullable?: boolean }): TableColumnOptions;
   /** NOT NULL boolean with a default. */
   boolean(name: string, defaultValue: boolean): TableColumnOptions;
   /** How a boolean literal is written in SQL (partial index predicates, defaults). */
@@ -89,6 +94,31 @@ const UUID: Record<Dialect, ColumnShape> = {
   sqlite: { type: 'varchar', length: '36' },
 };
 
+/*
+ * IDENTIFIER: identity strings (workflow type, hero type and id, step names, signal name and
+ * idempotency key) must compare exactly, as their code points, on every database: `evt_1NqXaB` and
+ * `evt_1NqXab`, `cafe` and `café`, `k` and `k `, NFC and NFD `café` are different events, names and
+ * heroes. PostgreSQL's varchar (deterministic collation) and SQLite's text (BINARY) do that.
+ * MySQL/MariaDB compare a varchar by its collation: the usual table defaults ignore case and accents
+ * (`utf8mb4_general_ci`; `utf8mb4_unicode_ci` even equates NFC with NFD), and `utf8mb4_bin` is
+ * PAD SPACE on MariaDB 10.x and on MySQL 8 (`'k' = 'k '`, in unique indexes too). The NO PAD binary
+ * collations are per server: MariaDB's `utf8mb4_nopad_bin` does not exist on MySQL, and MySQL 8's
+ * `utf8mb4_0900_bin` does not exist on MariaDB 10.x. The `binary` character set exists on both and
+ * is NO PAD: a VARBINARY compares byte for byte, trailing spaces included (verified on MariaDB
+ * 10.11: `_binary'k' = _binary'k '` is 0, and a unique index holds `k` and `k ` apart). So on MySQL
+ * these columns are VARBINARY of 4 bytes per character (utf8mb4's widest): every value the other
+ * databases' varchar(n) holds fits, at the index cost of a utf8mb4 varchar(n) (the limit counts
+ * bytes, so up to 4n ASCII characters fit there). The bytes are the UTF-8 the driver sends (mysql2's
+ * default connection character set, utf8mb4); the driver returns them as Buffers, which the entities
+ * decode (`identifierTransformer`).
+ */
+const IDENTIFIER_BYTES_PER_CHARACTER = 4;
+
+/** The MySQL/MariaDB type of an identifier column of at most `maxLength` characters (see IDENTIFIER). */
+export function mysqlIdentifierType(maxLength: number): string {
+  return `VARBINARY(${maxLength * IDENTIFIER_BYTES_PER_CHARACTER})`;
+}
+
 export function columnTypes(dialect: Dialect, primaryKey: PrimaryKeyType = 'bigint'): ColumnTypes {
   const booleanLiteral = (value: boolean): string => {
     if (dialect === 'postgres') return value ? 'true' : 'false';
@@ -120,6 +150,12 @@ export function columnTypes(dialect: Dialect, primaryKey: PrimaryKeyType = 'bigi
     }),
     datetime: (name, options = {}) => ({ name, ...DATETIME[dialect], isNullable: options.nullable ?? false }),
     json: (name) => ({ name, ...JSON_TYPE[dialect], isNullable: true }),
+    identifier: (name, maxLength, options = {}) => ({
+      name,
+      type: dialect === 'mysql' ? 'varbinary' : 'varchar',
+      length: String(dialect === 'mysql' ? maxLength * IDENTIFIER_BYTES_PER_CHARACTER : maxLength),
+      isNullable: options.nullable ?? false,
+    }),
     boolean: (name, defaultValue) => ({
       name,
       type: 'boolean',
