@@ -9,3 +9,7 @@ export * from './invalid-hero.error.js';
 export * from './signal.errors.js';
 export * from './cursor-too-large.error.js';
 export * from './workflow-already-ongoing.error.js';
+export * from './invalid-option.error.js';
+export * from './data-source-not-found.error.js';
+export * from './entities-not-registered.error.js';
+export * from './schema-not-migrated.error.js';
