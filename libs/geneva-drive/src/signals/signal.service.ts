@@ -11,7 +11,7 @@ import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { latestRowsLock } from '../persistence/row-lock.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { isUniqueViolation } from '../persistence/unique-violation.js';
-import { WorkflowStore } from '../persistence/workflow-store.js';
+import { idOf, WorkflowStore } from '../persistence/workflow-store.js';
 import { encodedSize, encodePayload } from '../util/payload-codec.js';
 import { SignalRendezvous } from './signal-rendezvous.js';
 
@@ -63,7 +63,7 @@ export class SignalService {
     options: SignalOptions<Payload> = {},
   ): Promise<Signal<Payload>> {
     const prepared = this.prepareSignal({ name, payload: options.payload, idempotencyKey: options.idempotencyKey }, Object.keys(options));
-    const workflowId = typeof workflow === 'string' ? workflow : workflow.id;
+    const workflowId = idOf(workflow);
     const result = await this.transactions.run(async (manager) => {
       const record = await this.store.lockWorkflow(manager, workflowId);
       const terminal = !record.isOngoing();
@@ -89,8 +89,8 @@ export class SignalService {
 
   /** The workflow's signals, oldest first (none on a database without the signals migration). */
   list(workflow: WorkflowRecord | string): Promise<Signal[]> {
-    const workflowId = typeof workflow === 'string' ? workflow : workflow.id;
-    if (!this.schema.hasSignals) return Promise.resolve([]);
+    const workflowId = this.schema.canonicalId(idOf(workflow));
+    if (!this.schema.hasSignals || workflowId === null) return Promise.resolve([]);
     return this.transactions.dataSource.manager.find(Signal, { where: { workflowId }, order: { createdAt: 'ASC', id: 'ASC' } });
   }
 
