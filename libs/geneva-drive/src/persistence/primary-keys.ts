@@ -104,8 +104,9 @@ const UUID_TEXT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
  * The canonical text of a key given by a caller (a workflow id, a hero's id), or null when the value
  * cannot be a key of that type — so that a malformed id is "not found" on every database instead of
  * a cast error on PostgreSQL, a numeric prefix match on MySQL (`'7abc' = 7`) or nothing on SQLite.
- * bigint keys: a non-negative integer in range (`'007'` is `'7'`); uuid keys: the 8-4-4-4-12 hex form
- * (lowercase, as the engine writes them); `'any'`: any non-empty string or finite number.
+ * bigint keys: a non-negative integer in range (`'007'` is `'7'`); uuid keys: the 8-4-4-4-12 hex form,
+ * kept as given (rows inserted by hand on MySQL or SQLite may be uppercase); `'any'`: any non-empty
+ * string or finite number.
  */
 export function canonicalKey(value: unknown, type: PrimaryKeyType | 'any'): string | null {
   if (typeof value === 'number') value = Number.isFinite(value) ? String(value) : '';
@@ -114,7 +115,7 @@ export function canonicalKey(value: unknown, type: PrimaryKeyType | 'any'): stri
     case 'bigint':
       return /^\d{1,19}$/.test(value) && BigInt(value) <= BIGINT_MAX ? String(BigInt(value)) : null;
     case 'uuid':
-      return UUID_TEXT.test(value) ? value.toLowerCase() : null;
+      return UUID_TEXT.test(value) ? value : null;
     default:
       return value;
   }
