@@ -51,7 +51,13 @@ export class WorkflowService {
     private readonly schema: SchemaCapabilities,
   ) {}
 
-  /** Creates the workflow and schedules its first step (or finishes it at once when it has none). */
+  /**
+   * Creates the workflow and schedules its first step (or finishes it at once when it has none).
+   * Before writing anything it refuses what it cannot use: no workflow class (`UnknownWorkflowError`),
+   * an unknown option (`InvalidOptionError`), a hero that is not a saved entity — no id, no row, a
+   * plain object without a declared hero class, another class than the declared one
+   * (`InvalidHeroError`).
+   */
   async start(workflowClass: WorkflowClass, hero: object, options: StartOptions = {}): Promise<WorkflowRecord> {
     const definition = this.registry.getByClass(workflowClass);
     if (options === null || typeof options !== 'object') {
