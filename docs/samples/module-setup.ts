@@ -67,7 +67,7 @@ export const workflowsDatabase = [
     migrationsRun: true,
   }),
   GenevaDriveModule.forRootAsync({
-    dataSource: 'workflows', // beside useFactory, not inside what it returns
+    dataSource: 'workflows', // or in what useFactory returns (not both)
     imports: [SettingsModule],
     inject: [Settings],
     useFactory: (settings: Settings) => ({ queue: { adapter: 'bull', redis: settings.redisUrl } }),

@@ -1,18 +1,29 @@
 import { Inject, Injectable, type BeforeApplicationShutdown, type LoggerService, type OnApplicationBootstrap, type OnModuleInit } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import { getDataSourceToken } from '@nestjs/typeorm';
+import type { DataSource } from 'typeorm';
+import { DataSourceNotFoundError } from './errors/data-source-not-found.error.js';
 import { ExecutorService } from './execution/executor.service.js';
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS, QUEUE_PORT } from './geneva-drive.constants.js';
 import { HousekeepingService } from './housekeeping/housekeeping.service.js';
 import type { ResolvedGenevaDriveOptions } from './interfaces/geneva-drive-options.interface.js';
+import { AfterCommitSubscriber } from './persistence/after-commit.js';
 import { SchemaCapabilities } from './persistence/schema-capabilities.js';
 import { TransactionRunner } from './persistence/transaction-runner.js';
 import type { QueuePort } from './queue/queue.port.js';
 
-/** Detects the schema at init; starts consuming step jobs and scheduling housekeeping once the application is up; stops before shutdown. */
+/**
+ * At init: finds the DataSource, binds the engine to it and checks the schema (each misconfiguration
+ * stops the boot with an error that says what to do); starts consuming step jobs and scheduling
+ * housekeeping once the application is up; stops before shutdown.
+ */
 @Injectable()
 export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown {
   constructor(
+    private readonly moduleRef: ModuleRef,
     private readonly schema: SchemaCapabilities,
     private readonly transactions: TransactionRunner,
+    private readonly afterCommit: AfterCommitSubscriber,
     private readonly executor: ExecutorService,
     @Inject(QUEUE_PORT) private readonly queue: QueuePort,
     private readonly housekeeping: HousekeepingService,
@@ -21,7 +32,11 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
   ) {}
 
   async onModuleInit(): Promise<void> {
-    await this.schema.detect(this.transactions.dataSource);
+    const name = this.options.dataSource ?? 'default';
+    const dataSource = this.findDataSource(name);
+    this.transactions.bind(dataSource);
+    this.afterCommit.attachTo(dataSource);
+    await this.schema.detect(dataSource, name);
     if (!this.schema.hasSignals) {
       this.logger.warn('The signals migration has not run: waitFor steps will fail until it does (everything else works)');
     }
@@ -39,5 +54,17 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
     // Resumable steps stop at their next checkpoint, so stopping the queue does not wait for them to finish.
     this.executor.beginShutdown();
     await this.queue.stop();
+  }
+
+  /** Looked up at init, when every provider exists: the name may come from a forRootAsync factory. */
+  private findDataSource(name: string): DataSource {
+    let dataSource: DataSource | undefined;
+    try {
+      dataSource = this.moduleRef.get<DataSource>(getDataSourceToken(name), { strict: false });
+    } catch {
+      // Nest's UnknownElementException: no provider has that token.
+    }
+    if (!dataSource) throw new DataSourceNotFoundError(name);
+    return dataSource;
   }
 }

@@ -1,7 +1,7 @@
 import { Logger, Module, type DynamicModule, type LoggerService, type Provider } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
-import { getDataSourceToken } from '@nestjs/typeorm';
-import type { DataSource } from 'typeorm';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { GENEVA_DRIVE_ENTITIES } from './entities/index.js';
 import { ExecutorService } from './execution/executor.service.js';
 import { WorkflowInstances } from './execution/workflow-instances.js';
 import { HousekeepingService } from './housekeeping/housekeeping.service.js';
@@ -25,14 +25,11 @@ import { SignalRendezvous } from './signals/signal-rendezvous.js';
 import { SignalService } from './signals/signal.service.js';
 import { WorkflowService } from './workflow/workflow.service.js';
 
-const ENGINE_DATA_SOURCE = Symbol.for('geneva-drive:data-source');
-
-function engineProviders(dataSource: string | undefined): Provider[] {
+function engineProviders(declaredDataSource: string | undefined): Provider[] {
   return [
-    { provide: ENGINE_DATA_SOURCE, useExisting: getDataSourceToken(dataSource) },
     {
       provide: GENEVA_DRIVE_OPTIONS,
-      useFactory: (options: GenevaDriveModuleOptions) => resolveOptions({ ...options, dataSource }),
+      useFactory: (options: GenevaDriveModuleOptions) => resolveOptions(options, declaredDataSource),
       inject: [MODULE_OPTIONS_TOKEN],
     },
     {
@@ -40,26 +37,27 @@ function engineProviders(dataSource: string | undefined): Provider[] {
       useFactory: (options: ResolvedGenevaDriveOptions) => options.logger ?? new Logger('GenevaDrive'),
       inject: [GENEVA_DRIVE_OPTIONS],
     },
-    { provide: TransactionRunner, useFactory: (ds: DataSource) => new TransactionRunner(ds), inject: [ENGINE_DATA_SOURCE] },
+    // Bound to the DataSource at init (GenevaDriveLifecycle): see TransactionRunner.bind.
+    { provide: TransactionRunner, useFactory: () => new TransactionRunner() },
     {
       provide: AfterCommitSubscriber,
-      useFactory: (ds: DataSource, logger: LoggerService) =>
-        AfterCommitSubscriber.install(ds, (error) => logger.error(`Enqueue after commit failed (housekeeping will recover the execution): ${String(error)}`)),
-      inject: [ENGINE_DATA_SOURCE, GENEVA_DRIVE_LOGGER],
+      useFactory: (logger: LoggerService) =>
+        new AfterCommitSubscriber((error) => logger.error(`Enqueue after commit failed (housekeeping will recover the execution): ${String(error)}`)),
+      inject: [GENEVA_DRIVE_LOGGER],
     },
     {
       provide: QUEUE_PORT,
-      useFactory: async (options: ResolvedGenevaDriveOptions, ds: DataSource, logger: LoggerService): Promise<QueuePort> => {
+      useFactory: async (options: ResolvedGenevaDriveOptions, transactions: TransactionRunner, logger: LoggerService): Promise<QueuePort> => {
         switch (options.queue.adapter) {
           case 'bull':
             return BullQueueAdapter.create(options.queue, logger);
           case 'manual':
             return new ManualQueueAdapter();
           default:
-            return new LocalQueueAdapter(ds, options.queue.concurrency ?? 1, logger);
+            return new LocalQueueAdapter(transactions, options.queue.concurrency ?? 1, logger);
         }
       },
-      inject: [GENEVA_DRIVE_OPTIONS, ENGINE_DATA_SOURCE, GENEVA_DRIVE_LOGGER],
+      inject: [GENEVA_DRIVE_OPTIONS, TransactionRunner, GENEVA_DRIVE_LOGGER],
     },
     {
       provide: WorkflowStore,
@@ -103,6 +101,10 @@ export class GenevaDriveModule extends ConfigurableModuleClass {
   }
 
   private static withEngine(module: DynamicModule, dataSource: string | undefined): DynamicModule {
+    // Registers the entities for `autoLoadEntities` on that DataSource (TypeOrmModule reads them when
+    // it creates it). Its repository providers are not imported: the engine needs none, and they
+    // would turn a missing DataSource into Nest's dependency error instead of DataSourceNotFoundError.
+    TypeOrmModule.forFeature(GENEVA_DRIVE_ENTITIES, dataSource);
     return {
       ...module,
       imports: [...(module.imports ?? []), DiscoveryModule],

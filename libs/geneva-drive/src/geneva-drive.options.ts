@@ -1,33 +1,85 @@
-import type { GenevaDriveModuleOptions, ResolvedGenevaDriveOptions } from './interfaces/geneva-drive-options.interface.js';
-import { requireDuration } from './util/duration.js';
+import { InvalidOptionError } from './errors/invalid-option.error.js';
+import type { GenevaDriveModuleOptions, QueueAdapterOptions, ResolvedGenevaDriveOptions } from './interfaces/geneva-drive-options.interface.js';
+import { parseDuration } from './util/duration.js';
+import { rejectUnknownKeys } from './util/unknown-keys.js';
 
-const KNOWN_ADAPTERS = ['bull', 'local', 'manual'];
+/** Every module option, so that a misspelled one stops the boot (a Record: adding an option to the interface without listing it here does not compile). */
+const MODULE_OPTIONS: Record<keyof GenevaDriveModuleOptions, true> = {
+  queue: true,
+  dataSource: true,
+  enqueueAfterCommit: true,
+  maxSignalPayloadSize: true,
+  maxCursorSize: true,
+  waitingVisibilityThreshold: true,
+  deleteCompletedWorkflowsAfter: true,
+  stuckInProgressThreshold: true,
+  stuckScheduledThreshold: true,
+  stuckRecoveryAction: true,
+  maxRecoveries: true,
+  housekeepingBatchSize: true,
+  housekeeping: true,
+  logger: true,
+};
 
-/** Applies defaults and validates the module options once, at boot, with errors that name the option. */
-export function resolveOptions(options: GenevaDriveModuleOptions = {}): ResolvedGenevaDriveOptions {
+const QUEUE_OPTIONS: Record<QueueAdapterOptions['adapter'], string[]> = {
+  bull: ['adapter', 'redis', 'name', 'prefix', 'concurrency'],
+  local: ['adapter', 'concurrency'],
+  manual: ['adapter'],
+};
+
+const WHERE = 'GenevaDriveModule';
+
+function fail(option: string, problem: string): never {
+  throw new InvalidOptionError(WHERE, option, problem);
+}
+
+function requireDuration(value: unknown, option: string): number {
+  const ms = parseDuration(value);
+  if (ms === undefined) fail(option, `${option} must be a duration (milliseconds or a string like '15m'), got ${JSON.stringify(value)}`);
+  return ms;
+}
+
+/**
+ * Applies defaults and validates the module options once, at boot, with errors that name the option.
+ * `declaredDataSource` is the `dataSource` given to `forRoot`/beside `forRootAsync`'s factory; the
+ * factory may return it instead (not both, unless they agree).
+ */
+export function resolveOptions(options: GenevaDriveModuleOptions = {}, declaredDataSource?: string): ResolvedGenevaDriveOptions {
+  if (typeof options !== 'object' || options === null) fail('options', `the options must be an object, got ${options === null ? 'null' : typeof options}`);
+  rejectUnknownKeys(WHERE, options, Object.keys(MODULE_OPTIONS), '', (key) =>
+    key === 'isGlobal' ? 'isGlobal goes beside useFactory in forRootAsync, not in the options it returns' : undefined,
+  );
   const queue = options.queue ?? { adapter: 'local' };
-  if (!KNOWN_ADAPTERS.includes(queue.adapter)) {
-    throw new TypeError(`geneva-drive: queue.adapter must be one of ${KNOWN_ADAPTERS.join(', ')}, got ${JSON.stringify(queue.adapter)}`);
+  if (!Object.hasOwn(QUEUE_OPTIONS, queue.adapter)) {
+    fail('queue.adapter', `queue.adapter must be one of ${Object.keys(QUEUE_OPTIONS).join(', ')}, got ${JSON.stringify(queue.adapter)}`);
   }
+  rejectUnknownKeys(WHERE, queue, QUEUE_OPTIONS[queue.adapter], 'queue.');
+  if (options.dataSource !== undefined && declaredDataSource !== undefined && options.dataSource !== declaredDataSource) {
+    fail('dataSource', `dataSource is "${declaredDataSource}" beside useFactory but "${options.dataSource}" in what it returns: give it once`);
+  }
+  const dataSource = options.dataSource ?? declaredDataSource;
+  if (dataSource !== undefined && (typeof dataSource !== 'string' || dataSource.trim() === '')) fail('dataSource', 'dataSource must be the name of a TypeORM DataSource');
   const stuckRecoveryAction = options.stuckRecoveryAction ?? 'reattempt';
   if (stuckRecoveryAction !== 'reattempt' && stuckRecoveryAction !== 'cancel') {
-    throw new TypeError(`geneva-drive: stuckRecoveryAction must be 'reattempt' or 'cancel', got ${JSON.stringify(stuckRecoveryAction)}`);
+    fail('stuckRecoveryAction', `stuckRecoveryAction must be 'reattempt' or 'cancel', got ${JSON.stringify(stuckRecoveryAction)}`);
   }
   const maxRecoveries = options.maxRecoveries === undefined ? 3 : options.maxRecoveries;
   if (maxRecoveries !== null && !(Number.isInteger(maxRecoveries) && maxRecoveries >= 0)) {
-    throw new TypeError(`geneva-drive: maxRecoveries must be a non-negative integer or null, got ${String(maxRecoveries)}`);
+    fail('maxRecoveries', `maxRecoveries must be a non-negative integer or null, got ${String(maxRecoveries)}`);
   }
   const maxSignalPayloadSize = options.maxSignalPayloadSize === undefined ? 131_072 : options.maxSignalPayloadSize;
   if (maxSignalPayloadSize !== null && !(Number.isInteger(maxSignalPayloadSize) && maxSignalPayloadSize > 0)) {
-    throw new TypeError('geneva-drive: maxSignalPayloadSize must be a positive integer or null');
+    fail('maxSignalPayloadSize', 'maxSignalPayloadSize must be a positive integer or null');
   }
   const maxCursorSize = options.maxCursorSize ?? 131_072;
-  if (!(Number.isInteger(maxCursorSize) && maxCursorSize > 0)) throw new TypeError('geneva-drive: maxCursorSize must be a positive integer');
+  if (!(Number.isInteger(maxCursorSize) && maxCursorSize > 0)) fail('maxCursorSize', 'maxCursorSize must be a positive integer');
   const batch = options.housekeepingBatchSize ?? 1000;
-  if (!Number.isInteger(batch) || batch <= 0) throw new TypeError('geneva-drive: housekeepingBatchSize must be a positive integer');
+  if (!Number.isInteger(batch) || batch <= 0) fail('housekeepingBatchSize', 'housekeepingBatchSize must be a positive integer');
+  const housekeeping = options.housekeeping ?? { every: '30m' };
+  if (housekeeping !== false) rejectUnknownKeys(WHERE, housekeeping, ['every'], 'housekeeping.');
   return {
     queue,
-    dataSource: options.dataSource,
+    dataSource,
     enqueueAfterCommit: options.enqueueAfterCommit ?? true,
     maxSignalPayloadSize,
     maxCursorSize,
@@ -42,9 +94,7 @@ export function resolveOptions(options: GenevaDriveModuleOptions = {}): Resolved
     stuckRecoveryAction,
     maxRecoveries,
     housekeepingBatchSize: batch,
-    housekeepingEveryMs:
-      options.housekeeping === false ? null : requireDuration((options.housekeeping ?? { every: '30m' }).every, 'housekeeping.every'),
+    housekeepingEveryMs: housekeeping === false ? null : requireDuration(housekeeping.every, 'housekeeping.every'),
     logger: options.logger,
   };
 }
-

@@ -12,3 +12,7 @@ export * from './workflow-already-ongoing.error.js';
 export * from './missing-dependency.error.js';
 export * from './step-recovery-limit.error.js';
 export * from './unencodable-value.error.js';
+export * from './invalid-option.error.js';
+export * from './data-source-not-found.error.js';
+export * from './entities-not-registered.error.js';
+export * from './schema-not-migrated.error.js';

@@ -16,12 +16,9 @@ export class AfterCommitSubscriber implements EntitySubscriberInterface {
 
   constructor(private readonly onError: (error: unknown) => void) {}
 
-  static install(dataSource: DataSource, onError: (error: unknown) => void): AfterCommitSubscriber {
-    const existing = dataSource.subscribers.find((s): s is AfterCommitSubscriber => s instanceof AfterCommitSubscriber);
-    if (existing) return existing;
-    const subscriber = new AfterCommitSubscriber(onError);
-    dataSource.subscribers.push(subscriber);
-    return subscriber;
+  /** Subscribes to the DataSource's transaction events (once). */
+  attachTo(dataSource: DataSource): void {
+    if (!dataSource.subscribers.includes(this)) dataSource.subscribers.push(this);
   }
 
   /** Registers `run` for after the outermost commit of `manager`'s transaction; runs it now when there is none. */

@@ -1,5 +1,6 @@
 import { randomFillSync } from 'node:crypto';
 import type { DataSource, EntityTarget, QueryRunner } from 'typeorm';
+import { tableColumns } from './schema-catalog.js';
 
 /**
  * The key type of geneva-drive's three tables. The migrations choose it
@@ -12,41 +13,16 @@ export type PrimaryKeyType = 'bigint' | 'uuid';
 /**
  * The type of `table.id` as the database reports it: `'bigint'` for an integer column, `'uuid'` for
  * a uuid or character column (PostgreSQL `uuid`, MySQL/MariaDB `char(36)` or MariaDB's `uuid`,
- * SQLite `varchar(36)`), null when the table does not exist. Reads the catalog (information_schema,
- * PRAGMA) directly: on MySQL `QueryRunner.getTable` fails on these tables (MYSQL_NOTE in the first
- * migration). Any other driver reports null (nothing to detect: the entities' bigint default stays).
+ * SQLite `varchar(36)`), null when the table does not exist.
  */
 export async function detectPrimaryKeyType(queryRunner: QueryRunner, table: string): Promise<PrimaryKeyType | null> {
-  const driver = queryRunner.connection.driver;
-  const { database, schema, tableName } = driver.parseTableName(table);
-  let rows: Array<{ type: string }>;
-  switch (driver.options.type) {
-    case 'postgres':
-      rows = await queryRunner.query(
-        `SELECT data_type AS "type" FROM information_schema.columns ` +
-          `WHERE table_schema = ${schema ? '$2' : 'current_schema()'} AND table_name = $1 AND column_name = 'id'`,
-        schema ? [tableName, schema] : [tableName],
-      );
-      break;
-    case 'mysql':
-    case 'mariadb':
-      rows = await queryRunner.query(
-        'SELECT `DATA_TYPE` AS `type` FROM `INFORMATION_SCHEMA`.`COLUMNS` ' +
-          `WHERE \`TABLE_SCHEMA\` = ${database ? '?' : 'DATABASE()'} AND \`TABLE_NAME\` = ? AND \`COLUMN_NAME\` = 'id'`,
-        database ? [database, tableName] : [tableName],
-      );
-      break;
-    case 'better-sqlite3':
-    case 'sqljs': {
-      const columns: Array<{ name: string; type: string }> = await queryRunner.query(`PRAGMA table_info(${driver.escape(tableName)})`);
-      rows = columns.filter((column) => column.name === 'id');
-      break;
-    }
-    default:
-      return null;
-  }
-  if (rows.length === 0) return null;
-  const type = String(rows[0].type).toLowerCase();
+  return keyTypeOf(table, await tableColumns(queryRunner, table));
+}
+
+/** The key type of a table given its columns ({@link tableColumns}); null when it does not exist or has no id column. */
+export function keyTypeOf(table: string, columns: Map<string, string> | null): PrimaryKeyType | null {
+  const type = columns?.get('id');
+  if (type === undefined) return null;
   if (type.includes('int')) return 'bigint';
   if (type.includes('uuid') || type.includes('char') || type.includes('text')) return 'uuid';
   throw new Error(`geneva-drive: ${table}.id has type "${type}"; the tables need integer (bigint) or uuid keys, as the migrations create them`);
@@ -119,4 +95,28 @@ export function uuidv7(now: number = Date.now()): string {
   bytes[8] = 0x80 | (bytes[8] & 0x3f); // RFC 9562 variant
   const hex = bytes.toString('hex');
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+const BIGINT_MAX = 9_223_372_036_854_775_807n;
+const UUID_TEXT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The canonical text of a key given by a caller (a workflow id, a hero's id), or null when the value
+ * cannot be a key of that type — so that a malformed id is "not found" on every database instead of
+ * a cast error on PostgreSQL, a numeric prefix match on MySQL (`'7abc' = 7`) or nothing on SQLite.
+ * bigint keys: a non-negative integer in range (`'007'` is `'7'`); uuid keys: the 8-4-4-4-12 hex form,
+ * kept as given (rows inserted by hand on MySQL or SQLite may be uppercase); `'any'`: any non-empty
+ * string or finite number.
+ */
+export function canonicalKey(value: unknown, type: PrimaryKeyType | 'any'): string | null {
+  if (typeof value === 'number') value = Number.isFinite(value) ? String(value) : '';
+  if (typeof value !== 'string' || value === '') return null;
+  switch (type) {
+    case 'bigint':
+      return /^\d{1,19}$/.test(value) && BigInt(value) <= BIGINT_MAX ? String(BigInt(value)) : null;
+    case 'uuid':
+      return UUID_TEXT.test(value) ? value : null;
+    default:
+      return value;
+  }
 }

@@ -1,10 +1,16 @@
-import type { DataSource, QueryRunner } from 'typeorm';
+import type { DataSource } from 'typeorm';
 import { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
-import { detectPrimaryKeyType, useUuidKeys, uuidv7, type PrimaryKeyType } from './primary-keys.js';
+import { EntitiesNotRegisteredError } from '../errors/entities-not-registered.error.js';
+import { SchemaNotMigratedError } from '../errors/schema-not-migrated.error.js';
+import { CreateGenevaDriveTables1730000000000 } from '../migrations/1730000000000-create-geneva-drive-tables.js';
+import { AddGenevaDriveSignals1730000000001 } from '../migrations/1730000000001-add-geneva-drive-signals.js';
+import { canonicalKey, keyTypeOf, useUuidKeys, uuidv7, type PrimaryKeyType } from './primary-keys.js';
+import { tableColumns } from './schema-catalog.js';
 
 const TABLES = ['geneva_drive_workflows', 'geneva_drive_step_executions', 'geneva_drive_signals'];
+const ENTITIES = [WorkflowRecord, StepExecution, Signal];
 
 /**
  * What the database schema supports, detected once at boot. Without the signals migration the
@@ -36,17 +42,42 @@ export class SchemaCapabilities {
     return row;
   }
 
-  async detect(dataSource: DataSource): Promise<void> {
+  /** The canonical form of a workflow (or execution, signal) id a caller gave, or null when no row can have it. */
+  canonicalId(id: unknown): string | null {
+    return canonicalKey(id, this.keys);
+  }
+
+  /**
+   * Reads the schema, and stops the boot when it cannot work: geneva-drive's entities unknown to the
+   * DataSource, its tables or columns missing (the signals migration alone may be missing), or
+   * tables that disagree on their key type. `dataSourceName` is for the messages.
+   */
+  async detect(dataSource: DataSource, dataSourceName = 'default'): Promise<void> {
+    const missingEntities = ENTITIES.filter((entity) => !dataSource.hasMetadata(entity)).map((entity) => entity.name);
+    if (missingEntities.length > 0) throw new EntitiesNotRegisteredError(dataSourceName, missingEntities);
     const runner = dataSource.createQueryRunner();
+    const tables = new Map<string, Map<string, string> | null>();
     try {
-      // hasColumn, not getTable: on MySQL getTable reads TypeORM's own metadata table for generated columns.
-      this.signals =
-        (await runner.hasTable('geneva_drive_signals')) &&
-        (await runner.hasColumn('geneva_drive_step_executions', 'signal_id')) &&
-        (await runner.hasColumn('geneva_drive_step_executions', 'waiting_since'));
-      this.keys = await detectKeys(runner);
+      for (const table of TABLES) tables.set(table, await tableColumns(runner, table));
     } finally {
       await runner.release();
+    }
+    this.keys = commonKeyType(tables);
+    const workflows = tables.get('geneva_drive_workflows')!;
+    const executions = tables.get('geneva_drive_step_executions')!;
+    const absent = [...tables].filter(([name, columns]) => columns === null && name !== 'geneva_drive_signals').map(([name]) => name);
+    if (absent.length > 0) throw new SchemaNotMigratedError(absent, CreateGenevaDriveTables1730000000000.name);
+    const stepColumns = columnsOf(dataSource, StepExecution);
+    const missing = [
+      ...missingColumns('geneva_drive_workflows', workflows, columnsOf(dataSource, WorkflowRecord)),
+      ...missingColumns('geneva_drive_step_executions', executions, stepColumns.filter((column) => !SIGNAL_COLUMNS.includes(column))),
+    ];
+    if (missing.length > 0) throw new SchemaNotMigratedError(missing, CreateGenevaDriveTables1730000000000.name);
+    const signals = tables.get('geneva_drive_signals')!;
+    this.signals = signals !== null && SIGNAL_COLUMNS.every((column) => executions.has(column));
+    if (this.signals) {
+      const missingSignalColumns = missingColumns('geneva_drive_signals', signals, columnsOf(dataSource, Signal));
+      if (missingSignalColumns.length > 0) throw new SchemaNotMigratedError(missingSignalColumns, AddGenevaDriveSignals1730000000001.name);
     }
     if (!this.signals) {
       const metadata = dataSource.getMetadata(StepExecution);
@@ -69,12 +100,23 @@ export class SchemaCapabilities {
   }
 }
 
+/** The columns the signals migration adds to the executions table. */
+const SIGNAL_COLUMNS = ['signal_id', 'waiting_since'];
+
+function columnsOf(dataSource: DataSource, entity: Function): string[] {
+  return dataSource.getMetadata(entity).columns.map((column) => column.databaseName);
+}
+
+function missingColumns(table: string, present: Map<string, string>, expected: string[]): string[] {
+  return expected.filter((column) => !present.has(column)).map((column) => `${table}.${column}`);
+}
+
 /** The tables' common key type (bigint when they do not exist yet); tables that disagree stop the boot. */
-async function detectKeys(runner: QueryRunner): Promise<PrimaryKeyType> {
+function commonKeyType(tables: Map<string, Map<string, string> | null>): PrimaryKeyType {
   const found: string[] = [];
   let keys: PrimaryKeyType | null = null;
-  for (const table of TABLES) {
-    const type = await detectPrimaryKeyType(runner, table);
+  for (const [table, columns] of tables) {
+    const type = keyTypeOf(table, columns);
     if (type === null) continue;
     found.push(`${table}.id is ${type}`);
     if (keys !== null && type !== keys) {

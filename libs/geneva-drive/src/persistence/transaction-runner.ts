@@ -79,10 +79,25 @@ export function holdsSqliteWriteLock(manager: EntityManager): boolean {
  */
 export class TransactionRunner {
   private sqliteQueue: Promise<unknown> = Promise.resolve();
-  private readonly sqlite: boolean;
+  private sqlite = false;
+  private bound: DataSource | undefined;
 
-  constructor(readonly dataSource: DataSource) {
+  constructor(dataSource?: DataSource) {
+    if (dataSource) this.bind(dataSource);
+  }
+
+  /**
+   * Sets the engine's DataSource. The module binds it at init, not when its providers are built:
+   * its name may come from a `forRootAsync` factory, and a missing one gets a clear error then.
+   */
+  bind(dataSource: DataSource): void {
+    this.bound = dataSource;
     this.sqlite = dataSource.options.type === 'better-sqlite3' || dataSource.options.type === 'sqljs';
+  }
+
+  get dataSource(): DataSource {
+    if (!this.bound) throw new Error('geneva-drive is not initialised yet: call app.init() (or moduleRef.init()) before using its services');
+    return this.bound;
   }
 
   async run<T>(work: (manager: EntityManager) => Promise<T>, manager?: EntityManager, options: TransactionOptions = {}): Promise<T> {

@@ -44,8 +44,18 @@ export class WorkflowStore {
     return this.clock();
   }
 
+  /**
+   * A workflow id given by a caller, in canonical form; `WorkflowNotFoundError` when no workflow can
+   * have it (`'abc'` for bigint keys), so a malformed id is "not found" on every database.
+   */
+  workflowId(id: unknown): string {
+    const canonical = this.schema.canonicalId(id);
+    if (canonical === null) throw new WorkflowNotFoundError(String(id));
+    return canonical;
+  }
+
   async lockWorkflow(manager: EntityManager, id: string): Promise<WorkflowRecord> {
-    const workflow = await lockRow(manager, WorkflowRecord, id);
+    const workflow = await lockRow(manager, WorkflowRecord, this.workflowId(id));
     if (!workflow) throw new WorkflowNotFoundError(id);
     return workflow;
   }
@@ -240,4 +250,9 @@ export function jobOptionsFor(definition: WorkflowDefinition | undefined, step: 
 /** A successor continuing `execution`'s chain: same step, its persisted cursor and its signal pin. */
 export function successorOf(execution: StepExecution, waitMs: number | undefined): NewExecution {
   return { waitMs, cursor: execution.cursor, signalId: execution.signalId, continuesFromId: execution.id };
+}
+
+/** The id of a workflow given as its record or as its id. */
+export function idOf(workflow: WorkflowRecord | string): string {
+  return typeof workflow === 'object' && workflow !== null ? workflow.id : workflow;
 }

@@ -1,6 +1,6 @@
 import type { LoggerService } from '@nestjs/common';
-import type { DataSource } from 'typeorm';
 import { StepExecution } from '../entities/step-execution.entity.js';
+import type { TransactionRunner } from '../persistence/transaction-runner.js';
 import type { QueuePort, StepJob, StepJobHandler } from './queue.port.js';
 
 // setTimeout cannot wait longer than 2^31-1 ms (~24.8 days); longer waits re-arm.
@@ -21,7 +21,7 @@ export class LocalQueueAdapter implements QueuePort {
   private stopped = false;
 
   constructor(
-    private readonly dataSource: DataSource,
+    private readonly transactions: TransactionRunner,
     private readonly concurrency: number,
     private readonly logger: LoggerService,
   ) {}
@@ -34,7 +34,7 @@ export class LocalQueueAdapter implements QueuePort {
   async start(handler: StepJobHandler): Promise<void> {
     this.handler = handler;
     this.stopped = false;
-    const due = await this.dataSource
+    const due = await this.transactions.dataSource
       .createQueryBuilder(StepExecution, 'e')
       .innerJoin('geneva_drive_workflows', 'w', 'w.id = e.workflow_id')
       .select(['e.id', 'e.scheduledFor'])

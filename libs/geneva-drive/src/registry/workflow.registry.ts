@@ -24,6 +24,7 @@ export class WorkflowRegistry {
   }
 
   getByClass(target: Function): WorkflowDefinition {
+    if (typeof target !== 'function') throw new UnknownWorkflowError(target === null ? 'null' : typeof target, true);
     const definition = this.byClass.get(target);
     if (!definition) throw new UnknownWorkflowError(target.name);
     return definition;

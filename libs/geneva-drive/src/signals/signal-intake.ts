@@ -26,10 +26,6 @@ export interface PreparedSignal {
  */
 export const MAX_IDENTIFIER_BYTES = 255;
 
-const BIGINT_ID = /^-?\d{1,19}$/;
-const UUID_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const BIGINT_RANGE = 2n ** 63n;
-
 const SIGNAL_OPTION_KEYS = ['payload', 'idempotencyKey', 'manager'];
 const START_SIGNAL_KEYS = ['name', 'payload', 'idempotencyKey'];
 
@@ -60,13 +56,9 @@ export class SignalIntake {
     if (unknown.length > 0) throw new InvalidSignalError('options', `Unknown signal option(s): ${unknown.join(', ')}`);
     const prepared = this.prepare({ name, payload: given.payload, idempotencyKey: given.idempotencyKey });
     // An id no key could have names no workflow (and would be a database error on PostgreSQL).
-    if (!this.couldBeKey(workflowId)) throw new WorkflowNotFoundError(workflowId);
-    return { workflowId, prepared };
-  }
-
-  private couldBeKey(id: string): boolean {
-    if (this.schema.primaryKey === 'uuid') return UUID_ID.test(id);
-    return BIGINT_ID.test(id) && BigInt(id) >= -BIGINT_RANGE && BigInt(id) < BIGINT_RANGE;
+    const canonical = this.schema.canonicalId(workflowId);
+    if (canonical === null) throw new WorkflowNotFoundError(workflowId);
+    return { workflowId: canonical, prepared };
   }
 
   /** The `signals` of `start`: a list of `{ name, payload?, idempotencyKey? }`, each validated before anything is written. */

@@ -82,8 +82,8 @@ export class SignalService {
 
   /** The workflow's signals, oldest first (none on a database without the signals migration). */
   list(workflow: WorkflowRecord | string): Promise<Signal[]> {
-    const workflowId = typeof workflow === 'string' ? workflow : workflow.id;
-    if (!this.schema.hasSignals) return Promise.resolve([]);
+    const workflowId = this.schema.canonicalId(idOf(workflow));
+    if (!this.schema.hasSignals || workflowId === null) return Promise.resolve([]);
     return this.transactions.dataSource.manager.find(Signal, { where: { workflowId }, order: { createdAt: 'ASC', id: 'ASC' } });
   }
 }

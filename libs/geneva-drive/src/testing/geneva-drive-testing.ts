@@ -7,7 +7,7 @@ import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { ExecutorService, type ExecuteOptions } from '../execution/executor.service.js';
 import { QUEUE_PORT } from '../geneva-drive.constants.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
-import { WorkflowStore } from '../persistence/workflow-store.js';
+import { idOf, WorkflowStore } from '../persistence/workflow-store.js';
 import type { QueuePort, StepJob } from '../queue/queue.port.js';
 import { ManualQueueAdapter } from '../queue/manual-queue.adapter.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
@@ -199,8 +199,4 @@ export class GenevaDriveTesting {
   private get manager() {
     return this.transactions.dataSource.manager;
   }
-}
-
-function idOf(workflow: WorkflowRef): string {
-  return typeof workflow === 'string' ? workflow : workflow.id;
 }

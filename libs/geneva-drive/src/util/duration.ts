@@ -15,10 +15,3 @@ export function parseDuration(value: unknown): number | undefined {
   if (!match) return undefined;
   return Math.round(Number(match[1]) * UNIT_MS[match[2]]);
 }
-
-/** Like {@link parseDuration} but throws a clear error; for module options. */
-export function requireDuration(value: unknown, what: string): number {
-  const ms = parseDuration(value);
-  if (ms === undefined) throw new TypeError(`${what} must be a duration (milliseconds or a string like '15m'), got ${JSON.stringify(value)}`);
-  return ms;
-}

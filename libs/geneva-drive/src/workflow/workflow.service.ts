@@ -5,10 +5,14 @@ import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { InvalidStateError } from '../errors/invalid-state.error.js';
 import { WorkflowAlreadyOngoingError } from '../errors/workflow-already-ongoing.error.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
-import { heroReference } from '../execution/hero.js';
+import { InvalidHeroError } from '../errors/invalid-hero.error.js';
+import { InvalidOptionError } from '../errors/invalid-option.error.js';
+import { heroExists, heroReference } from '../execution/hero.js';
+import { rejectUnknownKeys } from '../util/unknown-keys.js';
+import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { isUniqueViolation } from '../persistence/unique-violation.js';
-import { jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
+import { idOf, jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { SignalRendezvous } from '../signals/signal-rendezvous.js';
 import { SignalIntake } from '../signals/signal-intake.js';
@@ -17,6 +21,9 @@ import { ONGOING_WORKFLOW_STATES, type WorkflowState } from '../state/workflow-s
 import type { GenevaWorkflow } from './geneva-workflow.js';
 
 type WorkflowClass = abstract new (...args: any[]) => GenevaWorkflow<any>;
+
+const START = 'WorkflowService.start';
+const START_OPTION_KEYS: Array<keyof StartOptions> = ['allowMultiple', 'signals', 'manager'];
 
 /** Options of `WorkflowService.start`. @publicApi */
 export interface StartOptions {
@@ -42,14 +49,29 @@ export class WorkflowService {
     private readonly registry: WorkflowRegistry,
     private readonly rendezvous: SignalRendezvous,
     private readonly intake: SignalIntake,
+    private readonly schema: SchemaCapabilities,
   ) {}
 
-  /** Creates the workflow and schedules its first step (or finishes it at once when it has none). */
+  /**
+   * Creates the workflow and schedules its first step (or finishes it at once when it has none).
+   * Before writing anything it refuses what it cannot use: no workflow class (`UnknownWorkflowError`),
+   * an unknown option (`InvalidOptionError`), a hero that is not a saved entity — no id, no row, a
+   * plain object without a declared hero class, another class than the declared one
+   * (`InvalidHeroError`).
+   */
   async start(workflowClass: WorkflowClass, hero: object, options: StartOptions = {}): Promise<WorkflowRecord> {
     const definition = this.registry.getByClass(workflowClass);
-    const ref = heroReference(this.transactions.dataSource, definition.name, hero, definition.heroEntity?.());
+    if (options === null || typeof options !== 'object') {
+      throw new InvalidOptionError(START, 'options', `the options must be an object, got ${options === null ? 'null' : typeof options}`);
+    }
+    rejectUnknownKeys(START, options, START_OPTION_KEYS);
+    const ref = heroReference(this.transactions.dataSource, definition.name, hero, definition.heroEntity?.(), true);
     const signals = this.intake.prepareStartSignals(options.signals);
     return this.transactions.run(async (manager) => {
+      // A hero that was never saved, or is gone: its workflow would be canceled at its first step.
+      if (!(await heroExists(manager, ref.heroType, ref.heroId))) {
+        throw new InvalidHeroError(definition.name, `${ref.heroType} ${ref.heroId} has no row: save it first (inside the transaction of the manager you pass, if any)`);
+      }
       const workflow = await this.store
         .insertWorkflow(manager, { type: definition.name, ...ref, allowMultiple: options.allowMultiple ?? false })
         .catch((error: unknown) => {
@@ -64,16 +86,17 @@ export class WorkflowService {
     }, options.manager);
   }
 
+  /** The workflow with this id; `WorkflowNotFoundError` when there is none, or when the id is malformed. */
   async find(id: string): Promise<WorkflowRecord> {
-    const workflow = await this.manager.findOne(WorkflowRecord, { where: { id } });
-    if (!workflow) throw new WorkflowNotFoundError(id);
+    const workflow = await this.manager.findOne(WorkflowRecord, { where: { id: this.store.workflowId(id) } });
+    if (!workflow) throw new WorkflowNotFoundError(String(id));
     return workflow;
   }
 
   /** The ongoing workflow of this class for the hero (the most recent, with `allowMultiple`), or null. */
   findOngoing(workflowClass: WorkflowClass, hero: object): Promise<WorkflowRecord | null> {
     const definition = this.registry.getByClass(workflowClass);
-    const ref = heroReference(this.transactions.dataSource, definition.name, hero);
+    const ref = heroReference(this.transactions.dataSource, definition.name, hero, definition.heroEntity?.());
     return this.manager.findOne(WorkflowRecord, {
       where: { type: definition.name, ...ref, state: In([...ONGOING_WORKFLOW_STATES]) },
       order: { createdAt: 'DESC', id: 'DESC' },
@@ -83,7 +106,7 @@ export class WorkflowService {
   /** Every workflow of this class for the hero, newest first. */
   findForHero(workflowClass: WorkflowClass, hero: object): Promise<WorkflowRecord[]> {
     const definition = this.registry.getByClass(workflowClass);
-    const ref = heroReference(this.transactions.dataSource, definition.name, hero);
+    const ref = heroReference(this.transactions.dataSource, definition.name, hero, definition.heroEntity?.());
     return this.manager.find(WorkflowRecord, { where: { type: definition.name, ...ref }, order: { createdAt: 'DESC', id: 'DESC' } });
   }
 
@@ -97,13 +120,16 @@ export class WorkflowService {
   }
 
   /** Every execution of the workflow, oldest first. */
-  executionHistory(workflow: WorkflowRecord | string): Promise<StepExecution[]> {
-    return this.manager.find(StepExecution, { where: { workflowId: idOf(workflow) }, order: { createdAt: 'ASC', id: 'ASC' } });
+  async executionHistory(workflow: WorkflowRecord | string): Promise<StepExecution[]> {
+    const workflowId = this.schema.canonicalId(idOf(workflow));
+    if (workflowId === null) return [];
+    return this.manager.find(StepExecution, { where: { workflowId }, order: { createdAt: 'ASC', id: 'ASC' } });
   }
 
   /** The scheduled, waiting or in-progress execution, if any. */
-  currentExecution(workflow: WorkflowRecord | string): Promise<StepExecution | null> {
-    return this.store.currentExecution(this.manager, idOf(workflow));
+  async currentExecution(workflow: WorkflowRecord | string): Promise<StepExecution | null> {
+    const workflowId = this.schema.canonicalId(idOf(workflow));
+    return workflowId === null ? null : this.store.currentExecution(this.manager, workflowId);
   }
 
   /** Stops a `ready` workflow for a human. Its scheduled (or parked) execution is kept for `resume`. */
@@ -196,8 +222,4 @@ export class WorkflowService {
   private get manager(): EntityManager {
     return this.transactions.dataSource.manager;
   }
-}
-
-function idOf(workflow: WorkflowRecord | string): string {
-  return typeof workflow === 'string' ? workflow : workflow.id;
 }
