@@ -209,7 +209,7 @@ export class ExecutorService {
   /**
    * `skipUndefinedSteps`: a step removed by a deploy is skipped, and the workflow goes on after the
    * most recent step of its history that still exists (the first step when none does) — never
-   * re-running steps that already ran.
+   * re-running steps that already ran (WorkflowDefinition.stepAfter places the removed name).
    */
   private async skipUndefinedStep(
     manager: EntityManager,
@@ -221,13 +221,7 @@ export class ExecutorService {
     logger.warn(`Step "${execution.stepName}" is no longer defined in ${definition.name}: skipped (skipUndefinedSteps)`);
     await this.store.transitionExecution(manager, execution, 'skipped', 'skipped');
     await this.gate.settleOnSkip(manager, execution);
-    const history = await manager.find(StepExecution, {
-      where: { workflowId: workflow.id },
-      select: { id: true, stepName: true, createdAt: true },
-      order: { createdAt: 'DESC', id: 'DESC' },
-    });
-    const lastKnown = history.find((row) => definition.step(row.stepName) !== undefined)?.stepName ?? null;
-    await this.store.scheduleNextStep(manager, workflow, definition, { currentStepName: null }, lastKnown);
+    await this.store.scheduleNextStep(manager, workflow, definition, { currentStepName: null }, execution.stepName);
   }
 
   /** cancelIf, then skipIf, then (for `waitFor` steps) the signal gate, in that order. */

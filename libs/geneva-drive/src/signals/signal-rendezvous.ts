@@ -111,12 +111,21 @@ export class SignalRendezvous {
 
   /**
    * `resume` of a workflow whose current execution is parked: run the rendezvous again with the
-   * oldest attachable signal its matcher accepts (it may have been buffered while paused).
+   * oldest attachable signal its matcher accepts (it may have been buffered while paused). A parked
+   * step that a deploy removed (or that no longer waits for a signal) is scheduled to run now
+   * instead, so the executor deals with it (`skipUndefinedSteps` skips it) rather than nothing ever
+   * waking it.
    */
   async redeliver(manager: EntityManager, workflow: WorkflowRecord, execution: StepExecution): Promise<number> {
     const definition = this.registry.findByName(workflow.type);
     const step = definition?.step(execution.stepName);
-    if (!definition || !step?.waitFor) return 0;
+    if (!definition) return 0;
+    if (!step?.waitFor) {
+      await this.store.transitionExecution(manager, execution, 'scheduled', null, { scheduledFor: this.store.now() });
+      // An id of its own, like a signal's wake-up: the job that parked the execution may still be in the queue.
+      await this.store.enqueue(manager, execution, jobOptionsFor(definition, step), `${execution.id}-resume`);
+      return 1;
+    }
     const instance = await this.instances.createBound(manager, definition, workflow, execution, { withHero: step.waitFor.needsWorkflow !== false });
     const signal = await this.firstMatching(manager, workflow.id, step, instance);
     return signal ? this.dispatch(manager, workflow, signal) : 0;
