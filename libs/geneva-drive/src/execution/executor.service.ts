@@ -42,6 +42,8 @@ export interface ExecuteOptions {
   interruptible?: boolean;
   /** Overrides the step's `maxIterations` for this execution. */
   maxIterations?: number;
+  /** The id of the queue job running the execution, recorded on it (`StepExecution.jobId`) when it starts. */
+  jobId?: string;
 }
 
 type PrepareResult = { run: Prepared } | { done: true; error?: unknown };
@@ -201,7 +203,8 @@ export class ExecutorService {
         event('passed');
     }
 
-    await this.store.transitionExecution(manager, execution, 'in_progress', null);
+    // The job id rides on the UPDATE that starts the execution: no statement of its own.
+    await this.store.transitionExecution(manager, execution, 'in_progress', null, options.jobId === undefined ? {} : { jobId: options.jobId });
     await this.store.transitionWorkflow(manager, workflow, 'performing', { currentStepName: step.name });
     return { run: prepared };
   }

@@ -94,16 +94,18 @@ export class SignalRendezvous {
       const instance = await this.instances.createBound(manager, definition, workflow, execution, { withHero: step.waitFor.needsWorkflow !== false });
       if (!step.waitFor.matches(signal, instance)) continue;
       await this.claim(manager, signal);
-      await this.store.transitionExecution(manager, execution, 'scheduled', null, {
-        signalId: signal.id,
-        // Due now: if the enqueue below is lost, the stuck-scheduled sweep finds this row overdue.
-        scheduledFor: this.store.now(),
-        waitingSince: null,
-      });
       // A job id of its own: the job that parked the execution may still be in the queue (it is
       // removed only once the worker reports it done, after the park committed), and Bull silently
       // drops an add whose id exists — the wake-up would be lost. One wake per signal and execution.
-      await this.store.enqueue(manager, execution, jobOptionsFor(definition, step), `${execution.id}-wake-${signal.id}`);
+      const jobId = `${execution.id}-wake-${signal.id}`;
+      await this.store.transitionExecution(manager, execution, 'scheduled', null, {
+        signalId: signal.id,
+        // Due now: if the enqueue below is lost, the stuck-scheduled sweep finds this row overdue.
+        // waitingSince stays: with scheduledFor it records how long the step waited.
+        scheduledFor: this.store.now(),
+        jobId,
+      });
+      await this.store.enqueue(manager, execution, jobOptionsFor(definition, step), jobId);
       woken++;
     }
     return woken;
@@ -121,9 +123,10 @@ export class SignalRendezvous {
     const step = definition?.step(execution.stepName);
     if (!definition) return 0;
     if (!step?.waitFor) {
-      await this.store.transitionExecution(manager, execution, 'scheduled', null, { scheduledFor: this.store.now() });
       // An id of its own, like a signal's wake-up: the job that parked the execution may still be in the queue.
-      await this.store.enqueue(manager, execution, jobOptionsFor(definition, step), `${execution.id}-resume`);
+      const jobId = `${execution.id}-resume`;
+      await this.store.transitionExecution(manager, execution, 'scheduled', null, { scheduledFor: this.store.now(), jobId });
+      await this.store.enqueue(manager, execution, jobOptionsFor(definition, step), jobId);
       return 1;
     }
     const instance = await this.instances.createBound(manager, definition, workflow, execution, { withHero: step.waitFor.needsWorkflow !== false });
