@@ -292,10 +292,17 @@ export class ExecutorService {
     const started = performance.now();
     const iteration = step.resumable ? this.iterationFor(prepared) : undefined;
     let thrown: { error: unknown } | undefined;
+    // The body's own time, apart from the hooks around it (the step event reports both).
+    let bodyMs = 0;
     try {
       await instance.beforeStepExecution(execution);
       await instance.aroundStepExecution(execution, async () => {
-        await (iteration ? step.invoke(instance, iteration) : step.invoke(instance));
+        const bodyStarted = performance.now();
+        try {
+          await (iteration ? step.invoke(instance, iteration) : step.invoke(instance));
+        } finally {
+          bodyMs += performance.now() - bodyStarted;
+        }
       });
     } catch (error) {
       thrown = { error };
@@ -320,6 +327,8 @@ export class ExecutorService {
     }
     publish('step', () => ({
       ...this.eventBase(prepared, started),
+      durationMs: bodyMs,
+      hooksDurationMs: performance.now() - started - bodyMs,
       outcome: result.kind === 'flow' ? result.intent.kind : result.kind,
       ...(result.kind === 'exception' ? { exception: result.error } : {}),
     }));
