@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import Bull from 'bull';
-import { QUEUE_PORT, WorkflowRecord, WorkflowService } from 'geneva-drive';
+import { QUEUE_PORT, SignalService, WorkflowRecord, WorkflowService } from 'geneva-drive';
 import { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
 import { describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
@@ -16,6 +16,7 @@ import {
   QueueDelayedWorkflow,
   QueueFailingWorkflow,
   QueueParkedWorkflow,
+  QueueSignalWorkflow,
   QueueStepError,
   QueueThreeStepWorkflow,
   queueJournal,
@@ -103,6 +104,25 @@ function bullSuite(kind: DatabaseKind): void {
     // Exactly one Bull job per execution, and the job id is the execution id.
     expect(active.every((job) => job.jobId === job.executionId)).toBe(true);
     expect(active.map((job) => job.jobId).sort()).toEqual(history.map((e) => e.id).sort());
+    // Each row records the job that ran it.
+    expect(history.map((e) => e.jobId)).toEqual(history.map((e) => e.id));
+  });
+
+  it('a signal wakes a parked step with a job of its own, and the row records that job id', async () => {
+    const wf = await workflows.start(QueueSignalWorkflow, hero);
+    const parked = await waitUntil('the step to park', async () => {
+      const current = await workflows.currentExecution(wf);
+      return current?.state === 'waiting' ? current : null;
+    });
+    const signal = await app.moduleRef.get(SignalService).signal(wf, 'go');
+    await waitForState(wf, 'finished');
+    const wakeId = `${parked.id}-wake-${signal.id}`;
+    expect(active).toContainEqual({ jobId: wakeId, executionId: parked.id });
+    const history = await workflows.executionHistory(wf);
+    expect(history.map((e) => [e.stepName, e.state, e.jobId])).toEqual([
+      ['first', 'completed', history[0].id],
+      ['awaitGo', 'completed', wakeId],
+    ]);
   });
 
   it('keeps a delayed step in Redis as one job with the execution id, however often it is enqueued', async () => {

@@ -2,13 +2,13 @@
  * Housekeeping at scale: 50,000 old finished workflows (each with one execution, one in ten with a
  * signal) are deleted in bounded batches and the run terminates. The batches are observed through a
  * TypeORM query subscriber (every DELETE statement and its bound ids), never through timing; the
- * elapsed time is printed for information only.
+ * elapsed time is printed for information only (with GD_TEST_LOGS=1).
  */
 import { afterAll, beforeAll, expect, it } from '@jest/globals';
 import type { AfterQueryEvent, EntitySubscriberInterface } from 'typeorm';
 import { HousekeepingService, Signal, StepExecution, WorkflowRecord } from 'geneva-drive';
 import { describeEachDatabase } from '../utils/databases.js';
-import { createTestApp, type TestApp } from '../src/test-app.js';
+import { createTestApp, informationLine, type TestApp } from '../src/test-app.js';
 import { ChoreWorkflow } from '../src/housekeeping-workflows.js';
 
 const WORKFLOWS = 50_000;
@@ -112,9 +112,9 @@ describeEachDatabase('housekeeping at scale: 50,000 finished workflows', (kind) 
       ds.subscribers.splice(ds.subscribers.indexOf(deletes), 1);
     }
     const runMs = performance.now() - runStarted;
-    process.stdout.write(
+    informationLine(
       `[housekeeping-scale ${kind}] inserted ${total} workflows in ${Math.round(insertMs)} ms; ` +
-        `housekeeping run (batch ${batch}) in ${Math.round(runMs)} ms (information only)\n`,
+        `housekeeping run (batch ${batch}) in ${Math.round(runMs)} ms (information only)`,
     );
 
     expect(summary).toMatchObject({

@@ -10,9 +10,12 @@ import type { Repository } from 'typeorm';
 import {
   ExecutorService,
   GENEVA_DRIVE_CHANNELS,
+  GenevaWorkflow,
   HousekeepingService,
   SignalService,
+  Step,
   StepExecution,
+  Workflow,
   WorkflowService,
   type FinalizeEvent,
   type PreconditionEvent,
@@ -35,6 +38,30 @@ import {
 } from '../src/policy-workflows.js';
 import { describeEachDatabase } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
+
+const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** A short body between slow hooks: the step event must tell the two apart. */
+@Workflow({ name: 'SlowHooks', hero: () => TestHero })
+class SlowHooksWorkflow extends GenevaWorkflow<TestHero> {
+  @Step()
+  async work() {
+    await pause(20);
+  }
+
+  override async beforeStepExecution() {
+    await pause(100);
+  }
+
+  override async aroundStepExecution(_execution: StepExecution, run: () => Promise<void>) {
+    await pause(100);
+    await run();
+  }
+
+  override async afterStepExecution() {
+    await pause(100);
+  }
+}
 
 type ChannelName = keyof typeof GENEVA_DRIVE_CHANNELS;
 interface Recorded {
@@ -59,7 +86,7 @@ describeEachDatabase('instrumentation and hooks', (kind) => {
   }));
 
   beforeAll(async () => {
-    app = await createTestApp(kind, [InstrumentedWorkflow, InstrumentedSignalWorkflow, HookOutcomeWorkflow], { stuckInProgressThreshold: '1h' });
+    app = await createTestApp(kind, [InstrumentedWorkflow, InstrumentedSignalWorkflow, HookOutcomeWorkflow, SlowHooksWorkflow], { stuckInProgressThreshold: '1h' });
     workflows = app.moduleRef.get(WorkflowService);
     executor = app.moduleRef.get(ExecutorService);
     executions = app.dataSource.getRepository(StepExecution);
@@ -112,11 +139,23 @@ describeEachDatabase('instrumentation and hooks', (kind) => {
 
       for (const message of [precondition, step, finalize]) expectIdentity(message, wf, first.id);
       expect(keysOf(precondition)).toEqual([...EXECUTION_KEYS, 'outcome'].sort());
-      expect(keysOf(step)).toEqual([...EXECUTION_KEYS, 'outcome'].sort());
+      expect(keysOf(step)).toEqual([...EXECUTION_KEYS, 'hooksDurationMs', 'outcome'].sort());
       expect(keysOf(finalize)).toEqual([...EXECUTION_KEYS, 'stepState', 'workflowState'].sort());
       expect((precondition as unknown as PreconditionEvent).outcome).toBe('passed');
       expect((step as unknown as StepEvent).outcome).toBe('completed');
       expect(finalize).toMatchObject({ workflowState: 'ready', stepState: 'completed' });
+    });
+
+    it('the step event times the body alone (durationMs) and the hooks around it apart (hooksDurationMs)', async () => {
+      const wf = await workflows.start(SlowHooksWorkflow, hero);
+      recorded.length = 0;
+      await app.gd.performNextStep(wf);
+      const step = only<StepEvent>('step');
+      expect(step.outcome).toBe('completed');
+      // Body 20 ms; hooks 3 × 100 ms. Timers never fire early by more than a millisecond.
+      expect(step.durationMs).toBeGreaterThanOrEqual(19);
+      expect(step.durationMs).toBeLessThan(step.hooksDurationMs);
+      expect(step.hooksDurationMs).toBeGreaterThanOrEqual(297);
     });
 
     it('a failing step: step outcome exception with the error object; finalize carries the committed states and the error', async () => {
@@ -130,7 +169,7 @@ describeEachDatabase('instrumentation and hooks', (kind) => {
       expect(precondition.outcome).toBe('passed');
       expect(step.outcome).toBe('exception');
       expect(step.exception).toBe(thrown);
-      expect(keysOf(step)).toEqual([...EXECUTION_KEYS, 'exception', 'outcome'].sort());
+      expect(keysOf(step)).toEqual([...EXECUTION_KEYS, 'exception', 'hooksDurationMs', 'outcome'].sort());
       expect(finalize).toMatchObject({ workflowState: 'paused', stepState: 'failed' });
       expect(finalize.exception).toBe(thrown);
       for (const message of [precondition, step, finalize]) expectIdentity(message, wf, first.id);
@@ -184,7 +223,7 @@ describeEachDatabase('instrumentation and hooks', (kind) => {
       expect(channels()).toEqual(['precondition', 'step', 'finalize']);
       const step = only<StepEvent>('step');
       expect(step.outcome).toBe(outcome);
-      expect(keysOf(step)).toEqual([...EXECUTION_KEYS, 'outcome'].sort());
+      expect(keysOf(step)).toEqual([...EXECUTION_KEYS, 'hooksDurationMs', 'outcome'].sort());
       expect(only<FinalizeEvent>('finalize')).toMatchObject({ workflowState, stepState });
       for (const event of recorded) expectIdentity(event.message, wf, first.id);
     });

@@ -3,13 +3,21 @@
  * and a restart rebuilds the timers from the database.
  */
 import { afterEach, beforeEach, expect, it } from '@jest/globals';
-import { QUEUE_PORT, WorkflowService, type WorkflowRecord } from 'geneva-drive';
+import { QUEUE_PORT, SignalService, WorkflowService, type WorkflowRecord } from 'geneva-drive';
 import { LocalQueueAdapter } from '../../libs/geneva-drive/src/queue/local-queue.adapter.js';
 import { describeEachDatabase, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { sleep, waitUntil } from '../src/bull-wait.js';
-import { APP_LABEL, journalOf, QUEUE_WORKFLOWS, queueJournal, QueueRestartWorkflow, QueueThreeStepWorkflow } from '../src/bull-workflows.js';
+import {
+  APP_LABEL,
+  journalOf,
+  QUEUE_WORKFLOWS,
+  queueJournal,
+  QueueRestartWorkflow,
+  QueueSignalWorkflow,
+  QueueThreeStepWorkflow,
+} from '../src/bull-workflows.js';
 
 describeEachDatabase('local queue adapter', (kind: DatabaseKind) => {
   const apps: TestApp[] = [];
@@ -60,6 +68,25 @@ describeEachDatabase('local queue adapter', (kind: DatabaseKind) => {
     const [one, two] = history;
     expect(two.scheduledFor.getTime() - one.finishedAt!.getTime()).toBeGreaterThanOrEqual(290);
     expect(two.startedAt!.getTime()).toBeGreaterThanOrEqual(two.scheduledFor.getTime() - 10);
+    // Each row records the job that ran it: the execution's own id.
+    expect(history.map((e) => e.jobId)).toEqual(history.map((e) => e.id));
+  });
+
+  it('a signal wakes a parked step with a job of its own, and the row records that job id', async () => {
+    const app = await boot('only');
+    const workflows = app.moduleRef.get(WorkflowService);
+    const wf = await workflows.start(QueueSignalWorkflow, await createHero(app));
+    const parked = await waitUntil('the step to park', async () => {
+      const current = await workflows.currentExecution(wf);
+      return current?.state === 'waiting' ? current : null;
+    });
+    const signal = await app.moduleRef.get(SignalService).signal(wf, 'go');
+    await waitForState(workflows, wf, 'finished');
+    const history = await workflows.executionHistory(wf);
+    expect(history.map((e) => [e.stepName, e.state, e.jobId])).toEqual([
+      ['first', 'completed', history[0].id],
+      ['awaitGo', 'completed', `${parked.id}-wake-${signal.id}`],
+    ]);
   });
 
   it('survives a restart: the next application rebuilds the timer from the database and runs the step on time', async () => {

@@ -9,6 +9,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/glo
 import type { LoggerService } from '@nestjs/common';
 import { ExecutorService, GenevaDriveError, StepExecution, StepNotDefinedError, WorkflowRecord, WorkflowService } from 'geneva-drive';
 import { createTestApp, type TestApp } from '../src/test-app.js';
+import { waitUntil } from '../src/bull-wait.js';
+import { QUEUE_WORKFLOWS, QueueFailingWorkflow } from '../src/bull-workflows.js';
 import { ChattyWorkflow, policyPlan, resetPolicies, TransientError, UuidChattyWorkflow } from '../src/policy-workflows.js';
 import { describeEachDatabase } from '../utils/databases.js';
 import { TestHero, UuidHero } from '../utils/fixtures.js';
@@ -194,5 +196,23 @@ describeEachDatabase('logging', (kind) => {
 
   it('outside a step, this.logger is refused instead of logging untagged lines', () => {
     expect(() => new ChattyWorkflow().logger).toThrow(GenevaDriveError);
+  });
+
+  describe('on the local queue', () => {
+    let local: TestApp;
+    beforeAll(async () => {
+      await app.reset(); // the local queue would otherwise pick up the rows earlier tests left scheduled
+      local = await createTestApp(kind, QUEUE_WORKFLOWS, { queue: { adapter: 'local' }, logger: capturingLogger, prepare: false });
+    });
+    afterAll(() => local.close());
+
+    it('the line of a job that ended with the step’s error carries the tags', async () => {
+      const localWorkflows = local.moduleRef.get(WorkflowService);
+      const wf = await localWorkflows.start(QueueFailingWorkflow, hero);
+      const [first] = await localWorkflows.executionHistory(wf);
+      const ended = await waitUntil('the job to end', async () => lines.find((line) => line.message.includes('ended with')) ?? null);
+      expect(ended.level).toBe('warn');
+      expect(ended.message).toBe(`${tagsOf(wf, first, 'TestHero', String(hero.id))}Step job ${first.id} ended with QueueStepError: boom in workflow ${wf.id}`);
+    });
   });
 });

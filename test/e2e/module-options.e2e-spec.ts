@@ -4,6 +4,7 @@ import { Test } from '@nestjs/testing';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import {
   GenevaDriveModule,
+  InvalidOptionError,
   GenevaWorkflow,
   InvalidHeroError,
   Step,
@@ -78,14 +79,15 @@ describe('module configuration [sqlite]', () => {
     await expect(build).rejects.toThrow(/queue\.adapter must be one of bull, local, manual/);
   });
 
-  it.each([[-1], [1.5], [Number.NaN], ['3']])('rejects maxRecoveries %p at boot with a TypeError naming the option', async (maxRecoveries) => {
+  it.each([[-1], [1.5], [Number.NaN], ['3']])('rejects maxRecoveries %p at boot with an InvalidOptionError naming the option', async (maxRecoveries) => {
     const build = Test.createTestingModule({
       imports: [typeorm(), GenevaDriveModule.forRoot({ maxRecoveries: maxRecoveries as number })],
     })
       .setLogger(engineLogger())
       .compile();
     const error = await build.then(() => undefined, (thrown: unknown) => thrown);
-    expect(error).toBeInstanceOf(TypeError);
+    expect(error).toBeInstanceOf(InvalidOptionError);
+    expect((error as InvalidOptionError).option).toBe('maxRecoveries');
     expect((error as Error).message).toMatch(/maxRecoveries must be a non-negative integer or null/);
   });
 

@@ -178,14 +178,22 @@ describeEachDatabase('signals: delivery', (kind) => {
       const signal = await signals.signal(wf, 'payment_confirmed', { payload: { amountCents: 12_500 } });
       expect(signal).toMatchObject({ state: 'claimed', claimed: 1, consumed: 0, duplicateDelivery: false });
       const woken = await executionRow(waiting.id);
-      expect(woken).toMatchObject({ state: 'scheduled', signalId: signal.id, waitingSince: null });
+      expect(woken).toMatchObject({ state: 'scheduled', signalId: signal.id });
       expect(woken.scheduledFor.getTime()).toBeGreaterThanOrEqual(before - 5);
       expect(woken.scheduledFor.getTime()).toBeLessThanOrEqual(Date.now() + 5);
+      // The wait stays on record: parked at waitingSince, woken (due) at scheduledFor.
+      expect(woken.waitingSince).toEqual(waiting.waitingSince);
+      expect(woken.scheduledFor.getTime()).toBeGreaterThanOrEqual(woken.waitingSince!.getTime());
+      // The wake-up's own job id is on the row, and stays once that job ran the step.
+      const wakeId = `${waiting.id}-wake-${signal.id}`;
+      expect(woken.jobId).toBe(wakeId);
+      expect(app.gd.enqueuedJobs.at(-1)).toMatchObject({ executionId: waiting.id, jobId: wakeId });
       expect(jobIds().slice(jobsBefore)).toEqual([waiting.id]);
       expect(app.gd.enqueuedJobs.at(-1)!.runAt.getTime()).toBe(woken.scheduledFor.getTime());
       expect((await app.gd.reload(wf)).state).toBe('ready');
       const stored = await signalRow(signal.id);
       expect(stored.claimedAt).toBeInstanceOf(Date);
+      expect(await app.gd.performNextStep(wf)).toMatchObject({ id: waiting.id, state: 'completed', jobId: wakeId, waitingSince: waiting.waitingSince });
     });
 
     it('signals.list returns the workflow\'s signals oldest first, and only its own', async () => {
@@ -306,7 +314,7 @@ describeEachDatabase('signals: delivery', (kind) => {
         parkedMeanwhile.resolve();
         const signal = await caller;
         expect(signal.state).toBe('claimed');
-        expect(await executionRow(execution.id)).toMatchObject({ state: 'scheduled', signalId: signal.id, waitingSince: null });
+        expect(await executionRow(execution.id)).toMatchObject({ state: 'scheduled', signalId: signal.id, waitingSince: expect.any(Date) });
       },
     );
 
@@ -386,7 +394,7 @@ describeEachDatabase('signals: delivery', (kind) => {
 
       await workflows.resume(wf);
       const resumed = await executionRow(waiting.id);
-      expect(resumed).toMatchObject({ state: 'scheduled', signalId: signal.id, waitingSince: null });
+      expect(resumed).toMatchObject({ state: 'scheduled', signalId: signal.id, waitingSince: waiting.waitingSince });
       expect(jobIds().slice(jobsBefore)).toEqual([waiting.id]);
       expect(await signalRow(signal.id)).toMatchObject({ state: 'claimed', claimed: 1 });
 
@@ -632,7 +640,7 @@ describeEachDatabase('signals: delivery', (kind) => {
       // SQLite has no row locks: the engine's transaction takes the database write lock with BEGIN IMMEDIATE.
       const lock = index(kind === 'sqlite' ? /^BEGIN IMMEDIATE/i : /geneva_drive_workflows.*FOR UPDATE/is);
       const insert = index(/^INSERT INTO\W+geneva_drive_signals/i);
-      const wake = queries.findIndex((q, i) => i > insert && /^UPDATE\W+geneva_drive_step_executions/i.test(q) && /waiting_since/i.test(q));
+      const wake = queries.findIndex((q, i) => i > insert && /^UPDATE\W+geneva_drive_step_executions/i.test(q) && /signal_id/i.test(q));
       const commit = queries.findIndex((q, i) => i > insert && /^COMMIT/i.test(q));
       expect(lock).toBeGreaterThanOrEqual(0);
       expect(insert).toBeGreaterThan(lock);

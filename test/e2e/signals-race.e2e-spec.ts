@@ -33,7 +33,7 @@ import type { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-qu
 import { dataSourceOptions, describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 import { ChildHandle, compileChildEntry, ROOT } from '../src/child-process.js';
-import { createTestApp, type TestApp } from '../src/test-app.js';
+import { createTestApp, informationLine, type TestApp } from '../src/test-app.js';
 import { removePendingJobs, sleep, waitUntil } from '../src/bull-wait.js';
 import type { RaceChildMessage, RaceParentMessage, SignalCall } from '../src/signal-race-process.js';
 import {
@@ -257,7 +257,7 @@ function signalRaceSuite(kind: DatabaseKind, entry: () => string): void {
       const prepared = await prepare();
       const calls = await burst(prepared.wf.id, key);
       if (overlapped(calls) || attempt === 4) return { ...prepared, calls };
-      console.info(`signals-race [${kind}] burst attempt ${attempt} did not overlap across processes: again on a fresh workflow`);
+      informationLine(`signals-race [${kind}] burst attempt ${attempt} did not overlap across processes: again on a fresh workflow`);
     }
   }
 
@@ -276,7 +276,7 @@ function signalRaceSuite(kind: DatabaseKind, entry: () => string): void {
     // A real race: calls of at least two processes were in flight before the first one returned.
     const firstFinish = Math.min(...calls.map((c) => c.finishedAt));
     const spread = Math.max(...calls.map((c) => c.startedAt)) - Math.min(...calls.map((c) => c.startedAt));
-    console.info(`signals-race [${kind}] burst: first answer after ${(firstFinish - Math.min(...calls.map((c) => c.startedAt))).toFixed(2)} ms, starts spread over ${spread.toFixed(2)} ms`);
+    informationLine(`signals-race [${kind}] burst: first answer after ${(firstFinish - Math.min(...calls.map((c) => c.startedAt))).toFixed(2)} ms, starts spread over ${spread.toFixed(2)} ms`);
     expect(overlapped(calls)).toBe(true);
     return original;
   }
@@ -341,7 +341,7 @@ function signalRaceSuite(kind: DatabaseKind, entry: () => string): void {
     const baseDelays = sent.map((m) => m.baseDelayMs);
     // Where the redeliveries landed: before the step consumed the signal, or after (finished workflow).
     const redeliveryStates = again.reduce<Record<string, number>>((acc, c) => ({ ...acc, [c.result!.state]: (acc[c.result!.state] ?? 0) + 1 }), {});
-    console.info(
+    informationLine(
       `signals-race [${kind}]: ${RACE_WORKFLOWS} workflows in ${elapsedMs} ms (started in ${startLoopMs} ms) — ${woken.length} signals woke a parked step, ` +
         `${buffered.length} were buffered, ${redeliveryCount} redelivered (found ${JSON.stringify(redeliveryStates)}); sender base delay ${Math.min(...baseDelays)}..${Math.max(...baseDelays)} ms ` +
         `(final ${baseDelays.at(-1)}), worker pids ${workers.map((w) => w.pid).join('/')}`,

@@ -358,7 +358,7 @@ describeEachDatabase('signals: waiting', (kind) => {
         await gate;
         const signal = await sender;
         expect(signal).toMatchObject({ state: 'claimed', claimed: 1 });
-        expect(await executionRow(execution.id)).toMatchObject({ state: 'scheduled', signalId: signal.id, waitingSince: null });
+        expect(await executionRow(execution.id)).toMatchObject({ state: 'scheduled', signalId: signal.id, waitingSince: expect.any(Date) });
         expect(jobIds().slice(jobsBefore)).toEqual([execution.id]);
         expect((await signalRows(wf.id)).filter((s) => s.state === 'pending')).toHaveLength(0);
       });
@@ -656,7 +656,7 @@ describeEachDatabase('signals: waiting', (kind) => {
         const s2 = await signals.signal(wf, 'payment_confirmed', { payload: { amountCents: 2 } });
         const jobsBefore = jobIds().length;
         await workflows.resume(wf);
-        expect(await executionRow(waiting.id)).toMatchObject({ state: 'scheduled', signalId: s1.id, waitingSince: null });
+        expect(await executionRow(waiting.id)).toMatchObject({ state: 'scheduled', signalId: s1.id, waitingSince: waiting.waitingSince });
         expect(jobIds().slice(jobsBefore)).toEqual([waiting.id]);
         await app.gd.speedrunWorkflow(wf);
         expect(signalJournal).toEqual(['prepared', 'captured(1)', 'receipt']);

@@ -108,4 +108,18 @@ export class QueueRestartWorkflow extends JournalingWorkflow {
   }
 }
 
-export const QUEUE_WORKFLOWS = [QueueThreeStepWorkflow, QueueFailingWorkflow, QueueDelayedWorkflow, QueueParkedWorkflow, QueueRestartWorkflow];
+/** Parks at its second step until a `go` signal wakes it. */
+@Workflow({ hero: () => TestHero })
+export class QueueSignalWorkflow extends JournalingWorkflow {
+  @Step()
+  async first() {
+    this.note('first');
+  }
+
+  @Step({ waitFor: 'go' })
+  async awaitGo() {
+    this.note('awaitGo');
+  }
+}
+
+export const QUEUE_WORKFLOWS = [QueueThreeStepWorkflow, QueueFailingWorkflow, QueueDelayedWorkflow, QueueParkedWorkflow, QueueRestartWorkflow, QueueSignalWorkflow];

@@ -52,6 +52,11 @@ export async function createTestApp(
   };
 }
 
+/** What a spec measured for information (timings, counts): printed, like the log lines, only with GD_TEST_LOGS=1. */
+export function informationLine(message: string): void {
+  if (process.env.GD_TEST_LOGS) new Logger('test').log(message);
+}
+
 /** Log lines (Nest's and the engine's) are silent in tests unless GD_TEST_LOGS=1. */
 export function engineLogger(): LoggerService {
   if (process.env.GD_TEST_LOGS) return new Logger('GenevaDrive');

@@ -62,6 +62,11 @@ export class StepExecution {
   @Column({ name: 'error_backtrace', type: 'text', nullable: true })
   errorBacktrace: string | null;
 
+  /**
+   * The id of the queue job that started the execution, or that a signal's wake-up (or a resume)
+   * queued for it: `<execution id>-wake-<signal id>` (`<execution id>-resume`). Null while an
+   * execution waits for its first job, whose id is the execution id.
+   */
   @Column({ name: 'job_id', type: 'varchar', length: 255, nullable: true })
   jobId: string | null;
 
@@ -79,7 +84,10 @@ export class StepExecution {
   @Column({ name: 'signal_id', type: 'bigint', nullable: true, transformer: idTransformer })
   signalId: string | null;
 
-  /** When the execution parked waiting for a signal. */
+  /**
+   * When the execution parked waiting for a signal. Kept once a signal wakes it: the wake makes it
+   * due at once, so `scheduledFor - waitingSince` is how long the step waited.
+   */
   @Column({ name: 'waiting_since', type: Date, nullable: true })
   waitingSince: Date | null;
 

@@ -396,7 +396,7 @@ describe('step ordering', () => {
     expect(buildWorkflowDefinition(Parent).stepNames).toEqual(['parentFirst', 'parentLast']);
   });
 
-  it('stepAfter and stepBefore follow the ordered sequence', () => {
+  it('stepAfter and stepBefore follow the ordered sequence', async () => {
     @Workflow()
     class Ordered extends GenevaWorkflow {
       @Step() async one() {}
@@ -404,9 +404,19 @@ describe('step ordering', () => {
       @Step({ before: 'three' }) async two() {}
     }
     const definition = buildWorkflowDefinition(Ordered);
-    const after = (name: string | null) => definition.stepAfter(name)?.name;
+    const noHistory = async () => {
+      throw new Error('the history is read only for a name the definition does not have');
+    };
+    const after = async (name: string | null) => (await definition.stepAfter(name, noHistory))?.name;
     const before = (name: string | null) => definition.stepBefore(name)?.name;
-    expect([after(null), after('one'), after('two'), after('three'), after('unknown')]).toEqual(['one', 'two', 'three', undefined, undefined]);
+    expect([await after(null), await after('one'), await after('two'), await after('three')]).toEqual(['one', 'two', 'three', undefined]);
+    // A removed step: after the most recent step of the history that still exists, else from the first.
+    const asked: (readonly string[])[] = [];
+    const historyAt = (latest: string | null) => async (names: readonly string[]) => (asked.push(names), latest);
+    expect((await definition.stepAfter('removed', historyAt('one')))?.name).toBe('two');
+    expect((await definition.stepAfter('removed', historyAt('three')))?.name).toBeUndefined();
+    expect((await definition.stepAfter('removed', historyAt(null)))?.name).toBe('one');
+    expect(asked[0]).toEqual(['one', 'two', 'three']);
     expect([before(null), before('one'), before('two'), before('three'), before('unknown')]).toEqual([undefined, undefined, 'one', 'two', undefined]);
     expect(definition.firstStep?.name).toBe('one');
     expect(definition.step('two')?.name).toBe('two');

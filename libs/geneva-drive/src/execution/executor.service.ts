@@ -42,6 +42,8 @@ export interface ExecuteOptions {
   interruptible?: boolean;
   /** Overrides the step's `maxIterations` for this execution. */
   maxIterations?: number;
+  /** The id of the queue job running the execution, recorded on it (`StepExecution.jobId`) when it starts. */
+  jobId?: string;
 }
 
 type PrepareResult = { run: Prepared } | { done: true; error?: unknown };
@@ -206,7 +208,8 @@ export class ExecutorService {
         event('passed');
     }
 
-    await this.store.transitionExecution(manager, execution, 'in_progress', null);
+    // The job id rides on the UPDATE that starts the execution: no statement of its own.
+    await this.store.transitionExecution(manager, execution, 'in_progress', null, options.jobId === undefined ? {} : { jobId: options.jobId });
     await this.store.transitionWorkflow(manager, workflow, 'performing', { currentStepName: step.name });
     return { run: prepared };
   }
@@ -214,7 +217,7 @@ export class ExecutorService {
   /**
    * `skipUndefinedSteps`: a step removed by a deploy is skipped, and the workflow goes on after the
    * most recent step of its history that still exists (the first step when none does) — never
-   * re-running steps that already ran.
+   * re-running steps that already ran (WorkflowDefinition.stepAfter places the removed name).
    */
   private async skipUndefinedStep(
     manager: EntityManager,
@@ -226,13 +229,7 @@ export class ExecutorService {
     logger.warn(`Step "${execution.stepName}" is no longer defined in ${definition.name}: skipped (skipUndefinedSteps)`);
     await this.store.transitionExecution(manager, execution, 'skipped', 'skipped');
     await this.gate.settleOnSkip(manager, execution);
-    const history = await manager.find(StepExecution, {
-      where: { workflowId: workflow.id },
-      select: { id: true, stepName: true, createdAt: true },
-      order: { createdAt: 'DESC', id: 'DESC' },
-    });
-    const lastKnown = history.find((row) => definition.step(row.stepName) !== undefined)?.stepName ?? null;
-    await this.store.scheduleNextStep(manager, workflow, definition, { currentStepName: null }, lastKnown);
+    await this.store.scheduleNextStep(manager, workflow, definition, { currentStepName: null }, execution.stepName);
   }
 
   /** cancelIf, then skipIf, then (for `waitFor` steps) the signal gate, in that order. */
@@ -300,10 +297,17 @@ export class ExecutorService {
     const started = performance.now();
     const iteration = step.resumable ? this.iterationFor(prepared) : undefined;
     let thrown: { error: unknown } | undefined;
+    // The body's own time, apart from the hooks around it (the step event reports both).
+    let bodyMs = 0;
     try {
       await instance.beforeStepExecution(execution);
       await instance.aroundStepExecution(execution, async () => {
-        await (iteration ? step.invoke(instance, iteration) : step.invoke(instance));
+        const bodyStarted = performance.now();
+        try {
+          await (iteration ? step.invoke(instance, iteration) : step.invoke(instance));
+        } finally {
+          bodyMs += performance.now() - bodyStarted;
+        }
       });
     } catch (error) {
       thrown = { error };
@@ -328,6 +332,8 @@ export class ExecutorService {
     }
     publish('step', () => ({
       ...this.eventBase(prepared, started),
+      durationMs: bodyMs,
+      hooksDurationMs: performance.now() - started - bodyMs,
       outcome: result.kind === 'flow' ? result.intent.kind : result.kind,
       ...(result.kind === 'exception' ? { exception: result.error } : {}),
     }));

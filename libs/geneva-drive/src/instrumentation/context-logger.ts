@@ -1,6 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
-import type { StepExecution } from '../entities/step-execution.entity.js';
-import type { WorkflowRecord } from '../entities/workflow.entity.js';
+import type { EntityManager } from 'typeorm';
+import { StepExecution } from '../entities/step-execution.entity.js';
+import { WorkflowRecord } from '../entities/workflow.entity.js';
 
 /**
  * A logger whose every line carries the workflow (class, id, hero) and, when given, the execution
@@ -33,6 +34,20 @@ export class ContextLogger implements LoggerService {
   }
   verbose(message: unknown, ...rest: unknown[]): void {
     this.base.verbose?.(`${this.prefix} ${String(message)}`, ...rest);
+  }
+
+  /**
+   * For code that knows only an execution id (a queue adapter): the logger tagged with that
+   * execution and its workflow, read from the database; `base` itself when they cannot be read.
+   */
+  static async forExecution(base: LoggerService, manager: EntityManager, executionId: string): Promise<LoggerService> {
+    try {
+      const execution = await manager.findOne(StepExecution, { where: { id: executionId }, select: { id: true, stepName: true, workflowId: true } });
+      const workflow = execution && (await manager.findOne(WorkflowRecord, { where: { id: execution.workflowId } }));
+      return workflow ? new ContextLogger(base, workflow, execution) : base;
+    } catch {
+      return base;
+    }
   }
 }
 

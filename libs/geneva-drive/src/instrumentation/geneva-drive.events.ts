@@ -28,8 +28,13 @@ export interface PreconditionEvent extends ExecutionEvent {
   exception?: unknown;
 }
 
-/** `geneva-drive:step`: the step body ran. @publicApi */
+/**
+ * `geneva-drive:step`: the step body ran. `durationMs` is the body's own time; `hooksDurationMs` the
+ * time spent in `beforeStepExecution`, `aroundStepExecution` (outside the body) and `afterStepExecution`.
+ * @publicApi
+ */
 export interface StepEvent extends ExecutionEvent {
+  hooksDurationMs: number;
   /** `continue`: a resumable step stopped at a checkpoint and continues in a successor. */
   outcome: 'completed' | 'cancel' | 'pause' | 'reattempt' | 'skip' | 'finished' | 'continue' | 'exception';
   exception?: unknown;

@@ -1,4 +1,4 @@
-import type { EntityManager } from 'typeorm';
+import { In, type EntityManager } from 'typeorm';
 import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
@@ -212,6 +212,7 @@ export class WorkflowStore {
   /**
    * Advances past the reference step (default `currentStepName ?? nextStepName`): schedules the step after
    * it with that step's own `wait` (or `waitMs`), or finishes the workflow when there is none.
+   * A reference the definition no longer has is placed by the history (WorkflowDefinition.stepAfter).
    * The workflow moves to `ready` (or `finished`) with `patch` in the same UPDATE.
    */
   async scheduleNextStep(
@@ -221,12 +222,22 @@ export class WorkflowStore {
     patch: Partial<WorkflowRecord> = {},
     reference: string | null = workflow.currentStepName ?? workflow.nextStepName,
   ): Promise<StepExecution | null> {
-    const next = definition?.stepAfter(reference);
+    const next = await definition?.stepAfter(reference, (stepNames) => this.latestExecutedOf(manager, workflow.id, stepNames));
     if (!next) {
       await this.transitionWorkflow(manager, workflow, 'finished', { ...patch, currentStepName: null, nextStepName: null });
       return null;
     }
     return this.createExecution(manager, workflow, definition, next.name, { waitMs: next.waitMs }, this.transitionChanges(workflow, 'ready', patch));
+  }
+
+  /** The step of the workflow's most recent execution among `stepNames`, or null. */
+  private async latestExecutedOf(manager: EntityManager, workflowId: string, stepNames: readonly string[]): Promise<string | null> {
+    const latest = await manager.findOne(StepExecution, {
+      where: { workflowId, stepName: In([...stepNames]) },
+      select: { id: true, stepName: true, createdAt: true },
+      order: { createdAt: 'DESC', id: 'DESC' },
+    });
+    return latest?.stepName ?? null;
   }
 
   /** Schedules the reference step again (reattempts, resume, recovery); the step's own `wait` does not apply. */

@@ -68,7 +68,7 @@ export class BullQueueAdapter implements QueuePort {
     const concurrency = this.options.concurrency ?? 1;
     if (concurrency <= 0) return; // an enqueue-only process (a web tier that only sends signals)
     this.queue.on('error', (error) => this.logger.error(`Bull queue error: ${String(error)}`));
-    void this.queue.process(concurrency, (job) => handler(job.data.executionId));
+    void this.queue.process(concurrency, (job) => handler(job.data.executionId, String(job.id)));
   }
 
   async repeat(name: string, everyMs: number, task: () => Promise<unknown>): Promise<void> {

@@ -1,6 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import type { TransactionRunner } from '../persistence/transaction-runner.js';
+import { ContextLogger } from '../instrumentation/context-logger.js';
 import type { QueuePort, StepJob, StepJobHandler } from './queue.port.js';
 
 // setTimeout cannot wait longer than 2^31-1 ms (~24.8 days); longer waits re-arm.
@@ -15,7 +16,7 @@ const MAX_TIMER_MS = 2_147_483_647;
 export class LocalQueueAdapter implements QueuePort {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly intervals: NodeJS.Timeout[] = [];
-  private readonly ready: string[] = [];
+  private readonly ready: Array<{ executionId: string; jobId: string }> = [];
   private readonly running = new Set<Promise<void>>();
   private handler: StepJobHandler | undefined;
   private stopped = false;
@@ -28,7 +29,7 @@ export class LocalQueueAdapter implements QueuePort {
 
   async enqueue(job: StepJob): Promise<boolean> {
     if (this.stopped) return false;
-    return this.arm(job.executionId, job.runAt.getTime());
+    return this.arm(job.executionId, job.jobId ?? job.executionId, job.runAt.getTime());
   }
 
   async start(handler: StepJobHandler): Promise<void> {
@@ -37,11 +38,12 @@ export class LocalQueueAdapter implements QueuePort {
     const due = await this.transactions.dataSource
       .createQueryBuilder(StepExecution, 'e')
       .innerJoin('geneva_drive_workflows', 'w', 'w.id = e.workflow_id')
-      .select(['e.id', 'e.scheduledFor'])
+      .select(['e.id', 'e.scheduledFor', 'e.jobId'])
       .where("e.state = 'scheduled'")
       .andWhere("w.state IN ('ready', 'performing')")
       .getMany();
-    for (const execution of due) this.arm(execution.id, execution.scheduledFor.getTime());
+    // A woken execution keeps its wake-up job id; any other stands for its first job.
+    for (const execution of due) this.arm(execution.id, execution.jobId ?? execution.id, execution.scheduledFor.getTime());
   }
 
   async repeat(name: string, everyMs: number, task: () => Promise<unknown>): Promise<void> {
@@ -60,14 +62,14 @@ export class LocalQueueAdapter implements QueuePort {
     await Promise.allSettled([...this.running]);
   }
 
-  /** Arms a timer for the execution; false when one is already armed or due (job id = execution id: duplicates collapse). */
-  private arm(executionId: string, at: number): boolean {
-    if (this.timers.has(executionId) || this.ready.includes(executionId)) return false;
+  /** Arms a timer for the execution; false when one is already armed or due (one job per execution at a time: duplicates collapse). */
+  private arm(executionId: string, jobId: string, at: number): boolean {
+    if (this.timers.has(executionId) || this.ready.some((job) => job.executionId === executionId)) return false;
     const delay = Math.max(0, at - Date.now());
     const timer = setTimeout(() => {
       this.timers.delete(executionId);
-      if (delay > MAX_TIMER_MS) return void this.arm(executionId, at);
-      this.ready.push(executionId);
+      if (delay > MAX_TIMER_MS) return void this.arm(executionId, jobId, at);
+      this.ready.push({ executionId, jobId });
       this.drain();
     }, Math.min(delay, MAX_TIMER_MS));
     this.timers.set(executionId, timer);
@@ -76,9 +78,12 @@ export class LocalQueueAdapter implements QueuePort {
 
   private drain(): void {
     while (!this.stopped && this.handler && this.running.size < this.concurrency && this.ready.length > 0) {
-      const executionId = this.ready.shift()!;
-      const run = this.handler(executionId)
-        .catch((error) => this.logger.warn(`Step job ${executionId} ended with ${String(error)}`))
+      const { executionId, jobId } = this.ready.shift()!;
+      const run = this.handler(executionId, jobId)
+        .catch(async (error) => {
+          const logger = await ContextLogger.forExecution(this.logger, this.transactions.dataSource.manager, executionId);
+          logger.warn(`Step job ${jobId} ended with ${String(error)}`);
+        })
         .finally(() => {
           this.running.delete(run);
           this.drain();

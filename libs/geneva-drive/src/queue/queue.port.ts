@@ -12,8 +12,11 @@ export interface StepJob {
   jobId?: string;
 }
 
-/** Runs one execution; the queue calls it when a job is due. */
-export type StepJobHandler = (executionId: string) => Promise<void>;
+/**
+ * Runs one execution; the queue calls it when a job is due, with the job's id in the queue (the
+ * execution id, or StepJob.jobId), which is recorded on the execution as `jobId`.
+ */
+export type StepJobHandler = (executionId: string, jobId?: string) => Promise<void>;
 
 /**
  * Where step jobs go. The database is the source of truth; the queue only wakes executions up, so

@@ -52,11 +52,29 @@ export class WorkflowDefinition {
     return this.steps[0];
   }
 
-  /** The step after `name`; the first step for `null`; undefined after the last or for an unknown name. */
-  stepAfter(name: string | null): StepDefinition | undefined {
-    if (name === null) return this.steps[0];
-    const index = this.steps.findIndex((step) => step.name === name);
-    return index < 0 ? undefined : this.steps[index + 1];
+  /**
+   * The step to run after `reference`, given the workflow's history: the first step for `null`,
+   * undefined after the last. A name this definition no longer has (a deploy removed the step)
+   * continues after the most recent step of the history that still exists, or from the first step
+   * when none does, so no remaining step is lost and none that ran runs again. `latestDefined` reads
+   * that step from the history (given the names that exist), and is called only in that case.
+   * WorkflowStore.scheduleNextStep is the one caller: every "skip to the next step" goes through it.
+   */
+  async stepAfter(
+    reference: string | null,
+    latestDefined: (stepNames: readonly string[]) => Promise<string | null>,
+  ): Promise<StepDefinition | undefined> {
+    if (reference === null) return this.steps[0];
+    let index = this.indexOf(reference);
+    if (index < 0) {
+      const anchor = this.steps.length === 0 ? null : await latestDefined(this.stepNames);
+      index = anchor === null ? -1 : this.indexOf(anchor);
+    }
+    return this.steps[index + 1];
+  }
+
+  private indexOf(name: string): number {
+    return this.steps.findIndex((step) => step.name === name);
   }
 
   stepBefore(name: string | null): StepDefinition | undefined {

@@ -94,16 +94,18 @@ export class SignalRendezvous {
       const instance = await this.instances.createBound(manager, definition, workflow, execution, { withHero: step.waitFor.needsWorkflow !== false });
       if (!step.waitFor.matches(signal, instance)) continue;
       await this.claim(manager, signal);
-      await this.store.transitionExecution(manager, execution, 'scheduled', null, {
-        signalId: signal.id,
-        // Due now: if the enqueue below is lost, the stuck-scheduled sweep finds this row overdue.
-        scheduledFor: this.store.now(),
-        waitingSince: null,
-      });
       // A job id of its own: the job that parked the execution may still be in the queue (it is
       // removed only once the worker reports it done, after the park committed), and Bull silently
       // drops an add whose id exists — the wake-up would be lost. One wake per signal and execution.
-      await this.store.enqueue(manager, execution, jobOptionsFor(definition, step), `${execution.id}-wake-${signal.id}`);
+      const jobId = `${execution.id}-wake-${signal.id}`;
+      await this.store.transitionExecution(manager, execution, 'scheduled', null, {
+        signalId: signal.id,
+        // Due now: if the enqueue below is lost, the stuck-scheduled sweep finds this row overdue.
+        // waitingSince stays: with scheduledFor it records how long the step waited.
+        scheduledFor: this.store.now(),
+        jobId,
+      });
+      await this.store.enqueue(manager, execution, jobOptionsFor(definition, step), jobId);
       woken++;
     }
     return woken;
@@ -111,12 +113,22 @@ export class SignalRendezvous {
 
   /**
    * `resume` of a workflow whose current execution is parked: run the rendezvous again with the
-   * oldest attachable signal its matcher accepts (it may have been buffered while paused).
+   * oldest attachable signal its matcher accepts (it may have been buffered while paused). A parked
+   * step that a deploy removed (or that no longer waits for a signal) is scheduled to run now
+   * instead, so the executor deals with it (`skipUndefinedSteps` skips it) rather than nothing ever
+   * waking it.
    */
   async redeliver(manager: EntityManager, workflow: WorkflowRecord, execution: StepExecution): Promise<number> {
     const definition = this.registry.findByName(workflow.type);
     const step = definition?.step(execution.stepName);
-    if (!definition || !step?.waitFor) return 0;
+    if (!definition) return 0;
+    if (!step?.waitFor) {
+      // An id of its own, like a signal's wake-up: the job that parked the execution may still be in the queue.
+      const jobId = `${execution.id}-resume`;
+      await this.store.transitionExecution(manager, execution, 'scheduled', null, { scheduledFor: this.store.now(), jobId });
+      await this.store.enqueue(manager, execution, jobOptionsFor(definition, step), jobId);
+      return 1;
+    }
     const instance = await this.instances.createBound(manager, definition, workflow, execution, { withHero: step.waitFor.needsWorkflow !== false });
     const signal = await this.firstMatching(manager, workflow.id, step, instance);
     return signal ? this.dispatch(manager, workflow, signal) : 0;

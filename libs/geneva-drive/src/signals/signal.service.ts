@@ -6,7 +6,7 @@ import { WorkflowNotOngoingError } from '../errors/signal.errors.js';
 import { publish } from '../instrumentation/geneva-drive.events.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
-import { WorkflowStore } from '../persistence/workflow-store.js';
+import { idOf, WorkflowStore } from '../persistence/workflow-store.js';
 import { SignalIntake } from './signal-intake.js';
 import { SignalRendezvous } from './signal-rendezvous.js';
 

@@ -183,8 +183,10 @@ export class GenevaDriveTesting {
   }
 
   private async executeAndReload(workflow: WorkflowRef, executionId: string, options: ExecuteOptions = { interruptible: false }): Promise<StepExecution> {
+    // Run as the manual queue's latest job for the execution would be, so the row records its job id.
+    const job = this.enqueuedJobs.findLast((candidate) => candidate.executionId === executionId);
     try {
-      await this.executor.execute(executionId, options);
+      await this.executor.execute(executionId, job ? { ...options, jobId: job.jobId ?? job.executionId } : options);
     } finally {
       if (typeof workflow !== 'string') this.sync(workflow, await this.reload(workflow));
     }
