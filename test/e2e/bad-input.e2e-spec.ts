@@ -86,7 +86,7 @@ const SIGNAL_CASES: SignalCase[] = [
   { title: 'array options', options: [1], fails: invalid('signal() options must be an object, got 1') },
   { title: 'an unknown option', options: { timeout: 1 }, fails: invalid('Unknown signal option(s): timeout') },
   { title: 'a null workflow', workflow: () => null, fails: invalid('signal() needs a WorkflowRecord or a workflow id, got null') },
-  { title: 'an empty workflow id', workflow: () => '', fails: invalid('signal() needs a WorkflowRecord or a workflow id, got ""') },
+  { title: 'an empty workflow id', workflow: () => '', fails: { error: WorkflowNotFoundError, message: 'Workflow  does not exist' } },
   { title: 'a workflow id that is not a number', workflow: () => 'abc', fails: { error: WorkflowNotFoundError, message: 'Workflow abc does not exist' } },
   { title: 'a workflow id beyond bigint', workflow: () => '9223372036854775808', fails: { error: WorkflowNotFoundError, message: 'Workflow 9223372036854775808 does not exist' } },
   { title: 'a workflow record of no row', workflow: (wf) => ({ ...wf, id: '9223372036854775807' }), fails: { error: WorkflowNotFoundError, message: 'does not exist' } },

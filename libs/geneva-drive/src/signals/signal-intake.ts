@@ -47,7 +47,8 @@ export class SignalIntake {
   /** The arguments of `signal(workflow, name, options)`, validated before any lock or write. */
   prepareCall(workflow: unknown, name: unknown, options: unknown): { workflowId: string; prepared: PreparedSignal } {
     const workflowId = typeof workflow === 'string' ? workflow : isPlainObject(workflow) ? workflow.id : undefined;
-    if (typeof workflowId !== 'string' || workflowId === '') {
+    // A string is an id, even an empty one: find('') and signal('') alike answer WorkflowNotFoundError.
+    if (typeof workflowId !== 'string') {
       throw new InvalidSignalError('workflow', `signal() needs a WorkflowRecord or a workflow id, got ${show(workflow)}`);
     }
     if (options !== undefined && !isPlainObject(options)) throw new InvalidSignalError('options', `signal() options must be an object, got ${show(options)}`);
