@@ -6,10 +6,10 @@ import { Injectable, type CanActivate } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import request from 'supertest';
-import { GenevaDriveModule, type WorkflowRecord } from 'geneva-drive';
+import { GenevaDriveModule } from 'geneva-drive';
 import { DashboardUnguardedError, GenevaDriveDashboardModule } from 'geneva-drive/dashboard';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
-import { createDashboardApp, DASHBOARD_TOKEN, FragileFlow, InvoiceFlow, saveHero, type DashboardApp } from '../src/dashboard-app.js';
+import { createDashboardApp, parkedInvoice as parkInvoice, DASHBOARD_TOKEN, FragileFlow, InvoiceFlow, saveHero, type DashboardApp } from '../src/dashboard-app.js';
 import { engineLogger } from '../src/test-app.js';
 import { dataSourceOptions, describeEachDatabase } from '../utils/databases.js';
 
@@ -57,13 +57,7 @@ describeEachDatabase('dashboard over HTTP', (kind) => {
   afterAll(() => d.close());
   beforeEach(() => d.reset());
 
-  /** An InvoiceFlow parked at awaitPayment. */
-  async function parkedInvoice(name = 'hero'): Promise<WorkflowRecord> {
-    const workflow = await d.workflows.start(InvoiceFlow, await saveHero(d.dataSource, name));
-    await gd.performNextStep(workflow);
-    await gd.performNextStep(workflow);
-    return workflow;
-  }
+  const parkedInvoice = (name?: string) => parkInvoice(d, gd, name);
 
   it('refuses requests the guard refuses, pages and API alike', async () => {
     await request(d.url).get('/geneva').expect(401);

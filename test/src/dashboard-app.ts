@@ -1,16 +1,20 @@
 /**
  * The dashboard specs' application: TypeORM on one of the test databases, GenevaDriveModule and the
  * dashboard at /geneva, behind a bearer-token guard (or the options a spec gives), listening on a
- * random port. `InvoiceFlow` parks at `awaitPayment` until `payment_confirmed`; `FragileFlow` fails.
+ * random port. `InvoiceFlow` (cli-workflows.ts) parks at `awaitPayment`; `FragileFlow` fails.
  */
 import { Injectable, UnauthorizedException, type CanActivate, type ExecutionContext, type INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
-import { GenevaDriveModule, GenevaWorkflow, SignalService, Step, Workflow, WorkflowService, type GenevaDriveModuleOptions } from 'geneva-drive';
+import { GenevaDriveModule, GenevaWorkflow, SignalService, Step, Workflow, WorkflowService, type GenevaDriveModuleOptions, type WorkflowRecord } from 'geneva-drive';
+import type { GenevaDriveTesting } from 'geneva-drive/testing';
 import { GenevaDriveDashboardModule, type GenevaDriveDashboardModuleOptions } from 'geneva-drive/dashboard';
 import { dataSourceOptions, prepareDatabase, truncateAll, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
+import { InvoiceFlow } from './cli-workflows.js';
+
+export { InvoiceFlow };
 import { engineLogger } from './test-app.js';
 
 export const DASHBOARD_TOKEN = 'operator-secret';
@@ -24,18 +28,6 @@ export class TokenGuard implements CanActivate {
     if (request.headers.authorization === `Bearer ${DASHBOARD_TOKEN}` || cookie.includes(`operator_token=${DASHBOARD_TOKEN}`)) return true;
     throw new UnauthorizedException('An operator token is required');
   }
-}
-
-@Workflow({ name: 'InvoiceFlow', hero: () => TestHero })
-export class InvoiceFlow extends GenevaWorkflow<TestHero> {
-  @Step()
-  async prepare() {}
-
-  @Step({ waitFor: 'payment_confirmed' })
-  async awaitPayment() {}
-
-  @Step()
-  async issueReceipt() {}
 }
 
 @Workflow({ name: 'FragileFlow', hero: () => TestHero })
@@ -84,6 +76,14 @@ export async function createDashboardApp(
     close: () => app.close(),
     reset: () => truncateAll(dataSource),
   };
+}
+
+/** An InvoiceFlow parked at awaitPayment, driven on the manual queue. */
+export async function parkedInvoice(d: DashboardApp, gd: GenevaDriveTesting, name = 'hero'): Promise<WorkflowRecord> {
+  const workflow = await d.workflows.start(InvoiceFlow, await saveHero(d.dataSource, name));
+  await gd.performNextStep(workflow);
+  await gd.performNextStep(workflow);
+  return workflow;
 }
 
 export async function saveHero(dataSource: DataSource, name = 'hero'): Promise<TestHero> {
