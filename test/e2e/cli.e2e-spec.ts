@@ -3,6 +3,7 @@
  * command, its --json output, and the exit codes of the typed errors. With the application's Bull
  * queue in the data source file, a signal sent from the shell wakes the step in the application's worker.
  */
+import { jest } from '@jest/globals';
 import { execFile } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -11,6 +12,9 @@ import { GenevaDriveTesting } from 'geneva-drive/testing';
 import { compileChildEntry, ROOT } from '../src/child-process.js';
 import { createDashboardApp, parkedInvoice as parkInvoice, InvoiceFlow, saveHero, type DashboardApp } from '../src/dashboard-app.js';
 import { dataSourceOptions, describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
+
+// Every command is a process that boots Nest: a test runs several, slowly on a loaded machine.
+jest.setTimeout(180_000);
 
 interface Run {
   code: number;

@@ -1,4 +1,4 @@
-// Copies the repository's manual chapters (and their images) into the package before `npm pack`, so the published
+// Copies the repository's manual chapters into the package before `npm pack`, so the published
 // tarball carries the same documentation as the repository (docs/ here is git-ignored).
 import { cpSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 
@@ -7,5 +7,5 @@ const target = new URL('../docs/', import.meta.url);
 rmSync(target, { recursive: true, force: true });
 mkdirSync(target);
 for (const name of readdirSync(source)) {
-  if (name.endsWith('.md') || name.endsWith('.png')) cpSync(new URL(name, source), new URL(name, target));
+  if (name.endsWith('.md')) cpSync(new URL(name, source), new URL(name, target));
 }
