@@ -100,7 +100,7 @@ describe('the geneva-drive package, installed into a Nest app', () => {
     const unexpected = paths.filter((path) => !/^(dist\/.+\.(js|d\.ts)|docs\/[\w.-]+\.md|README\.md|LICENSE|CHANGELOG\.md|package\.json)$/.test(path));
     expect(unexpected).toEqual([]);
     expect(paths.filter((path) => path.includes('.spec.'))).toEqual([]);
-    for (const required of ['README.md', 'LICENSE', 'CHANGELOG.md', 'docs/MANUAL.md', 'dist/index.js', 'dist/index.d.ts', 'dist/testing/index.js', 'dist/testing/index.d.ts']) {
+    for (const required of ['README.md', 'LICENSE', 'CHANGELOG.md', 'docs/MANUAL.md', 'dist/index.js', 'dist/index.d.ts', 'dist/testing/index.js', 'dist/testing/index.d.ts', 'dist/dashboard/index.js', 'dist/dashboard/index.d.ts', 'dist/cli/main.js']) {
       expect(paths).toContain(required);
     }
   });

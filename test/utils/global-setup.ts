@@ -42,7 +42,8 @@ export default async function globalSetup(): Promise<void> {
   for (const { urlEnv, defaultUrl } of Object.values(SERVERS)) {
     process.env[urlEnv] ||= defaultUrl;
   }
-  const required = parseList('GENEVA_DRIVE_TEST_REQUIRE', ['postgres', 'mysql', 'redis']) ?? [];
+  // `chromium` is checked by the browser specs themselves (test/utils/chromium.ts).
+  const required = parseList('GENEVA_DRIVE_TEST_REQUIRE', ['postgres', 'mysql', 'redis', 'chromium']) ?? [];
   const explicitlySelected = parseList('GD_DB', ['sqlite', 'postgres', 'mysql']);
   const selected = explicitlySelected ?? ['sqlite', 'postgres', 'mysql'];
 

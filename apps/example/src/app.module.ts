@@ -5,6 +5,7 @@ import { resolve } from 'node:path';
 import { Contract } from './contracts/contract.entity.js';
 import { ContractsModule } from './contracts/contracts.module.js';
 import { CreateExampleContracts1700000000001 } from './contracts/create-contracts.migration.js';
+import { dashboardImports } from './dashboard/dashboard.js';
 import { HealthController } from './health.controller.js';
 import { CreateExampleOrders1700000000000 } from './orders/create-orders.migration.js';
 import { Order } from './orders/order.entity.js';
@@ -68,6 +69,7 @@ export class AppModule {
         OrdersModule,
         PaymentsModule,
         ContractsModule,
+        ...dashboardImports(env),
       ],
       controllers: [HealthController],
     };

@@ -1,0 +1,139 @@
+import { readFile } from 'node:fs/promises';
+import type { INestApplicationContext } from '@nestjs/common';
+import { UnknownWorkflowError } from '../errors/unknown-workflow.error.js';
+import { HousekeepingService } from '../housekeeping/housekeeping.service.js';
+import { WorkflowService } from '../workflow/workflow.service.js';
+import { WorkflowActions } from '../dashboard/workflow-actions.js';
+import { WorkflowCatalog } from '../dashboard/workflow-catalog.js';
+import { WorkflowReader, type ListFilters } from '../dashboard/workflow-reader.js';
+import { CliUsageError } from './cli-usage.error.js';
+
+/** A parsed command line: the command, its positionals and its options. */
+export interface CliInvocation {
+  command: string;
+  args: string[];
+  options: Record<string, string | boolean | undefined>;
+}
+
+/** What a command prints: `json` with --json, else `text`; `exitCode` 0 unless the command says otherwise. */
+export interface CliResult {
+  json: unknown;
+  text: string;
+  exitCode?: number;
+}
+
+export const COMMANDS = ['list', 'show', 'signal', 'pause', 'resume', 'skip', 'cancel', 'housekeeping', 'gauges'] as const;
+
+const LIST_OPTIONS: Record<string, keyof ListFilters> = {
+  type: 'type',
+  state: 'state',
+  'hero-type': 'heroType',
+  'hero-id': 'heroId',
+  'waiting-for': 'waitingFor',
+  'failed-step': 'failedStep',
+  'created-from': 'createdFrom',
+  'created-to': 'createdTo',
+  'updated-from': 'updatedFrom',
+  'updated-to': 'updatedTo',
+  search: 'q',
+  after: 'after',
+};
+export const LIST_OPTION_NAMES = Object.keys(LIST_OPTIONS);
+
+const iso = (date: Date | null | undefined) => (date ? date.toISOString() : '-');
+
+function id(invocation: CliInvocation): string {
+  const [workflowId] = invocation.args;
+  if (!workflowId) throw new CliUsageError(`${invocation.command} needs a workflow id: geneva-drive ${invocation.command} ID`);
+  return workflowId;
+}
+
+/** signal, resume and skip need the workflow's class: without it a parked step could not be woken. */
+async function assertRegistered(app: INestApplicationContext, workflowId: string): Promise<void> {
+  const workflow = await app.get(WorkflowService).find(workflowId);
+  if (app.get(WorkflowCatalog).steps(workflow.type) === null) {
+    throw new UnknownWorkflowError(workflow.type);
+  }
+}
+
+/** `--payload JSON`, or `--payload @file.json` for a payload too long for a command line. */
+async function payloadText(option: string | boolean | undefined): Promise<string | undefined> {
+  if (typeof option !== 'string') return undefined;
+  if (!option.startsWith('@')) return option;
+  try {
+    return await readFile(option.slice(1), 'utf8');
+  } catch (error) {
+    throw new CliUsageError(`Cannot read the payload file ${option.slice(1)}: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+export async function runCommand(app: INestApplicationContext, invocation: CliInvocation): Promise<CliResult> {
+  const reader = app.get(WorkflowReader);
+  const actions = app.get(WorkflowActions);
+  switch (invocation.command) {
+    case 'list': {
+      const filters: ListFilters = {};
+      for (const [option, key] of Object.entries(LIST_OPTIONS)) {
+        const value = invocation.options[option];
+        if (typeof value === 'string') filters[key] = value;
+      }
+      const limit = Number(invocation.options.limit ?? 50);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new CliUsageError(`--limit must be an integer from 1 to 1000, got ${String(invocation.options.limit)}`);
+      const page = await reader.list(filters, limit);
+      const lines = page.rows.map((row) => `${row.id}\t${row.type}\t${row.state}\t${row.heroType}:${row.heroId}\t${row.nextStepName ?? '-'}\t${iso(row.updatedAt)}`);
+      if (page.nextAfter) lines.push(`more: --after ${page.nextAfter}`);
+      return { json: page, text: lines.join('\n') || 'no workflows match' };
+    }
+    case 'show': {
+      const detail = await reader.detail(id(invocation));
+      const wf = detail.workflow;
+      const lines = [
+        `workflow ${wf.id} ${wf.type} ${wf.state}  hero ${wf.heroType}:${wf.heroId}`,
+        `steps: ${detail.steps?.map((step) => (step.position === 'current' ? `[${step.name}]` : step.name)).join(' > ') ?? '(class not registered)'}`,
+        ...(detail.waitingSince ? [`waiting since ${iso(detail.waitingSince)}`] : []),
+        'executions (oldest first):',
+        ...detail.executions.map((e) => `  ${e.id}\t${e.stepName}\t${e.state}\t${e.outcome ?? '-'}\tscheduled ${iso(e.scheduledFor)}${e.errorClassName ? `\t${e.errorClassName}: ${e.errorMessage}` : ''}${e.signalId ? `\tsignal ${e.signalId}` : ''}`),
+        'signals:',
+        ...detail.signals.map((s) => `  ${s.id}\t${s.name}\t${s.state}\tkey ${s.idempotencyKey ?? '-'}\tclaimed ${s.claimed} consumed ${s.consumed}\t${JSON.stringify(s.payload)}`),
+      ];
+      return { json: detail, text: lines.join('\n') };
+    }
+    case 'signal': {
+      const workflowId = id(invocation);
+      const name = invocation.args[1];
+      if (!name) throw new CliUsageError('signal needs a name: geneva-drive signal ID NAME --payload JSON [--key K]');
+      await assertRegistered(app, workflowId);
+      const payload = await payloadText(invocation.options.payload);
+      const key = invocation.options.key;
+      const signal = await actions.signal(workflowId, { name, payload, idempotencyKey: typeof key === 'string' ? key : undefined });
+      const text = `signal ${signal.id} ${signal.name} ${signal.state}${signal.duplicateDelivery ? ' (duplicate delivery: nothing changed)' : ''}`;
+      return { json: { signal: { ...signal, duplicateDelivery: signal.duplicateDelivery } }, text };
+    }
+    case 'pause':
+    case 'resume':
+    case 'skip':
+    case 'cancel': {
+      const workflowId = id(invocation);
+      if (invocation.command === 'resume' || invocation.command === 'skip') await assertRegistered(app, workflowId);
+      const workflow = await actions.run(workflowId, invocation.command);
+      return { json: { workflow }, text: `workflow ${workflow.id} is ${workflow.state}` };
+    }
+    case 'housekeeping': {
+      const summary = await app.get(HousekeepingService).run();
+      const { gauges: _gauges, ...counts } = summary;
+      return { json: summary, text: JSON.stringify(counts, null, 2), exitCode: summary.unrecoverable.length > 0 ? 1 : 0 };
+    }
+    case 'gauges': {
+      const { gauges } = await reader.overview();
+      const text = [
+        `waiting: ${gauges.waiting.total} ${JSON.stringify(gauges.waiting.byWorkflow)}`,
+        `waiting overdue: ${gauges.waitingOverdue ? `${gauges.waitingOverdue.total} ${JSON.stringify(gauges.waitingOverdue.byWorkflow)}` : '-'}`,
+        `stuck in progress: ${gauges.stuckInProgress}`,
+        `stuck scheduled: ${gauges.stuckScheduled}`,
+      ].join('\n');
+      return { json: gauges, text };
+    }
+    default:
+      throw new CliUsageError(`Unknown command ${JSON.stringify(invocation.command)}: expected one of ${COMMANDS.join(', ')}`);
+  }
+}

@@ -1,0 +1,65 @@
+import { Controller, Module, type CanActivate, type DynamicModule, type Provider, type Type } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import { getDataSourceToken } from '@nestjs/typeorm';
+import { DASHBOARD_DATA_SOURCE, DASHBOARD_OPTIONS, DASHBOARD_USER_GUARD } from './dashboard.constants.js';
+import { DashboardController } from './dashboard.controller.js';
+import { DashboardGuard } from './dashboard.guard.js';
+import { normalizePath, resolveDashboardOptions, type ResolvedDashboardOptions } from './dashboard.options.js';
+import type { GenevaDriveDashboardModuleAsyncOptions, GenevaDriveDashboardModuleOptions, GenevaDriveDashboardOptions } from './dashboard-options.interface.js';
+import { WorkflowActions } from './workflow-actions.js';
+import { WorkflowCatalog } from './workflow-catalog.js';
+import { WorkflowReader } from './workflow-reader.js';
+
+/**
+ * The operator dashboard, mounted in your own Nest application (Express platform), next to
+ * `GenevaDriveModule`: `GenevaDriveDashboardModule.forRoot({ path: '/geneva', guard: new AdminGuard() })`.
+ * Server-rendered pages and a JSON API under the same path; nothing to build, nothing from a CDN.
+ * Without a `guard` the application refuses to boot, unless `allowUnauthenticated: true` is given.
+ * @publicApi
+ */
+@Module({})
+export class GenevaDriveDashboardModule {
+  static forRoot(options: GenevaDriveDashboardModuleOptions = {}): DynamicModule {
+    const { path, dataSource, ...rest } = options;
+    const mount = normalizePath(path);
+    resolveDashboardOptions(rest, mount); // fail where the module is declared, not only at boot
+    return GenevaDriveDashboardModule.build(mount, dataSource, [], { provide: DASHBOARD_OPTIONS, useValue: resolveDashboardOptions(rest, mount) });
+  }
+
+  static forRootAsync(options: GenevaDriveDashboardModuleAsyncOptions): DynamicModule {
+    const mount = normalizePath(options.path);
+    return GenevaDriveDashboardModule.build(mount, options.dataSource, options.imports ?? [], {
+      provide: DASHBOARD_OPTIONS,
+      useFactory: async (...args: unknown[]) => resolveDashboardOptions((await options.useFactory(...args)) as GenevaDriveDashboardOptions, mount),
+      inject: options.inject ?? [],
+    });
+  }
+
+  private static build(mount: string, dataSource: string | undefined, imports: DynamicModule['imports'], optionsProvider: Provider): DynamicModule {
+    // One controller class per registration, so each can carry its own mount path.
+    class MountedDashboardController extends DashboardController {}
+    Controller(mount)(MountedDashboardController);
+    return {
+      module: GenevaDriveDashboardModule,
+      imports,
+      controllers: [MountedDashboardController],
+      providers: [
+        optionsProvider,
+        { provide: DASHBOARD_DATA_SOURCE, useExisting: getDataSourceToken(dataSource) },
+        {
+          provide: DASHBOARD_USER_GUARD,
+          useFactory: (resolved: ResolvedDashboardOptions, moduleRef: ModuleRef): Promise<CanActivate | null> | CanActivate | null => {
+            const guard = resolved.guard;
+            if (!guard) return null;
+            return typeof guard === 'function' ? moduleRef.create(guard as Type<CanActivate>) : guard;
+          },
+          inject: [DASHBOARD_OPTIONS, ModuleRef],
+        },
+        DashboardGuard,
+        WorkflowCatalog,
+        WorkflowReader,
+        WorkflowActions,
+      ],
+    };
+  }
+}

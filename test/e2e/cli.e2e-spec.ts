@@ -1,0 +1,190 @@
+/**
+ * `geneva-drive --data-source <file> <command>` as a child process, on SQLite and PostgreSQL: every
+ * command, its --json output, and the exit codes of the typed errors. With the application's Bull
+ * queue in the data source file, a signal sent from the shell wakes the step in the application's worker.
+ */
+import { jest } from '@jest/globals';
+import { execFile } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { GenevaDriveTesting } from 'geneva-drive/testing';
+import { compileChildEntry, ROOT } from '../src/child-process.js';
+import { createDashboardApp, parkedInvoice as parkInvoice, InvoiceFlow, saveHero, type DashboardApp } from '../src/dashboard-app.js';
+import { dataSourceOptions, describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
+
+// Every command is a process that boots Nest: a test runs several, slowly on a loaded machine.
+jest.setTimeout(180_000);
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+let cliMain: string;
+let dataSourceFile: string;
+
+beforeAll(async () => {
+  const outDir = path.join(ROOT, '.tmp', `cli-${process.env.GD_TEST_DB_PREFIX ?? 'gd_test'}-${process.env.JEST_WORKER_ID ?? '0'}`);
+  cliMain = await compileChildEntry('test/tsconfig.cli.json', outDir, 'libs/geneva-drive/src/cli/main.js');
+  dataSourceFile = path.join(outDir, 'test/src/cli-data-source.js');
+}, 120_000);
+
+function sqliteFile(kind: DatabaseKind): string {
+  return kind === 'sqlite' ? String(dataSourceOptions('sqlite').database) : '';
+}
+
+function cli(kind: DatabaseKind, args: string[], env: Record<string, string> = {}): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [cliMain, '--data-source', dataSourceFile, ...args], { env: { ...process.env, GD_CLI_DB: kind, GD_CLI_SQLITE_FILE: sqliteFile(kind), ...env }, cwd: ROOT, maxBuffer: 10_000_000 }, (error, stdout, stderr) => {
+      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+describeEachDatabase('geneva-drive CLI', (kind) => {
+  if (kind === 'mysql') return; // SQLite and PostgreSQL; the commands share the dashboard's queries, covered on MariaDB by its spec
+  let d: DashboardApp;
+  let gd: GenevaDriveTesting;
+
+  beforeAll(async () => {
+    d = await createDashboardApp(kind, { allowUnauthenticated: true });
+    gd = GenevaDriveTesting.create(d.app);
+  });
+  afterAll(() => d.close());
+  beforeEach(() => d.reset());
+
+  const parkedInvoice = (name?: string) => parkInvoice(d, gd, name);
+
+  it('lists with filters, as text and as JSON, and refuses a bad filter', async () => {
+    const parked = await parkedInvoice('parked');
+    const paused = await d.workflows.start(InvoiceFlow, await saveHero(d.dataSource, 'paused'));
+    await d.workflows.pause(paused);
+
+    const all = await cli(kind, ['list', '--json']);
+    expect(all.code).toBe(0);
+    expect(JSON.parse(all.stdout).rows.map((row: { id: string }) => row.id)).toEqual([paused.id, parked.id]);
+    const waiting = await cli(kind, ['list', '--waiting-for', 'payment_confirmed', '--json']);
+    expect(JSON.parse(waiting.stdout).rows.map((row: { id: string }) => row.id)).toEqual([parked.id]);
+    const text = await cli(kind, ['list', '--state', 'paused']);
+    expect(text.stdout).toBe(`${paused.id}\tInvoiceFlow\tpaused\tTestHero:${paused.heroId}\tprepare\t${(await d.workflows.find(paused.id)).updatedAt.toISOString()}\n`);
+    const paged = await cli(kind, ['list', '--limit', '1']);
+    expect(paged.stdout).toContain(`more: --after ${paused.id}`);
+
+    const bad = await cli(kind, ['list', '--state', 'sleeping']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('DashboardInputError: Invalid state "sleeping"');
+  });
+
+  it('shows a workflow, and exits 3 for an unknown one', async () => {
+    const workflow = await parkedInvoice();
+    const shown = await cli(kind, ['show', workflow.id]);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toContain(`workflow ${workflow.id} InvoiceFlow ready`);
+    expect(shown.stdout).toContain('steps: prepare > [awaitPayment] > issueReceipt');
+    expect(shown.stdout).toMatch(/waiting since \d{4}-/);
+    const json = JSON.parse((await cli(kind, ['show', workflow.id, '--json'])).stdout);
+    expect(json.executions.map((e: { stepName: string; state: string }) => `${e.stepName}:${e.state}`)).toEqual(['prepare:completed', 'awaitPayment:waiting']);
+
+    const missing = await cli(kind, ['show', '999999']);
+    expect(missing.code).toBe(3);
+    expect(missing.stderr).toMatch(/^geneva-drive: WorkflowNotFoundError: .*999999/);
+  });
+
+  it('sends a signal, and exits with the code of each typed error', async () => {
+    const workflow = await parkedInvoice();
+    const sent = await cli(kind, ['signal', workflow.id, 'payment_confirmed', '--payload', '{"amountCents": 700}', '--key', 'evt-1', '--json']);
+    expect(sent.code).toBe(0);
+    expect(JSON.parse(sent.stdout).signal).toEqual(expect.objectContaining({ name: 'payment_confirmed', state: 'claimed', idempotencyKey: 'evt-1', duplicateDelivery: false, payload: { amountCents: 700 } }));
+    expect((await d.workflows.currentExecution(workflow))?.state).toBe('scheduled'); // woken
+    const again = await cli(kind, ['signal', workflow.id, 'payment_confirmed', '--payload', '{}', '--key', 'evt-1']);
+    expect(again.stdout).toContain('(duplicate delivery: nothing changed)');
+
+    expect((await cli(kind, ['signal', workflow.id, 'payment_confirmed', '--payload', '{oops'])).code).toBe(2);
+    expect((await cli(kind, ['signal', workflow.id, 'shipped'])).stderr).toContain('expected one of payment_confirmed');
+    const payloadFile = path.join(path.dirname(dataSourceFile), 'large-payload.json');
+    await writeFile(payloadFile, JSON.stringify({ blob: 'x'.repeat(140_000) }));
+    const large = await cli(kind, ['signal', workflow.id, 'payment_confirmed', '--payload', `@${payloadFile}`]);
+    expect(large.code).toBe(5);
+    expect(large.stderr).toContain('SignalPayloadTooLargeError');
+    const unregistered = await cli(kind, ['signal', workflow.id, 'payment_confirmed'], { GD_CLI_NO_CLASSES: '1' });
+    expect(unregistered.code).toBe(2);
+    expect(unregistered.stderr).toContain('UnknownWorkflowError: Unknown workflow "InvoiceFlow"');
+    expect(unregistered.stderr).toContain('genevaDrive.providers');
+    expect(await d.signals.list(workflow)).toHaveLength(1);
+
+    await d.workflows.cancel(workflow);
+    const late = await cli(kind, ['signal', workflow.id, 'payment_confirmed', '--json']);
+    expect(late.code).toBe(4);
+    expect(JSON.parse(late.stderr)).toEqual({ error: 'WorkflowNotOngoingError', message: `Cannot deliver signal "payment_confirmed" to a canceled workflow (workflow ${workflow.id})`, exitCode: 4 });
+  });
+
+  it('pauses, resumes, skips and cancels; an action the state does not allow exits 4', async () => {
+    const workflow = await parkedInvoice();
+    expect((await cli(kind, ['pause', workflow.id])).stdout).toBe(`workflow ${workflow.id} is paused\n`);
+    const twice = await cli(kind, ['pause', workflow.id]);
+    expect(twice.code).toBe(4);
+    expect(twice.stderr).toBe(`geneva-drive: InvalidStateError: Cannot pause a paused workflow (workflow ${workflow.id})\n`);
+    expect((await cli(kind, ['resume', workflow.id])).stdout).toBe(`workflow ${workflow.id} is ready\n`);
+    expect((await cli(kind, ['skip', workflow.id])).code).toBe(0);
+    expect((await d.workflows.currentExecution(workflow))?.stepName).toBe('issueReceipt');
+    expect(JSON.parse((await cli(kind, ['cancel', workflow.id, '--json'])).stdout).workflow.state).toBe('canceled');
+    expect((await cli(kind, ['resume', workflow.id])).code).toBe(4);
+    expect((await cli(kind, ['cancel', '999999'])).code).toBe(3);
+  });
+
+  it('runs housekeeping and reads the gauges', async () => {
+    await parkedInvoice();
+    const run = await cli(kind, ['housekeeping', '--json']);
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toEqual(expect.objectContaining({ unrecoverable: [], gauges: expect.objectContaining({ 'geneva_drive.waiting_step_executions': { total: 1, byWorkflow: { InvoiceFlow: 1 } } }) }));
+    const gauges = await cli(kind, ['gauges']);
+    expect(gauges.stdout).toContain('waiting: 1 {"InvoiceFlow":1}');
+    expect(JSON.parse((await cli(kind, ['gauges', '--json'])).stdout).waiting.total).toBe(1);
+  });
+
+  it('explains usage errors with exit 2', async () => {
+    const none = await cli(kind, []);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain('No command given');
+    expect((await cli(kind, ['show'])).stderr).toContain('show needs a workflow id');
+    const noFile = await new Promise<Run>((resolve) =>
+      execFile(process.execPath, [cliMain, 'list'], (error, stdout, stderr) => resolve({ code: Number((error as { code?: number })?.code ?? 0), stdout, stderr })),
+    );
+    expect(noFile.code).toBe(2);
+    expect(noFile.stderr).toContain('--data-source <file> is required');
+    const wrongFile = await new Promise<Run>((resolve) =>
+      execFile(process.execPath, [cliMain, '--data-source', path.join(path.dirname(dataSourceFile), 'cli-workflows.js'), 'list'], { env: { ...process.env, GD_CLI_DB: kind } }, (error, stdout, stderr) => resolve({ code: Number((error as { code?: number })?.code ?? 0), stdout, stderr })),
+    );
+    expect(wrongFile.code).toBe(2);
+    expect(wrongFile.stderr).toContain('must export exactly one TypeORM DataSource (found 0)');
+  });
+});
+
+describeEachDatabase('geneva-drive CLI with the application on Bull', (kind) => {
+  if (kind === 'mysql' || !redisAvailable()) return;
+  const queue = `gd-cli-${randomUUID()}`;
+  let d: DashboardApp;
+  beforeAll(async () => {
+    d = await createDashboardApp(kind, { allowUnauthenticated: true }, { queue: { adapter: 'bull', redis: redisUrl(), name: queue, concurrency: 1 } });
+  });
+  afterAll(() => d?.close());
+
+  it("wakes the parked step in the application's worker", async () => {
+    const workflow = await d.workflows.start(InvoiceFlow, await saveHero(d.dataSource));
+    await until(async () => (await d.workflows.currentExecution(workflow))?.state === 'waiting');
+    const sent = await cli(kind, ['signal', workflow.id, 'payment_confirmed', '--payload', '{"amountCents": 900}'], { GD_CLI_BULL_QUEUE: queue });
+    expect(sent.code).toBe(0);
+    await until(async () => (await d.workflows.find(workflow.id)).state === 'finished');
+    expect((await d.workflows.executionHistory(workflow)).map((e) => `${e.stepName}:${e.state}`)).toEqual(['prepare:completed', 'awaitPayment:completed', 'issueReceipt:completed']);
+  });
+});
+
+async function until(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not reached in time');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}

@@ -1,0 +1,205 @@
+/**
+ * The dashboard over HTTP, on every database: mounting rules, the guard, CSRF and read-only mode,
+ * the list filters and keyset pages, the workflow page, escaping, and the typed errors of actions.
+ */
+import { Injectable, type CanActivate } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import request from 'supertest';
+import { GenevaDriveModule } from 'geneva-drive';
+import { DashboardUnguardedError, GenevaDriveDashboardModule } from 'geneva-drive/dashboard';
+import { GenevaDriveTesting } from 'geneva-drive/testing';
+import { createDashboardApp, parkedInvoice as parkInvoice, DASHBOARD_TOKEN, FragileFlow, InvoiceFlow, saveHero, type DashboardApp } from '../src/dashboard-app.js';
+import { engineLogger } from '../src/test-app.js';
+import { dataSourceOptions, describeEachDatabase } from '../utils/databases.js';
+
+const AUTH = { Authorization: `Bearer ${DASHBOARD_TOKEN}` };
+
+/** The CSRF cookie and the form's hidden field, as a browser would get them from the workflow page. */
+async function csrfFor(d: DashboardApp, workflowId: string): Promise<{ cookie: string; token: string }> {
+  const page = await request(d.url).get(`/geneva/workflows/${workflowId}`).set(AUTH).expect(200);
+  const cookie = String(page.headers['set-cookie']).split(';')[0];
+  const token = /name="_csrf" value="([0-9a-f]+)"/.exec(page.text)![1];
+  return { cookie, token };
+}
+
+describe('mounting the dashboard', () => {
+  it('refuses forRoot without a guard, naming the way out', () => {
+    expect(() => GenevaDriveDashboardModule.forRoot({ path: '/ops' })).toThrow(DashboardUnguardedError);
+    expect(() => GenevaDriveDashboardModule.forRoot({ path: '/ops' })).toThrow(/at \/ops has no guard: pass guard .* or allowUnauthenticated: true/);
+  });
+
+  it('refuses forRootAsync without a guard at boot', async () => {
+    const builder = Test.createTestingModule({
+      imports: [
+        TypeOrmModule.forRoot({ ...dataSourceOptions('sqlite'), migrations: [] }),
+        GenevaDriveModule.forRoot({ queue: { adapter: 'manual' }, housekeeping: false, logger: engineLogger() }),
+        GenevaDriveDashboardModule.forRootAsync({ useFactory: () => ({ readOnly: true }) }),
+      ],
+    }).setLogger(engineLogger());
+    await expect(builder.compile()).rejects.toThrow(DashboardUnguardedError);
+  });
+
+  it('refuses unknown options', () => {
+    expect(() => GenevaDriveDashboardModule.forRoot({ allowUnauthenticated: true, readonly: true } as never)).toThrow(/Unknown GenevaDriveDashboardModule option\(s\): readonly/);
+  });
+});
+
+describeEachDatabase('dashboard over HTTP', (kind) => {
+  let d: DashboardApp;
+  let gd: GenevaDriveTesting;
+
+  beforeAll(async () => {
+    // A small payload limit: Express's own body limit (100 kB) is below the default one.
+    d = await createDashboardApp(kind, undefined, { queue: { adapter: 'manual' }, maxSignalPayloadSize: 2048 });
+    gd = GenevaDriveTesting.create(d.app);
+  });
+  afterAll(() => d.close());
+  beforeEach(() => d.reset());
+
+  const parkedInvoice = (name?: string) => parkInvoice(d, gd, name);
+
+  it('refuses requests the guard refuses, pages and API alike', async () => {
+    await request(d.url).get('/geneva').expect(401);
+    await request(d.url).get('/geneva/workflows').expect(401);
+    await request(d.url).get('/geneva/api/overview').expect(401);
+    await request(d.url).get('/geneva/assets/dashboard.css').expect(401);
+    await request(d.url).get('/geneva').set(AUTH).expect(200);
+  });
+
+  it('refuses state-changing requests without the CSRF token, changing nothing', async () => {
+    const workflow = await d.workflows.start(InvoiceFlow, await saveHero(d.dataSource));
+    const { cookie, token } = await csrfFor(d, workflow.id);
+    await request(d.url).post(`/geneva/workflows/${workflow.id}/pause`).set(AUTH).type('form').send({}).expect(403);
+    await request(d.url).post(`/geneva/workflows/${workflow.id}/pause`).set(AUTH).set('Cookie', cookie).type('form').send({ _csrf: 'f'.repeat(64) }).expect(403);
+    await request(d.url).post(`/geneva/workflows/${workflow.id}/pause`).set(AUTH).type('form').send({ _csrf: token }).expect(403); // no cookie
+    await request(d.url).post(`/geneva/api/workflows/${workflow.id}/pause`).set(AUTH).send({}).expect(403);
+    expect((await d.workflows.find(workflow.id)).state).toBe('ready');
+
+    const done = await request(d.url).post(`/geneva/workflows/${workflow.id}/pause`).set(AUTH).set('Cookie', cookie).type('form').send({ _csrf: token }).expect(303);
+    expect(done.headers.location).toBe(`/geneva/workflows/${workflow.id}?done=pause`);
+    expect((await d.workflows.find(workflow.id)).state).toBe('paused');
+    const api = await request(d.url).post(`/geneva/api/workflows/${workflow.id}/resume`).set(AUTH).set('Cookie', cookie).set('x-csrf-token', token).send({}).expect(201);
+    expect(api.body.workflow.state).toBe('ready');
+  });
+
+  it('shows the overview: counts, gauges, failures and the longest waits', async () => {
+    const parked = await parkedInvoice();
+    const fragile = await d.workflows.start(FragileFlow, await saveHero(d.dataSource));
+    await gd.performNextStep(fragile).catch(() => undefined);
+    const page = await request(d.url).get('/geneva').set(AUTH).expect(200);
+    expect(page.text).toContain('data-gauge="waiting">1<');
+    expect(page.text).toMatch(/<td>InvoiceFlow<\/td><td>.*state=ready.*>1<\/a>/);
+    expect(page.text).toContain('RangeError</b> &lt;b&gt;boom&lt;/b&gt; while charging');
+    expect(page.text).toContain(`href="/geneva/workflows/${parked.id}">#${parked.id}</a></td><td>InvoiceFlow</td><td>awaitPayment`);
+    const api = await request(d.url).get('/geneva/api/overview').set(AUTH).expect(200);
+    expect(api.body.gauges.waiting).toEqual({ total: 1, byWorkflow: { InvoiceFlow: 1 } });
+    expect(api.body.recentFailures).toEqual([expect.objectContaining({ workflowId: fragile.id, type: 'FragileFlow', stepName: 'explode', errorClassName: 'RangeError' })]);
+  });
+
+  it('filters the list and pages it by keyset', async () => {
+    const parked = await parkedInvoice('parked');
+    const fresh = await d.workflows.start(InvoiceFlow, await saveHero(d.dataSource, 'fresh'));
+    const fragile = await d.workflows.start(FragileFlow, await saveHero(d.dataSource, 'fragile'));
+    await gd.performNextStep(fragile).catch(() => undefined);
+    const ids = async (query: Record<string, string>) => (await request(d.url).get('/geneva/api/workflows').query(query).set(AUTH).expect(200)).body.rows.map((row: { id: string }) => row.id);
+
+    expect(await ids({})).toEqual([fragile.id, fresh.id, parked.id]);
+    expect(await ids({ type: 'InvoiceFlow' })).toEqual([fresh.id, parked.id]);
+    expect(await ids({ state: 'paused' })).toEqual([fragile.id]);
+    expect(await ids({ waitingFor: 'payment_confirmed' })).toEqual([parked.id]);
+    expect(await ids({ failedStep: 'explode' })).toEqual([fragile.id]);
+    expect(await ids({ heroType: 'TestHero', heroId: fresh.heroId })).toEqual([fresh.id]);
+    expect(await ids({ q: parked.id })).toEqual([parked.id]);
+    expect(await ids({ q: fresh.heroId })).toEqual([fresh.id]);
+    expect(await ids({ q: 'no-such-thing' })).toEqual([]);
+    expect(await ids({ createdFrom: new Date(Date.now() + 60_000).toISOString() })).toEqual([]);
+    expect(await ids({ createdTo: new Date(Date.now() + 60_000).toISOString(), updatedFrom: '2000-01-01' })).toHaveLength(3);
+
+    const first = await request(d.url).get('/geneva/api/workflows').query({ after: fragile.id }).set(AUTH).expect(200);
+    expect(first.body.rows.map((row: { id: string }) => row.id)).toEqual([fresh.id, parked.id]);
+    const html = await request(d.url).get('/geneva/workflows').query({ state: 'sleeping' }).set(AUTH).expect(400);
+    expect(html.text).toContain('Invalid state &quot;sleeping&quot;: expected one of ready, performing, paused, finished, canceled');
+    await request(d.url).get('/geneva/api/workflows').query({ createdFrom: 'yesterday' }).set(AUTH).expect(400);
+  });
+
+  it('pages with a next link when there are more rows than a page', async () => {
+    const small = await createDashboardApp(kind, { allowUnauthenticated: true, pageSize: 2 });
+    try {
+      const made: string[] = [];
+      for (let i = 0; i < 5; i++) made.unshift((await small.workflows.start(InvoiceFlow, await saveHero(small.dataSource, `h${i}`))).id);
+      const seen: string[] = [];
+      let next: string | null = '/geneva/workflows';
+      while (next) {
+        const page: request.Response = await request(small.url).get(next).expect(200);
+        seen.push(...[...page.text.matchAll(/data-workflow-id="([^"]+)"/g)].map((m) => m[1]));
+        next = /<a rel="next" href="([^"]+)"/.exec(page.text)?.[1].replace(/&amp;/g, '&') ?? null;
+      }
+      expect(seen).toEqual(made);
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('shows a workflow: steps, executions, signals with their lifecycle, escaped payloads', async () => {
+    const workflow = await parkedInvoice();
+    await d.signals.signal(workflow, 'payment_confirmed', { payload: { note: '<script>alert(1)</script>' }, idempotencyKey: 'evt-1' });
+    const page = await request(d.url).get(`/geneva/workflows/${workflow.id}`).set(AUTH).expect(200);
+    expect(page.text).not.toContain('<script>alert(1)</script>');
+    expect(page.text).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
+    expect(page.text).toMatch(/<li class="done">prepare<\/li><li class="current">awaitPayment <span class="muted">waits for payment_confirmed<\/span><\/li><li class="upcoming">issueReceipt<\/li>/);
+    expect(page.text).toContain('<dd id="hero">TestHero ');
+    const api = await request(d.url).get(`/geneva/api/workflows/${workflow.id}`).set(AUTH).expect(200);
+    expect(api.body.executions.map((e: { stepName: string; state: string }) => `${e.stepName}:${e.state}`)).toEqual(['prepare:completed', 'awaitPayment:scheduled']);
+    const woken = api.body.executions[1];
+    expect(api.body.signals).toEqual([
+      expect.objectContaining({ name: 'payment_confirmed', idempotencyKey: 'evt-1', state: 'claimed', claimed: 1, consumed: 0, claimedBy: [woken.id] }),
+    ]);
+    expect(woken.signalId).toBe(api.body.signals[0].id);
+    expect(api.body.signalNames).toEqual(['payment_confirmed']);
+  });
+
+  it('answers the typed errors of actions as messages', async () => {
+    const workflow = await parkedInvoice();
+    const { cookie, token } = await csrfFor(d, workflow.id);
+    const post = (path: string, body: Record<string, string>) => request(d.url).post(`/geneva/workflows/${workflow.id}/${path}`).set(AUTH).set('Cookie', cookie).type('form').send({ _csrf: token, ...body });
+
+    const resume = await post('resume', {}).expect(409);
+    expect(resume.text).toContain(`<div class="message error" role="alert">Cannot resume a ready workflow (workflow ${workflow.id})</div>`);
+    expect((await post('signal', { name: 'payment_confirmed', payload: '{not json' }).expect(400)).text).toContain('Invalid payload &quot;{not json&quot;: expected JSON');
+    expect((await post('signal', { name: 'shipped', payload: '{}' }).expect(400)).text).toContain('expected one of payment_confirmed');
+    expect((await post('signal', { name: 'payment_confirmed', payload: JSON.stringify({ blob: 'x'.repeat(3000) }) }).expect(413)).text).toContain('over maxSignalPayloadSize');
+    expect(await d.signals.list(workflow)).toEqual([]);
+    await post('cancel', {}).expect(303);
+    expect((await post('signal', { name: 'payment_confirmed', payload: '{}' }).expect(409)).text).toContain('Cannot deliver signal &quot;payment_confirmed&quot; to a canceled workflow');
+    const api = await request(d.url).post(`/geneva/api/workflows/${workflow.id}/skip`).set(AUTH).set('Cookie', cookie).set('x-csrf-token', token).send({}).expect(409);
+    expect(api.body).toEqual({ statusCode: 409, error: 'InvalidStateError', message: `Cannot skip a canceled workflow (workflow ${workflow.id})` });
+    await request(d.url).get('/geneva/workflows/999999').set(AUTH).expect(404);
+    await request(d.url).get('/geneva/api/workflows/999999').set(AUTH).expect(404);
+  });
+});
+
+describeEachDatabase('dashboard, read-only', (kind) => {
+  let d: DashboardApp;
+  beforeAll(async () => {
+    @Injectable()
+    class AllowAll implements CanActivate {
+      canActivate() {
+        return true;
+      }
+    }
+    d = await createDashboardApp(kind, { guard: AllowAll, readOnly: true });
+  });
+  afterAll(() => d.close());
+
+  it('hides every action and refuses state-changing requests', async () => {
+    const workflow = await d.workflows.start(InvoiceFlow, await saveHero(d.dataSource));
+    const page = await request(d.url).get(`/geneva/workflows/${workflow.id}`).expect(200);
+    expect(page.text).toContain('prepare');
+    expect(page.text).not.toContain('method="post"');
+    const cookie = String(page.headers['set-cookie'] ?? '').split(';')[0];
+    const refused = await request(d.url).post(`/geneva/workflows/${workflow.id}/cancel`).set('Cookie', cookie).type('form').send({}).expect(403);
+    expect(refused.body.message).toBe('The dashboard is read-only');
+    expect((await d.workflows.find(workflow.id)).state).toBe('ready');
+  });
+});

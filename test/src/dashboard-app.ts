@@ -1,0 +1,91 @@
+/**
+ * The dashboard specs' application: TypeORM on one of the test databases, GenevaDriveModule and the
+ * dashboard at /geneva, behind a bearer-token guard (or the options a spec gives), listening on a
+ * random port. `InvoiceFlow` (cli-workflows.ts) parks at `awaitPayment`; `FragileFlow` fails.
+ */
+import { Injectable, UnauthorizedException, type CanActivate, type ExecutionContext, type INestApplication } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
+import type { DataSource } from 'typeorm';
+import { GenevaDriveModule, GenevaWorkflow, SignalService, Step, Workflow, WorkflowService, type GenevaDriveModuleOptions, type WorkflowRecord } from 'geneva-drive';
+import type { GenevaDriveTesting } from 'geneva-drive/testing';
+import { GenevaDriveDashboardModule, type GenevaDriveDashboardModuleOptions } from 'geneva-drive/dashboard';
+import { dataSourceOptions, prepareDatabase, truncateAll, type DatabaseKind } from '../utils/databases.js';
+import { TestHero } from '../utils/fixtures.js';
+import { InvoiceFlow } from './cli-workflows.js';
+
+export { InvoiceFlow };
+import { engineLogger } from './test-app.js';
+
+export const DASHBOARD_TOKEN = 'operator-secret';
+
+/** Lets a request in when it carries `Authorization: Bearer operator-secret` or the `?token=` cookie equivalent. */
+@Injectable()
+export class TokenGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const request = context.switchToHttp().getRequest<{ headers: Record<string, string | undefined> }>();
+    const cookie = request.headers.cookie ?? '';
+    if (request.headers.authorization === `Bearer ${DASHBOARD_TOKEN}` || cookie.includes(`operator_token=${DASHBOARD_TOKEN}`)) return true;
+    throw new UnauthorizedException('An operator token is required');
+  }
+}
+
+@Workflow({ name: 'FragileFlow', hero: () => TestHero })
+export class FragileFlow extends GenevaWorkflow<TestHero> {
+  @Step({ onException: 'pause' })
+  async explode() {
+    throw new RangeError('<b>boom</b> while charging');
+  }
+}
+
+export interface DashboardApp {
+  app: INestApplication;
+  url: string;
+  dataSource: DataSource;
+  workflows: WorkflowService;
+  signals: SignalService;
+  close(): Promise<void>;
+  reset(): Promise<void>;
+}
+
+export async function createDashboardApp(
+  kind: DatabaseKind,
+  dashboard: GenevaDriveDashboardModuleOptions = { guard: new TokenGuard() },
+  engine: GenevaDriveModuleOptions = { queue: { adapter: 'manual' } },
+): Promise<DashboardApp> {
+  await prepareDatabase(kind);
+  const moduleRef = await Test.createTestingModule({
+    imports: [
+      TypeOrmModule.forRoot({ ...dataSourceOptions(kind), migrations: [], migrationsRun: false }),
+      GenevaDriveModule.forRoot({ housekeeping: false, logger: engineLogger(), ...engine }),
+      GenevaDriveDashboardModule.forRoot({ path: '/geneva', ...dashboard }),
+    ],
+    providers: [InvoiceFlow, FragileFlow],
+  })
+    .setLogger(engineLogger())
+    .compile();
+  const app = moduleRef.createNestApplication({ logger: engineLogger() });
+  await app.listen(0, '127.0.0.1');
+  const dataSource = app.get<DataSource>(getDataSourceToken());
+  return {
+    app,
+    url: (await app.getUrl()).replace('[::1]', '127.0.0.1'),
+    dataSource,
+    workflows: app.get(WorkflowService),
+    signals: app.get(SignalService),
+    close: () => app.close(),
+    reset: () => truncateAll(dataSource),
+  };
+}
+
+/** An InvoiceFlow parked at awaitPayment, driven on the manual queue. */
+export async function parkedInvoice(d: DashboardApp, gd: GenevaDriveTesting, name = 'hero'): Promise<WorkflowRecord> {
+  const workflow = await d.workflows.start(InvoiceFlow, await saveHero(d.dataSource, name));
+  await gd.performNextStep(workflow);
+  await gd.performNextStep(workflow);
+  return workflow;
+}
+
+export async function saveHero(dataSource: DataSource, name = 'hero'): Promise<TestHero> {
+  return dataSource.getRepository(TestHero).save(dataSource.getRepository(TestHero).create({ name }));
+}
