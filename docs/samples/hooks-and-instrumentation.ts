@@ -10,6 +10,7 @@ import {
   type FinalizeEvent,
   type HousekeepingSummary,
   type PreconditionEvent,
+  type SignalEvent,
   type StepEvent,
   type StepExecution,
 } from 'geneva-drive';
@@ -42,15 +43,6 @@ export class ReturnsWorkflow extends TimedWorkflow<Order> {
 // #endregion hooks
 
 // #region metrics
-/** The signal channel's message (it has no exported type). */
-interface SignalEvent {
-  workflowId: string;
-  signalId: string;
-  name: string;
-  duplicate: boolean;
-  woken: number;
-}
-
 @Injectable()
 export class WorkflowMetrics implements OnModuleInit, OnModuleDestroy {
   readonly counters = new Map<string, number>();
