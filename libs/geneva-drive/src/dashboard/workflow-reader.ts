@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { Brackets, type DataSource, type SelectQueryBuilder } from 'typeorm';
+import { identifierRows } from '../entities/column-transformers.js';
 import { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
@@ -137,7 +138,8 @@ export class WorkflowReader {
       .addGroupBy('w.state')
       .orderBy('w.type')
       .addOrderBy('w.state')
-      .getRawMany<{ type: string; state: string; count: string | number }>();
+      .getRawMany<{ type: string; state: string; count: string | number }>()
+      .then(identifierRows);
     const options = this.catalog.options;
     const now = Date.now();
     const waitingByType = await this.executionsByType('waiting');
@@ -147,10 +149,12 @@ export class WorkflowReader {
     const stuckScheduled = await this.stuckCount('scheduled', 'e.scheduledFor < :cutoff', new Date(now - options.stuckScheduledThresholdMs));
     const recentFailures = await this.executionsIn('failed', ['errorClassName', 'errorMessage', 'failedAt'])
       .orderBy('e.failedAt', 'DESC')
-      .getRawMany();
+      .getRawMany()
+      .then(identifierRows);
     const longestWaiting = await this.executionsIn('waiting', ['waitingSince'])
       .orderBy('e.waitingSince', 'ASC')
-      .getRawMany();
+      .getRawMany()
+      .then(identifierRows);
     return {
       counts: counts.map((row) => ({ type: row.type, state: row.state, count: Number(row.count) })),
       gauges: { waiting: waitingByType, waitingOverdue: overdueByType, stuckInProgress, stuckScheduled },
@@ -268,7 +272,7 @@ export class WorkflowReader {
       .where('e.state = :state', { state })
       .groupBy('w.type');
     narrow?.(qb);
-    const rows = await qb.getRawMany<{ type: string; count: string | number }>();
+    const rows = identifierRows(await qb.getRawMany<{ type: string; count: string | number }>());
     const byWorkflow = Object.fromEntries(rows.map((row) => [row.type, Number(row.count)]));
     return { total: rows.reduce((sum, row) => sum + Number(row.count), 0), byWorkflow };
   }

@@ -26,6 +26,11 @@ export function identifierText(value: unknown): unknown {
   return Buffer.isBuffer(value) ? value.toString('utf8') : value;
 }
 
+/** Raw rows (no entity transformer ran) with identity strings read back as strings. */
+export function identifierRows<Row extends object>(rows: Row[]): Row[] {
+  return rows.map((row) => Object.fromEntries(Object.entries(row).map(([key, value]) => [key, identifierText(value)])) as Row);
+}
+
 /** Reads identity strings back as strings on every database (see {@link identifierText}). */
 export const identifierTransformer: ValueTransformer = {
   to: (value: unknown) => value,
