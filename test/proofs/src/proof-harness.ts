@@ -164,15 +164,16 @@ export function sampleActiveExecutions(dataSource: DataSource, everyMs = 50): { 
 }
 
 /** Runs housekeeping every `everyMs` until stopped; returns what the runs recovered and what threw. */
-export function housekeepingLoop(housekeeping: HousekeepingService, everyMs = 1_000): { stop(): Promise<{ runs: number; inProgressRecovered: number; errors: string[]; unrecoverable: string[] }> } {
+export function housekeepingLoop(housekeeping: HousekeepingService, everyMs = 1_000): { stop(): Promise<{ runs: number; inProgressRecovered: number; scheduledRecovered: number; errors: string[]; unrecoverable: string[] }> } {
   let running = true;
-  const totals = { runs: 0, inProgressRecovered: 0, errors: [] as string[], unrecoverable: [] as string[] };
+  const totals = { runs: 0, inProgressRecovered: 0, scheduledRecovered: 0, errors: [] as string[], unrecoverable: [] as string[] };
   const loop = (async () => {
     while (running) {
       try {
         const summary: HousekeepingSummary = await housekeeping.run();
         totals.runs++;
         totals.inProgressRecovered += summary.stuckInProgressRecovered;
+        totals.scheduledRecovered += summary.stuckScheduledRecovered;
         totals.unrecoverable.push(...summary.unrecoverable);
       } catch (error) {
         totals.errors.push(String(error));

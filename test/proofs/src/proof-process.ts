@@ -50,6 +50,8 @@ export interface CallReport {
   workflowId: string | null;
   attempt: number;
   ok: boolean;
+  /** When the attempt began (epoch ms) and how long it took. */
+  startedAt: number;
   ms: number;
   error?: string;
   hung?: boolean;
@@ -85,16 +87,16 @@ function send(message: ProofChildMessage): void {
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Runs `call` once, bounded by `timeoutMs`. */
-async function attempt<T>(timeoutMs: number, call: () => Promise<T>): Promise<{ value?: T; error?: string; hung?: boolean; ms: number }> {
+async function attempt<T>(timeoutMs: number, call: () => Promise<T>): Promise<{ value?: T; error?: string; hung?: boolean; startedAt: number; ms: number }> {
   const started = Date.now();
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<'hung'>((resolve) => (timer = setTimeout(() => resolve('hung'), timeoutMs)));
   try {
     const value = await Promise.race([call(), timeout]);
-    if (value === 'hung') return { hung: true, error: `no answer after ${timeoutMs} ms`, ms: Date.now() - started };
-    return { value: value as T, ms: Date.now() - started };
+    if (value === 'hung') return { hung: true, error: `no answer after ${timeoutMs} ms`, startedAt: started, ms: Date.now() - started };
+    return { value: value as T, startedAt: started, ms: Date.now() - started };
   } catch (error) {
-    return { error: String(error), ms: Date.now() - started };
+    return { error: String(error), startedAt: started, ms: Date.now() - started };
   } finally {
     clearTimeout(timer);
   }
@@ -161,7 +163,7 @@ async function main(): Promise<void> {
       send({
         type: 'call',
         pid: process.pid,
-        call: { op, workflowId, attempt: n, ok, ms: result.ms, ...(ok ? describe(result.value as T) : { error: result.error, hung: result.hung }) },
+        call: { op, workflowId, attempt: n, ok, startedAt: result.startedAt, ms: result.ms, ...(ok ? describe(result.value as T) : { error: result.error, hung: result.hung }) },
       });
       if (ok) return result.value as T;
       await sleep(plan.retryPauseMs);
