@@ -1,9 +1,10 @@
 /**
- * SIGKILL chaos. Bull worker processes (three; two in the short run) run ProofWorkflow (prepare → awaitGo waiting for its
+ * SIGKILL chaos. Three Bull worker processes run ProofWorkflow (prepare → awaitGo waiting for its
  * signal → work) while a separate sender process starts workflows and signals each one with its
- * idempotency key (a fifth of them twice). The spec SIGKILLs a worker that is running steps at
- * random moments and starts a replacement, while housekeeping (thresholds of 2 s) runs every second
- * in this process. When the sender is done, the kills stop and housekeeping brings everything home.
+ * idempotency key (a fifth of them twice). The spec SIGKILLs a worker that has jobs in hand at
+ * random moments (every other kill one whose step body is running) and starts a replacement, while
+ * housekeeping (thresholds of 2 s) runs every second in this process. When the sender is done, the
+ * kills stop and housekeeping brings everything home.
  *
  * Read back from the database: every workflow finished; each keyed signal stored once, consumed
  * once, with `claimed` equal to the executions pinned to it less those recovered (a recovered
@@ -38,10 +39,10 @@ import {
 } from './src/proof-harness.js';
 import { CREATE_SIDE_EFFECTS_TABLE, PROOF_WORKFLOWS } from './src/proof-workflows.js';
 
-const WORKERS = scaled(2, 3);
+const WORKERS = 3;
 const WORKFLOWS = scaled(30, 400);
-const START_GAP_MS = scaled(60, 100);
-const MIN_KILLS = scaled(2, 20);
+const START_GAP_MS = scaled(150, 100);
+const MIN_KILLS = scaled(3, 20);
 /** Pause between two kills, at random in this range (a kill also waits for the last replacement to be up). */
 const KILL_GAP_MS = [300, 1_200] as const;
 const SETTLE_TIMEOUT_MS = scaled(90_000, 240_000);
@@ -85,7 +86,7 @@ function chaosSuite(kind: DatabaseKind, entry: () => string, children: Set<Child
 
     // Kill a worker that has jobs in hand and start its replacement, again and again until the sender
     // is done; replacements boot in the background (two at most at once), one worker at least stays up.
-    const kills: Array<{ pid: number; activeJobs: number }> = [];
+    const kills: Array<{ pid: number; activeJobs: number; midBody: boolean }> = [];
     const booting = new Set<Promise<void>>();
     const replace = () => {
       const boot: Promise<void> = spawn('worker').then((w) => {
@@ -94,13 +95,24 @@ function chaosSuite(kind: DatabaseKind, entry: () => string, children: Set<Child
       });
       booting.add(boot);
     };
-    while (sender.of('done').length === 0) {
+    // Until the sender is done and there were MIN_KILLS kills (or, after the stream, no worker had
+    // work in hand for 5 s: the kill count assertion below then says so).
+    let idleSince = Date.now();
+    while (sender.of('done').length === 0 || (kills.length < MIN_KILLS && Date.now() - idleSince < 5_000)) {
       sender.assertAlive('sender');
       await sleep(KILL_GAP_MS[0] + Math.random() * (KILL_GAP_MS[1] - KILL_GAP_MS[0]));
-      const busy = workers.filter((w) => w.activeJobs().length > 0);
+      const busy = workers.filter((w) => w.activeExecutions().length > 0);
+      if (busy.length > 0) idleSince = Date.now();
       if (busy.length === 0 || workers.length < 2 || booting.size >= 2) continue;
-      const victim = busy[Math.floor(Math.random() * busy.length)];
-      kills.push({ pid: victim.pid, activeJobs: victim.activeJobs().length });
+      // Every other kill lands in a body (a worker whose execution the database shows in progress);
+      // the others anywhere in a job's life: before its step started, or after its outcome committed.
+      const inBody = new Set(
+        (await app.dataSource.query(`SELECT id FROM geneva_drive_step_executions WHERE state = 'in_progress'`)).map((row: { id: unknown }) => String(row.id)),
+      );
+      const midBody = busy.filter((w) => w.activeExecutions().some((id) => inBody.has(id)));
+      const pool = kills.length % 2 === 0 && midBody.length > 0 ? midBody : busy;
+      const victim = pool[Math.floor(Math.random() * pool.length)];
+      kills.push({ pid: victim.pid, activeJobs: victim.activeExecutions().length, midBody: midBody.includes(victim) });
       victim.child.kill('SIGKILL');
       workers = workers.filter((w) => w !== victim);
       replace();
@@ -118,15 +130,11 @@ function chaosSuite(kind: DatabaseKind, entry: () => string, children: Set<Child
     const effects = sideEffectProblems(snap, started, ['prepare', 'awaitGo', 'work']);
     const workerJobFailures = everyone.flatMap((c) => c.of('job')).filter((j) => j.event === 'failed');
     console.info(
-      `sigkill-chaos [${kind}] ${WORKFLOWS} workflows: ${kills.length} kills (active jobs ${kills.map((k) => k.activeJobs).join(',')}), ` +
+      `sigkill-chaos [${kind}] ${WORKFLOWS} workflows: ${kills.length} kills (active jobs ${kills.map((k) => `${k.activeJobs}${k.midBody ? '*' : ''}`).join(',')}; * in a body), ` +
         `${recovered.length} executions recovered, ${effects.duplicates} duplicated side effects, ${sampled.samples} samples, ` +
         `housekeeping ${hk.runs} runs; boot ${booted - began} ms, chaos ${chaosMs} ms, total ${Date.now() - began} ms`,
     );
 
-    // The chaos was real: workers died with steps in hand, and housekeeping had executions to recover.
-    expect(kills.length).toBeGreaterThanOrEqual(MIN_KILLS);
-    expect(recovered.length).toBeGreaterThan(0);
-    expect(hk.errors).toEqual([]);
     // Every call of the sender worked the first time, none hung.
     expect(callProblems(sender.calls())).toEqual({ hung: [], failedAttempts: [] });
     expect(started).toHaveLength(WORKFLOWS);
@@ -139,6 +147,10 @@ function chaosSuite(kind: DatabaseKind, entry: () => string, children: Set<Child
     expect(effects.problems).toEqual([]);
     // A job that failed in a worker is an engine error surfacing (no body throws).
     expect(workerJobFailures).toEqual([]);
+    // The chaos was real: workers died with steps in hand, and housekeeping had executions to recover.
+    expect(kills.length).toBeGreaterThanOrEqual(MIN_KILLS);
+    expect(recovered.length).toBeGreaterThan(0);
+    expect(hk.errors).toEqual([]);
   }, scaled(180_000, 600_000));
 }
 

@@ -40,14 +40,14 @@ export class ProofChild extends ChildHandle<ProofChildMessage, ProofParentMessag
     return (this.messages as ProofChildMessage[]).filter((m): m is Of<T> => m.type === type);
   }
 
-  /** Job ids this worker has taken and not reported done: what a SIGKILL now interrupts. */
-  activeJobs(): string[] {
-    const active = new Set<string>();
+  /** The executions of the jobs this worker has taken and not reported done: what a SIGKILL now interrupts. */
+  activeExecutions(): string[] {
+    const active = new Map<string, string>();
     for (const job of this.of('job')) {
-      if (job.event === 'active') active.add(job.jobId);
+      if (job.event === 'active') active.set(job.jobId, job.executionId);
       else active.delete(job.jobId);
     }
-    return [...active];
+    return [...active.values()];
   }
 
   waitFor<T extends ProofChildMessage['type']>(what: string, type: T, timeoutMs = 15_000): Promise<Of<T>> {
