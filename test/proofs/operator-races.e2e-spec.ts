@@ -150,6 +150,8 @@ function operatorSuite(kind: DatabaseKind, entry: () => string, children: Set<Ch
   let admin: Bull.Queue;
   let app: TestApp;
   const everyone: ProofChild[] = [];
+  /** The sampler and the housekeeping loop, stopped by afterAll too when the test failed half way. */
+  const loops: Array<{ stop(): Promise<unknown> }> = [];
 
   beforeAll(async () => {
     admin = new Bull(QUEUE_NAME, target.redis, { prefix: target.prefix });
@@ -163,6 +165,7 @@ function operatorSuite(kind: DatabaseKind, entry: () => string, children: Set<Ch
   }, 60_000);
 
   afterAll(async () => {
+    await Promise.all(loops.map((loop) => loop.stop()));
     await Promise.all(everyone.map((c) => c.stop()));
     await app?.close();
     await admin?.obliterate({ force: true });
@@ -177,6 +180,7 @@ function operatorSuite(kind: DatabaseKind, entry: () => string, children: Set<Ch
     const booted = Date.now();
     const sampler = sampleActiveExecutions(app.dataSource);
     const housekeeping = housekeepingLoop(app.moduleRef.get(HousekeepingService));
+    loops.push(sampler, housekeeping);
     sender.send({ type: 'run', workflows: WORKFLOWS, startGapMs: START_GAP_MS, signalDelayMaxMs: 400, redeliverEvery: 5, callTimeoutMs: 15_000, maxAttempts: 1, retryPauseMs: 0 });
 
     const applied: Record<Action, number> = { pause: 0, resume: 0, skip: 0, cancel: 0 };

@@ -56,6 +56,8 @@ function redisRestartSuite(kind: DatabaseKind, entry: () => string, children: Se
   let target: ProofTarget;
   let app: TestApp;
   const everyone: ProofChild[] = [];
+  /** The sampler and the housekeeping loop, stopped by afterAll too when the test failed half way. */
+  const loops: Array<{ stop(): Promise<unknown> }> = [];
 
   beforeAll(async () => {
     redis = await OwnRedis.start();
@@ -70,6 +72,7 @@ function redisRestartSuite(kind: DatabaseKind, entry: () => string, children: Se
   }, 60_000);
 
   afterAll(async () => {
+    await Promise.all(loops.map((loop) => loop.stop()));
     await Promise.all(everyone.map((c) => c.stop()));
     await app?.close();
     await redis?.kill();
@@ -84,6 +87,7 @@ function redisRestartSuite(kind: DatabaseKind, entry: () => string, children: Se
 
     const sampler = sampleActiveExecutions(app.dataSource);
     const housekeeping = housekeepingLoop(app.moduleRef.get(HousekeepingService));
+    loops.push(sampler, housekeeping);
     sender.send({ type: 'run', workflows: WORKFLOWS, startGapMs: START_GAP_MS, signalDelayMaxMs: 400, redeliverEvery: 5, callTimeoutMs: 10_000, maxAttempts: 3, retryPauseMs: 200 });
 
     const outages: Array<{ from: number; to: number }> = [];

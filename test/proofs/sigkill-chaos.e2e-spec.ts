@@ -52,6 +52,8 @@ function chaosSuite(kind: DatabaseKind, entry: () => string, children: Set<Child
   let admin: Bull.Queue;
   let app: TestApp;
   const everyone: ProofChild[] = [];
+  /** The sampler and the housekeeping loop, stopped by afterAll too when the test failed half way. */
+  const loops: Array<{ stop(): Promise<unknown> }> = [];
 
   beforeAll(async () => {
     admin = new Bull(QUEUE_NAME, target.redis, { prefix: target.prefix });
@@ -66,6 +68,7 @@ function chaosSuite(kind: DatabaseKind, entry: () => string, children: Set<Child
   }, 60_000);
 
   afterAll(async () => {
+    await Promise.all(loops.map((loop) => loop.stop()));
     await Promise.all(everyone.map((c) => c.stop()));
     await app?.close();
     await admin?.obliterate({ force: true });
@@ -82,6 +85,7 @@ function chaosSuite(kind: DatabaseKind, entry: () => string, children: Set<Child
 
     const sampler = sampleActiveExecutions(app.dataSource);
     const housekeeping = housekeepingLoop(app.moduleRef.get(HousekeepingService));
+    loops.push(sampler, housekeeping);
     sender.send({ type: 'run', workflows: WORKFLOWS, startGapMs: START_GAP_MS, signalDelayMaxMs: 400, redeliverEvery: 5, callTimeoutMs: 15_000, maxAttempts: 3, retryPauseMs: 200 });
 
     // Kill a worker that has jobs in hand and start its replacement, again and again until the sender
