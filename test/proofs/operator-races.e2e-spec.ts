@@ -1,19 +1,20 @@
 /**
- * Operator actions racing signals and steps across processes. Two Bull worker processes run
- * ProofWorkflow (prepare → awaitGo waiting for its signal → work); a separate sender process starts
- * workflows and signals each with its idempotency key (a fifth twice); meanwhile this process, the
- * operator, fires pause / resume / skip / cancel at the workflows in flight from two concurrent
- * loops. When the sender is done, the operator resumes whatever is paused until every workflow is
- * finished or canceled (housekeeping runs every second meanwhile, thresholds of 2 s).
+ * Operator actions racing signals and steps across processes. Bull worker processes (two; one in
+ * the short run) run ProofWorkflow (prepare → awaitGo waiting for its signal → work); a separate
+ * sender process starts workflows and signals each with its idempotency key (a fifth twice);
+ * meanwhile this process, the operator, fires pause / resume / skip / cancel at the workflows in
+ * flight from two concurrent loops. When the sender is done, the operator resumes whatever is
+ * paused until every workflow is finished or canceled (housekeeping runs every second meanwhile,
+ * thresholds of 2 s).
  *
  * Read back: an action is either applied or refused with InvalidStateError, nothing else; the state
- * machine stays valid (each execution's state, outcome and timestamps agree; a workflow's executions
- * never go back a step; a finished workflow went through its last step; nothing active is left);
- * never two active executions (sampled); no body ran twice; no signal lost or doubled — a workflow's
- * key is stored at most once, consumed at most once, `claimed` matches the executions pinned to it,
- * a body that ran received exactly that signal, and a signal left unconsumed belongs to a workflow
- * that was canceled or whose waiting step was skipped before it attached; a signal refused with
- * WorkflowNotOngoingError was for a workflow already over, and was not stored.
+ * machine stays valid (each execution's state, outcome and timestamps agree; a workflow's
+ * executions never go back a step; a finished workflow went through its last step; nothing active
+ * is left); never two active executions (sampled); no body ran twice; no signal lost or doubled — a
+ * workflow's key is stored at most once, consumed at most once, `claimed` matches the executions
+ * pinned to it, a body that ran received exactly that signal, and a signal left unconsumed belongs
+ * to a workflow that was canceled or whose waiting step was skipped before it attached; a signal
+ * refused with WorkflowNotOngoingError was for a workflow already over, and was not stored.
  *
  * Size: GD_PROOF_SCALE=full for the long run (npm run test:proofs), the short run otherwise.
  */
@@ -40,7 +41,7 @@ import {
 } from './src/proof-harness.js';
 import { CREATE_SIDE_EFFECTS_TABLE, goKey, PROOF_WORKFLOWS } from './src/proof-workflows.js';
 
-const WORKERS = 2;
+const WORKERS = scaled(1, 2);
 const WORKFLOWS = scaled(50, 300);
 const START_GAP_MS = 60;
 const OPERATORS = 2;

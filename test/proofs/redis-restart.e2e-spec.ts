@@ -1,11 +1,12 @@
 /**
  * Redis killed and restarted during a stream of start()/signal(). The proof runs its own
  * redis-server (a free port from 6391, no persistence): a SIGKILL loses every job in it, waiting,
- * delayed and active alike. Two Bull worker processes run ProofWorkflow; a separate sender process
- * starts workflows and signals each with its idempotency key (a fifth twice), every call bounded by
- * a timeout and retried with the same key if it fails. Meanwhile the spec kills Redis at random
- * moments and starts it again on the same port after a random outage, and housekeeping (thresholds
- * of 2 s) runs every second in this process: it re-enqueues the executions whose jobs were lost.
+ * delayed and active alike. Bull worker processes (two; one in the short run) run ProofWorkflow; a
+ * separate sender process starts workflows and signals each with its idempotency key (a fifth
+ * twice), every call bounded by a timeout and retried with the same key if it fails. Meanwhile the
+ * spec kills Redis at random moments and starts it again on the same port after a random outage,
+ * and housekeeping (thresholds of 2 s) runs every second in this process: it re-enqueues the
+ * executions whose jobs were lost.
  *
  * Read back: no call hung or failed (start() and signal() commit to the database and enqueue after
  * the commit, so Redis being down costs them nothing); the workers survived; every workflow the
@@ -40,7 +41,7 @@ import {
 import { CREATE_SIDE_EFFECTS_TABLE, PROOF_WORKFLOWS } from './src/proof-workflows.js';
 import { OwnRedis } from './src/redis-server.js';
 
-const WORKERS = 2;
+const WORKERS = scaled(1, 2);
 const WORKFLOWS = scaled(60, 300);
 const START_GAP_MS = 50;
 const OUTAGES = scaled(2, 6);

@@ -22,7 +22,8 @@ export const FULL_SCALE = process.env.GD_PROOF_SCALE === 'full';
 export const scaled = <T>(short: T, full: T): T => (FULL_SCALE ? full : short);
 
 export const QUEUE_NAME = 'geneva-drive-proofs';
-const BOOT_TIMEOUT_MS = 40_000;
+/** Generous: on a machine busy with other test runs a Nest application takes long to boot. */
+const BOOT_TIMEOUT_MS = 90_000;
 
 type Of<T extends ProofChildMessage['type']> = Extract<ProofChildMessage, { type: T }>;
 
