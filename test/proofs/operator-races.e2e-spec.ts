@@ -18,28 +18,13 @@
  *
  * Size: GD_PROOF_SCALE=full for the long run (npm run test:proofs), the short run otherwise.
  */
-import { afterAll, beforeAll, expect, it } from '@jest/globals';
+import { expect, it } from '@jest/globals';
 import type { ChildProcess } from 'node:child_process';
-import Bull from 'bull';
-import { HousekeepingService, InvalidStateError, StepExecution, WorkflowService } from 'geneva-drive';
+import { InvalidStateError, StepExecution, WorkflowService } from 'geneva-drive';
 import { sleep } from '../src/bull-wait.js';
-import { createTestApp, type TestApp } from '../src/test-app.js';
-import { redisUrl, type DatabaseKind } from '../utils/databases.js';
-import {
-  describeProof,
-  housekeepingLoop,
-  outputOf,
-  QUEUE_NAME,
-  sampleActiveExecutions,
-  scaled,
-  snapshot,
-  spawnProofChild,
-  waitForWorkflows,
-  type ProofChild,
-  type ProofSnapshot,
-  type ProofTarget,
-} from './src/proof-harness.js';
-import { CREATE_SIDE_EFFECTS_TABLE, goKey, PROOF_WORKFLOWS } from './src/proof-workflows.js';
+import type { DatabaseKind } from '../utils/databases.js';
+import { describeProof, outputOf, proofSuite, scaled, snapshot, waitForWorkflows, type ProofSnapshot } from './src/proof-harness.js';
+import { goKey } from './src/proof-workflows.js';
 
 const WORKERS = scaled(1, 2);
 const WORKFLOWS = scaled(50, 300);
@@ -147,41 +132,15 @@ function deliveryProblems(snap: ProofSnapshot, ids: string[]): string[] {
 }
 
 function operatorSuite(kind: DatabaseKind, entry: () => string, children: Set<ChildProcess>): void {
-  const target: ProofTarget = { kind, redis: redisUrl(), prefix: `gd-proof-operator-${process.pid}-${Date.now()}-${kind}` };
-  let admin: Bull.Queue;
-  let app: TestApp;
-  const everyone: ProofChild[] = [];
-  /** The sampler and the housekeeping loop, stopped by afterAll too when the test failed half way. */
-  const loops: Array<{ stop(): Promise<unknown> }> = [];
-
-  beforeAll(async () => {
-    admin = new Bull(QUEUE_NAME, target.redis, { prefix: target.prefix });
-    await admin.obliterate({ force: true });
-    app = await createTestApp(kind, PROOF_WORKFLOWS, {
-      queue: { adapter: 'bull', redis: target.redis, prefix: target.prefix, name: QUEUE_NAME, concurrency: 0 },
-      stuckInProgressThreshold: '2s',
-      stuckScheduledThreshold: '2s',
-    });
-    await app.dataSource.query(CREATE_SIDE_EFFECTS_TABLE);
-  }, 60_000);
-
-  afterAll(async () => {
-    await Promise.all(loops.map((loop) => loop.stop()));
-    await Promise.all(everyone.map((c) => c.stop()));
-    await app?.close();
-    await admin?.obliterate({ force: true });
-    await admin?.close();
-  });
+  const suite = proofSuite(kind, entry, children, 'operator');
 
   it(`${WORKFLOWS} workflows under pause/resume/skip/cancel racing their signals and steps: valid states, no signal lost or doubled`, async () => {
     const began = Date.now();
+    const { app, everyone, spawn } = suite;
     const workflows = app.moduleRef.get(WorkflowService);
-    const spawn = (role: 'worker' | 'sender') => spawnProofChild(entry(), role, target, children).then((c) => (everyone.push(c), c));
     const [sender] = await Promise.all([spawn('sender'), ...Array.from({ length: WORKERS }, () => spawn('worker'))]);
     const booted = Date.now();
-    const sampler = sampleActiveExecutions(app.dataSource);
-    const housekeeping = housekeepingLoop(app.moduleRef.get(HousekeepingService));
-    loops.push(sampler, housekeeping);
+    const { sampler, housekeeping } = suite.watch();
     sender.send({ type: 'run', workflows: WORKFLOWS, startGapMs: START_GAP_MS, signalDelayMaxMs: 400, redeliverEvery: 5, callTimeoutMs: 15_000, maxAttempts: 1, retryPauseMs: 0 });
 
     const applied: Record<Action, number> = { pause: 0, resume: 0, skip: 0, cancel: 0 };

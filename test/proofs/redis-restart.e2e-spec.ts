@@ -15,31 +15,21 @@
  *
  * Size: GD_PROOF_SCALE=full for the long run (npm run test:proofs), the short run otherwise.
  */
-import { afterAll, beforeAll, expect, it } from '@jest/globals';
+import { expect, it } from '@jest/globals';
 import type { ChildProcess } from 'node:child_process';
-import Bull from 'bull';
-import { HousekeepingService } from 'geneva-drive';
 import { sleep } from '../src/bull-wait.js';
-import { createTestApp, type TestApp } from '../src/test-app.js';
 import type { DatabaseKind } from '../utils/databases.js';
 import {
   callProblems,
   describeProof,
-  housekeepingLoop,
   outputOf,
-  QUEUE_NAME,
-  sampleActiveExecutions,
+  proofSuite,
   scaled,
   sideEffectProblems,
   signalProblems,
   snapshot,
-  spawnProofChild,
   waitForWorkflows,
-  type ProofChild,
-  type ProofTarget,
 } from './src/proof-harness.js';
-import { CREATE_SIDE_EFFECTS_TABLE, PROOF_WORKFLOWS } from './src/proof-workflows.js';
-import { OwnRedis } from './src/redis-server.js';
 
 const WORKERS = scaled(1, 2);
 const WORKFLOWS = scaled(60, 300);
@@ -53,42 +43,17 @@ const SETTLE_TIMEOUT_MS = scaled(90_000, 180_000);
 const between = ([min, max]: readonly [number, number]) => min + Math.random() * (max - min);
 
 function redisRestartSuite(kind: DatabaseKind, entry: () => string, children: Set<ChildProcess>): void {
-  let redis: OwnRedis;
-  let target: ProofTarget;
-  let app: TestApp;
-  const everyone: ProofChild[] = [];
-  /** The sampler and the housekeeping loop, stopped by afterAll too when the test failed half way. */
-  const loops: Array<{ stop(): Promise<unknown> }> = [];
-
-  beforeAll(async () => {
-    redis = await OwnRedis.start();
-    target = { kind, redis: redis.url, prefix: `gd-proof-redis-${process.pid}-${kind}` };
-    // Enqueue-only: this process runs housekeeping and reads the database, the workers run the steps.
-    app = await createTestApp(kind, PROOF_WORKFLOWS, {
-      queue: { adapter: 'bull', redis: target.redis, prefix: target.prefix, name: QUEUE_NAME, concurrency: 0 },
-      stuckInProgressThreshold: '2s',
-      stuckScheduledThreshold: '2s',
-    });
-    await app.dataSource.query(CREATE_SIDE_EFFECTS_TABLE);
-  }, 60_000);
-
-  afterAll(async () => {
-    await Promise.all(loops.map((loop) => loop.stop()));
-    await Promise.all(everyone.map((c) => c.stop()));
-    await app?.close();
-    await redis?.kill();
-  });
+  const suite = proofSuite(kind, entry, children, 'redis', { ownRedis: true });
 
   it(`${WORKFLOWS} workflows started and signaled while Redis is killed ${OUTAGES} times: no call hangs, nothing lost, all finish after housekeeping`, async () => {
     const began = Date.now();
-    const spawn = (role: 'worker' | 'sender') => spawnProofChild(entry(), role, target, children).then((c) => (everyone.push(c), c));
+    const { app, everyone, spawn } = suite;
+    const redis = suite.ownRedis!;
     const [sender, ...workers] = await Promise.all([spawn('sender'), ...Array.from({ length: WORKERS }, () => spawn('worker'))]);
     const booted = Date.now();
     const context = () => outputOf(everyone);
 
-    const sampler = sampleActiveExecutions(app.dataSource);
-    const housekeeping = housekeepingLoop(app.moduleRef.get(HousekeepingService));
-    loops.push(sampler, housekeeping);
+    const { sampler, housekeeping } = suite.watch();
     sender.send({ type: 'run', workflows: WORKFLOWS, startGapMs: START_GAP_MS, signalDelayMaxMs: 400, redeliverEvery: 5, callTimeoutMs: 10_000, maxAttempts: 3, retryPauseMs: 200 });
 
     const outages: Array<{ from: number; to: number }> = [];

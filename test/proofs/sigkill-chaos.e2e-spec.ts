@@ -14,30 +14,21 @@
  *
  * Size: GD_PROOF_SCALE=full for the long run (npm run test:proofs), the short run otherwise.
  */
-import { afterAll, beforeAll, expect, it } from '@jest/globals';
+import { expect, it } from '@jest/globals';
 import type { ChildProcess } from 'node:child_process';
-import Bull from 'bull';
-import { HousekeepingService } from 'geneva-drive';
 import { sleep } from '../src/bull-wait.js';
-import { createTestApp, type TestApp } from '../src/test-app.js';
-import { redisUrl, type DatabaseKind } from '../utils/databases.js';
+import type { DatabaseKind } from '../utils/databases.js';
 import {
   callProblems,
   describeProof,
-  housekeepingLoop,
   outputOf,
-  QUEUE_NAME,
-  sampleActiveExecutions,
+  proofSuite,
   scaled,
   sideEffectProblems,
   signalProblems,
   snapshot,
-  spawnProofChild,
   waitForWorkflows,
-  type ProofChild,
-  type ProofTarget,
 } from './src/proof-harness.js';
-import { CREATE_SIDE_EFFECTS_TABLE, PROOF_WORKFLOWS } from './src/proof-workflows.js';
 
 const WORKERS = scaled(2, 3);
 const WORKFLOWS = scaled(30, 400);
@@ -48,44 +39,17 @@ const KILL_GAP_MS = [300, 1_200] as const;
 const SETTLE_TIMEOUT_MS = scaled(90_000, 240_000);
 
 function chaosSuite(kind: DatabaseKind, entry: () => string, children: Set<ChildProcess>): void {
-  const target: ProofTarget = { kind, redis: redisUrl(), prefix: `gd-proof-chaos-${process.pid}-${Date.now()}-${kind}` };
-  let admin: Bull.Queue;
-  let app: TestApp;
-  const everyone: ProofChild[] = [];
-  /** The sampler and the housekeeping loop, stopped by afterAll too when the test failed half way. */
-  const loops: Array<{ stop(): Promise<unknown> }> = [];
-
-  beforeAll(async () => {
-    admin = new Bull(QUEUE_NAME, target.redis, { prefix: target.prefix });
-    await admin.obliterate({ force: true });
-    // Enqueue-only: this process runs housekeeping and reads the database, the workers run the steps.
-    app = await createTestApp(kind, PROOF_WORKFLOWS, {
-      queue: { adapter: 'bull', redis: target.redis, prefix: target.prefix, name: QUEUE_NAME, concurrency: 0 },
-      stuckInProgressThreshold: '2s',
-      stuckScheduledThreshold: '2s',
-    });
-    await app.dataSource.query(CREATE_SIDE_EFFECTS_TABLE);
-  }, 60_000);
-
-  afterAll(async () => {
-    await Promise.all(loops.map((loop) => loop.stop()));
-    await Promise.all(everyone.map((c) => c.stop()));
-    await app?.close();
-    await admin?.obliterate({ force: true });
-    await admin?.close();
-  });
+  const suite = proofSuite(kind, entry, children, 'chaos');
 
   it(`${WORKFLOWS} workflows while workers are SIGKILLed and restarted: all finish, signals once, duplicates only on recovered executions`, async () => {
     const began = Date.now();
-    const spawn = (role: 'worker' | 'sender') => spawnProofChild(entry(), role, target, children).then((c) => (everyone.push(c), c));
+    const { app, everyone, spawn } = suite;
     const [sender, ...firstWorkers] = await Promise.all([spawn('sender'), ...Array.from({ length: WORKERS }, () => spawn('worker'))]);
     let workers = firstWorkers;
     const booted = Date.now();
     const context = () => outputOf([sender, ...everyone.filter((c) => c.role === 'worker').slice(-6)]);
 
-    const sampler = sampleActiveExecutions(app.dataSource);
-    const housekeeping = housekeepingLoop(app.moduleRef.get(HousekeepingService));
-    loops.push(sampler, housekeeping);
+    const { sampler, housekeeping } = suite.watch();
     sender.send({ type: 'run', workflows: WORKFLOWS, startGapMs: START_GAP_MS, signalDelayMaxMs: 400, redeliverEvery: 5, callTimeoutMs: 15_000, maxAttempts: 3, retryPauseMs: 200 });
 
     // Kill a worker that has jobs in hand and start its replacement, again and again until the sender

@@ -4,16 +4,19 @@
  * runs, a housekeeping loop, and the invariants read back from the database at the end.
  */
 import { afterAll, beforeAll, describe } from '@jest/globals';
-import { fork, type ChildProcess } from 'node:child_process';
+import Bull from 'bull';
+import type { ChildProcess } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { DataSource } from 'typeorm';
 import { HousekeepingService, Signal, StepExecution, WorkflowRecord, type HousekeepingSummary } from 'geneva-drive';
-import { ChildHandle, compileChildEntry, ROOT } from '../../src/child-process.js';
+import { ChildHandle, compileChildEntry, forkCompiled, ROOT } from '../../src/child-process.js';
 import { sleep, waitUntil } from '../../src/bull-wait.js';
-import { describeEachDatabase, redisAvailable, type DatabaseKind } from '../../utils/databases.js';
+import { createTestApp, type TestApp } from '../../src/test-app.js';
+import { describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../../utils/databases.js';
 import type { CallReport, ProofChildMessage, ProofParentMessage } from './proof-process.js';
-import { goKey, readSideEffects } from './proof-workflows.js';
+import { CREATE_SIDE_EFFECTS_TABLE, goKey, PROOF_WORKFLOWS, readSideEffects } from './proof-workflows.js';
+import { OwnRedis } from './redis-server.js';
 
 /** `GD_PROOF_SCALE=full` runs the long proofs (npm run test:proofs); anything else the short run of npm test. */
 export const FULL_SCALE = process.env.GD_PROOF_SCALE === 'full';
@@ -109,23 +112,88 @@ export function describeProof(title: string, suite: (kind: DatabaseKind, entry: 
 }
 
 export async function spawnProofChild(entry: string, role: 'worker' | 'sender', target: ProofTarget, children: Set<ChildProcess>, concurrency = 3): Promise<ProofChild> {
-  const child = fork(entry, [], {
-    cwd: ROOT,
-    execArgv: [], // not jest's --experimental-vm-modules
-    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-    env: {
-      ...process.env,
-      GD_PROOF_ROLE: role,
-      GD_PROOF_DB: target.kind,
-      GD_PROOF_REDIS: target.redis,
-      GD_PROOF_PREFIX: target.prefix,
-      GD_PROOF_QUEUE: QUEUE_NAME,
-      GD_PROOF_CONCURRENCY: String(concurrency),
-    },
+  const child = forkCompiled(entry, {
+    GD_PROOF_ROLE: role,
+    GD_PROOF_DB: target.kind,
+    GD_PROOF_REDIS: target.redis,
+    GD_PROOF_PREFIX: target.prefix,
+    GD_PROOF_QUEUE: QUEUE_NAME,
+    GD_PROOF_CONCURRENCY: String(concurrency),
   });
   const handle = new ProofChild(child, children, role);
   await handle.waitFor('ready', 'ready', BOOT_TIMEOUT_MS);
   return handle;
+}
+
+/** One proof's setup: the application of this process, the children it forked, the loops it runs. */
+export interface ProofSuite {
+  readonly app: TestApp;
+  readonly target: ProofTarget;
+  /** The suite's own redis-server, with `ownRedis`. */
+  readonly ownRedis: OwnRedis | undefined;
+  /** Every child forked so far (killed ones included). */
+  readonly everyone: ProofChild[];
+  spawn(role: 'worker' | 'sender'): Promise<ProofChild>;
+  /** Starts the active-executions sampler and the housekeeping loop (stopped by afterAll too). */
+  watch(): { sampler: ReturnType<typeof sampleActiveExecutions>; housekeeping: ReturnType<typeof housekeepingLoop> };
+}
+
+/**
+ * Registers the beforeAll/afterAll of a proof on `kind`: its Redis (the shared one under a fresh
+ * prefix, or with `ownRedis` a redis-server of its own), this process's application — enqueue-only
+ * (it runs housekeeping with thresholds of 2 s and reads the database; the workers run the steps) —
+ * and the side effects table. afterAll stops the loops and the children and cleans up.
+ */
+export function proofSuite(kind: DatabaseKind, entry: () => string, children: Set<ChildProcess>, name: string, options: { ownRedis?: boolean } = {}): ProofSuite {
+  let app: TestApp;
+  let target: ProofTarget;
+  let admin: Bull.Queue | undefined;
+  let redis: OwnRedis | undefined;
+  const everyone: ProofChild[] = [];
+  const loops: Array<{ stop(): Promise<unknown> }> = [];
+
+  beforeAll(async () => {
+    redis = options.ownRedis ? await OwnRedis.start() : undefined;
+    target = { kind, redis: redis?.url ?? redisUrl(), prefix: `gd-proof-${name}-${process.pid}-${Date.now()}-${kind}` };
+    if (!redis) {
+      admin = new Bull(QUEUE_NAME, target.redis, { prefix: target.prefix });
+      await admin.obliterate({ force: true });
+    }
+    app = await createTestApp(kind, PROOF_WORKFLOWS, {
+      queue: { adapter: 'bull', redis: target.redis, prefix: target.prefix, name: QUEUE_NAME, concurrency: 0 },
+      stuckInProgressThreshold: '2s',
+      stuckScheduledThreshold: '2s',
+    });
+    await app.dataSource.query(CREATE_SIDE_EFFECTS_TABLE);
+  }, 60_000);
+
+  afterAll(async () => {
+    await Promise.all(loops.map((loop) => loop.stop()));
+    await Promise.all(everyone.map((c) => c.stop()));
+    await app?.close();
+    await admin?.obliterate({ force: true });
+    await admin?.close();
+    await redis?.kill();
+  });
+
+  return {
+    get app() {
+      return app;
+    },
+    get target() {
+      return target;
+    },
+    get ownRedis() {
+      return redis;
+    },
+    everyone,
+    spawn: (role) => spawnProofChild(entry(), role, target, children).then((child) => (everyone.push(child), child)),
+    watch: () => {
+      const watched = { sampler: sampleActiveExecutions(app.dataSource), housekeeping: housekeepingLoop(app.moduleRef.get(HousekeepingService)) };
+      loops.push(watched.sampler, watched.housekeeping);
+      return watched;
+    },
+  };
 }
 
 /** Output of the given children, for a failure message. */
