@@ -33,10 +33,13 @@ import {
 
 const WORKERS = scaled(1, 2);
 const WORKFLOWS = scaled(60, 300);
-const START_GAP_MS = 50;
+const START_GAP_MS = scaled(150, 100);
 const OUTAGES = scaled(2, 6);
-/** Redis is up for a random time in the first range, then down for one in the second. */
-const UP_MS = [800, 2_000] as const;
+/**
+ * Redis is up for a random time in the first range, then down for one in the second: at most 4 s a
+ * cycle, so all the outages fall inside the stream, which the start gaps alone make longer.
+ */
+const UP_MS = [500, 1_500] as const;
 const DOWN_MS = [800, 2_500] as const;
 const SETTLE_TIMEOUT_MS = scaled(90_000, 180_000);
 
