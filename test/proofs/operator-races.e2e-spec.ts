@@ -44,7 +44,10 @@ type Action = (typeof ACTIONS)[number][0];
 const STEPS = ['prepare', 'awaitGo', 'work'];
 const SETTLE_TIMEOUT_MS = scaled(90_000, 180_000);
 
-function pickAction(): Action {
+/** A random action by weight; while some action has not been applied yet, that one half the time. */
+function pickAction(applied: Record<Action, number>): Action {
+  const missing = ACTIONS.map(([action]) => action).filter((action) => applied[action] === 0);
+  if (missing.length > 0 && Math.random() < 0.5) return missing[Math.floor(Math.random() * missing.length)];
   let roll = Math.random();
   for (const [action, weight] of ACTIONS) if ((roll -= weight) < 0) return action;
   return 'resume';
@@ -161,7 +164,7 @@ function operatorSuite(kind: DatabaseKind, entry: () => string, children: Set<Ch
         sender.assertAlive('sender');
         await sleep(ACTION_GAP_MS[0] + Math.random() * (ACTION_GAP_MS[1] - ACTION_GAP_MS[0]));
         const recent = startedSoFar().slice(-TARGET_WINDOW);
-        if (recent.length > 0) await act(pickAction(), recent[Math.floor(Math.random() * recent.length)]);
+        if (recent.length > 0) await act(pickAction(applied), recent[Math.floor(Math.random() * recent.length)]);
       }
     };
     await Promise.all(Array.from({ length: OPERATORS }, operator));

@@ -33,7 +33,7 @@ import {
 const WORKERS = scaled(2, 3);
 const WORKFLOWS = scaled(30, 400);
 const START_GAP_MS = scaled(150, 100);
-const MIN_KILLS = scaled(3, 20);
+const MIN_KILLS = scaled(2, 20);
 /** Pause between two kills, at random in this range (a kill also waits for the last replacement to be up). */
 const KILL_GAP_MS = [300, 1_200] as const;
 const SETTLE_TIMEOUT_MS = scaled(90_000, 240_000);
