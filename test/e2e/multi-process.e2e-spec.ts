@@ -5,7 +5,7 @@
  * enqueue-only application, concurrency 0) and reads the `test_step_runs` table the bodies write.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
-import { fork, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import Bull from 'bull';
@@ -13,7 +13,7 @@ import { QUEUE_PORT, StepExecution, WorkflowService, type WorkflowRecord } from 
 import type { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
 import { dataSourceOptions, describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
-import { ChildHandle, compileChildEntry, ROOT } from '../src/child-process.js';
+import { ChildHandle, compileChildEntry, forkCompiled, ROOT } from '../src/child-process.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { removePendingJobs, waitUntil } from '../src/bull-wait.js';
 import type { ParentMessage, WorkerMessage } from '../src/worker-process.js';
@@ -67,19 +67,13 @@ class WorkerHandle extends ChildHandle<WorkerMessage, ParentMessage> {
 
 async function spawnWorker(entry: string, kind: DatabaseKind, prefix: string): Promise<WorkerHandle> {
   const options = dataSourceOptions(kind);
-  const child = fork(entry, [], {
-    cwd: ROOT,
-    execArgv: [], // not jest's --experimental-vm-modules
-    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-    env: {
-      ...process.env,
-      GD_WORKER_DB: kind,
-      GD_WORKER_REDIS: redisUrl(),
-      GD_WORKER_PREFIX: prefix,
-      GD_WORKER_QUEUE: QUEUE_NAME,
-      GD_WORKER_CONCURRENCY: '2',
-      ...(options.type === 'better-sqlite3' ? { GD_WORKER_SQLITE_FILE: String(options.database) } : {}),
-    },
+  const child = forkCompiled(entry, {
+    GD_WORKER_DB: kind,
+    GD_WORKER_REDIS: redisUrl(),
+    GD_WORKER_PREFIX: prefix,
+    GD_WORKER_QUEUE: QUEUE_NAME,
+    GD_WORKER_CONCURRENCY: '2',
+    ...(options.type === 'better-sqlite3' ? { GD_WORKER_SQLITE_FILE: String(options.database) } : {}),
   });
   const worker = new WorkerHandle(child);
   await worker.waitForMessage('ready', (m): m is Extract<WorkerMessage, { type: 'ready' }> => m.type === 'ready', WORKER_BOOT_TIMEOUT_MS);

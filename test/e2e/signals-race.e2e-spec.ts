@@ -24,7 +24,7 @@
  * the database.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
-import { fork, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import Bull from 'bull';
@@ -32,7 +32,7 @@ import { QUEUE_PORT, Signal, StepExecution, WorkflowService } from 'geneva-drive
 import type { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
 import { dataSourceOptions, describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
-import { ChildHandle, compileChildEntry, ROOT } from '../src/child-process.js';
+import { ChildHandle, compileChildEntry, forkCompiled, ROOT } from '../src/child-process.js';
 import { createTestApp, informationLine, type TestApp } from '../src/test-app.js';
 import { removePendingJobs, sleep, waitUntil } from '../src/bull-wait.js';
 import type { RaceChildMessage, RaceParentMessage, SignalCall } from '../src/signal-race-process.js';
@@ -94,21 +94,16 @@ class RaceChild extends ChildHandle<RaceChildMessage, RaceParentMessage> {
 
 async function spawnChild(entry: string, role: 'worker' | 'sender', kind: DatabaseKind, prefix: string): Promise<RaceChild> {
   const options = dataSourceOptions(kind);
-  const child = fork(entry, [], {
-    cwd: ROOT,
-    execArgv: [], // not jest's --experimental-vm-modules
-    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-    env: {
-      ...process.env,
-      GD_RACE_ROLE: role,
-      GD_RACE_DB: kind,
-      GD_RACE_REDIS: redisUrl(),
-      GD_RACE_PREFIX: prefix,
-      GD_RACE_QUEUE: QUEUE_NAME,
-      GD_RACE_CONCURRENCY: '3',
-      ...(options.type === 'better-sqlite3' ? { GD_RACE_SQLITE_FILE: String(options.database) } : {}),
-    },
+  const child = forkCompiled(entry, {
+    GD_RACE_ROLE: role,
+    GD_RACE_DB: kind,
+    GD_RACE_REDIS: redisUrl(),
+    GD_RACE_PREFIX: prefix,
+    GD_RACE_QUEUE: QUEUE_NAME,
+    GD_RACE_CONCURRENCY: '3',
+    ...(options.type === 'better-sqlite3' ? { GD_RACE_SQLITE_FILE: String(options.database) } : {}),
   });
+
   const handle = new RaceChild(child, role);
   await handle.waitFor('ready', 'ready', () => true, BOOT_TIMEOUT_MS);
   return handle;

@@ -486,6 +486,19 @@ describeEachDatabase('signals: waiting', (kind) => {
         expect(await current(wf)).toMatchObject({ stepName: 'issueReceipt', state: 'scheduled' });
       });
 
+      it('operator skip of a paused workflow whose woken execution was canceled by its job during the pause settles that execution\'s signal', async () => {
+        const { wf, signal, execution } = await woken();
+        await workflows.pause(wf);
+        // The wake-up job runs while the workflow is paused: the execution is canceled, pin kept.
+        await app.moduleRef.get(ExecutorService).execute(execution.id);
+        expect(await executionRow(execution.id)).toMatchObject({ state: 'canceled', signalId: signal.id });
+        await assertCounters(signal.id, 'claimed', 1, 0);
+        await workflows.skip(wf);
+        expect(wf.state).toBe('ready');
+        await assertCounters(signal.id, 'consumed', 1, 1);
+        expect(await current(wf)).toMatchObject({ stepName: 'issueReceipt', state: 'scheduled' });
+      });
+
       it('SIG-46 a hero deleted while the step was parked is noticed at the wake: the workflow is canceled, the signal stays claimed', async () => {
         const wf = await parked();
         await app.dataSource.getRepository(TestHero).delete({ id: hero.id });

@@ -3,7 +3,7 @@
  * child, so its entry and imports are compiled with tsc into a fresh directory under .tmp/, then
  * forked with IPC; the handle keeps the child's output, its messages and its exit.
  */
-import { execFile, type ChildProcess } from 'node:child_process';
+import { execFile, fork, type ChildProcess } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +22,19 @@ export async function compileChildEntry(tsconfig: string, outDir: string, entry:
     throw new Error(`Compiling ${entry} failed:\n${stdout ?? ''}${stderr ?? ''}`);
   }
   return path.join(outDir, entry);
+}
+
+/**
+ * Forks a compiled entry with an IPC channel and piped output, in the repository (so its
+ * node_modules and `"type": "module"` apply), with this process's environment plus `env`.
+ */
+export function forkCompiled(entry: string, env: Record<string, string>): ChildProcess {
+  return fork(entry, [], {
+    cwd: ROOT,
+    execArgv: [], // not jest's --experimental-vm-modules
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    env: { ...process.env, ...env },
+  });
 }
 
 /** A forked child: its combined output, the messages it sent, and a clean stop. */

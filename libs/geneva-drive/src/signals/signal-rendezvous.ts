@@ -1,4 +1,4 @@
-import type { EntityManager } from 'typeorm';
+import { In, IsNull, Not, type EntityManager } from 'typeorm';
 import { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
@@ -144,15 +144,16 @@ export class SignalRendezvous {
   /**
    * The execution was skipped (skipIf, `skip()`, a skip policy, an operator skip). Skipping counts
    * as finishing: the signal the step was delivered is settled. When the skipped execution never
-   * attached, the claim still held by the step's latest failed execution is settled instead (a
-   * retry skipped before its gate ran); signals that no execution attached stay buffered.
+   * attached, the claim still held by the step's latest failed or canceled execution is settled
+   * instead (a retry skipped before its gate ran; a woken execution canceled by its job during a
+   * pause, then skipped); signals that no execution attached stay buffered.
    */
   async settleOnSkip(manager: EntityManager, execution: StepExecution): Promise<void> {
     if (!this.schema.hasSignals) return;
     let signalId = execution.signalId;
     if (!signalId) {
       const holder = await manager.findOne(StepExecution, {
-        where: { workflowId: execution.workflowId, stepName: execution.stepName, state: 'failed' },
+        where: { workflowId: execution.workflowId, stepName: execution.stepName, state: In(['failed', 'canceled']), signalId: Not(IsNull()) },
         order: { createdAt: 'DESC', id: 'DESC' },
       });
       signalId = holder?.signalId ?? null;

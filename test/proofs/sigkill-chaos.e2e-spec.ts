@@ -1,0 +1,125 @@
+/**
+ * SIGKILL chaos. Bull worker processes (three; two in the short run) run ProofWorkflow (prepare →
+ * awaitGo waiting for its signal → work) while a separate sender process starts workflows and
+ * signals each one with its idempotency key (a fifth of them twice). The spec SIGKILLs a worker
+ * that has jobs in hand at random moments (every other kill one whose step body is running) and
+ * starts a replacement, while housekeeping (thresholds of 2 s) runs every second in this process.
+ * When the sender is done, the kills stop and housekeeping brings everything home.
+ *
+ * Read back from the database: every workflow finished; each keyed signal stored once, consumed
+ * once, with `claimed` equal to the executions pinned to it less those recovered (a recovered
+ * execution's successor inherits the pin without a new claim); never two active executions of one
+ * workflow (sampled all along); side effects written twice only by executions that housekeeping
+ * recovered; no call of the sender failed or hung.
+ *
+ * Size: GD_PROOF_SCALE=full for the long run (npm run test:proofs), the short run otherwise.
+ */
+import { expect, it } from '@jest/globals';
+import type { ChildProcess } from 'node:child_process';
+import { sleep } from '../src/bull-wait.js';
+import type { DatabaseKind } from '../utils/databases.js';
+import {
+  callProblems,
+  describeProof,
+  outputOf,
+  proofSuite,
+  scaled,
+  sideEffectProblems,
+  signalProblems,
+  snapshot,
+  waitForWorkflows,
+} from './src/proof-harness.js';
+
+const WORKERS = scaled(2, 3);
+const WORKFLOWS = scaled(30, 400);
+const START_GAP_MS = scaled(150, 100);
+const MIN_KILLS = scaled(2, 20);
+/** Pause between two kills, at random in this range (a kill also waits for the last replacement to be up). */
+const KILL_GAP_MS = [300, 1_200] as const;
+const SETTLE_TIMEOUT_MS = scaled(90_000, 240_000);
+
+function chaosSuite(kind: DatabaseKind, entry: () => string, children: Set<ChildProcess>): void {
+  const suite = proofSuite(kind, entry, children, 'chaos');
+
+  it(`${WORKFLOWS} workflows while workers are SIGKILLed and restarted: all finish, signals once, duplicates only on recovered executions`, async () => {
+    const began = Date.now();
+    const { app, everyone, spawn } = suite;
+    const [sender, ...firstWorkers] = await Promise.all([spawn('sender'), ...Array.from({ length: WORKERS }, () => spawn('worker'))]);
+    let workers = firstWorkers;
+    const booted = Date.now();
+    const context = () => outputOf([sender, ...everyone.filter((c) => c.role === 'worker').slice(-6)]);
+
+    const { sampler, housekeeping } = suite.watch();
+    sender.send({ type: 'run', workflows: WORKFLOWS, startGapMs: START_GAP_MS, signalDelayMaxMs: 400, redeliverEvery: 5, callTimeoutMs: 15_000, maxAttempts: 3, retryPauseMs: 200 });
+
+    // Kill a worker that has jobs in hand and start its replacement, again and again until the sender
+    // is done; replacements boot in the background (two at most at once).
+    const kills: Array<{ pid: number; activeJobs: number; midBody: boolean }> = [];
+    const booting = new Set<Promise<void>>();
+    const replace = () => {
+      const boot: Promise<void> = spawn('worker').then((w) => {
+        workers.push(w);
+        booting.delete(boot);
+      });
+      booting.add(boot);
+    };
+    // Until the sender is done and there were MIN_KILLS kills (or, after the stream, no worker had
+    // work in hand for 5 s: the kill count assertion below then says so).
+    let idleSince = Date.now();
+    while (sender.of('done').length === 0 || (kills.length < MIN_KILLS && Date.now() - idleSince < 5_000)) {
+      sender.assertAlive('sender');
+      await sleep(KILL_GAP_MS[0] + Math.random() * (KILL_GAP_MS[1] - KILL_GAP_MS[0]));
+      const busy = workers.filter((w) => w.activeExecutions().length > 0);
+      if (busy.length > 0) idleSince = Date.now();
+      if (busy.length === 0 || booting.size >= 2) continue;
+      // Every other kill lands in a body (a worker whose execution the database shows in progress);
+      // the others anywhere in a job's life: before its step started, or after its outcome committed.
+      const inBody = new Set(
+        (await app.dataSource.query(`SELECT id FROM geneva_drive_step_executions WHERE state = 'in_progress'`)).map((row: { id: unknown }) => String(row.id)),
+      );
+      const midBody = busy.filter((w) => w.activeExecutions().some((id) => inBody.has(id)));
+      const pool = kills.length % 2 === 0 && midBody.length > 0 ? midBody : busy;
+      const victim = pool[Math.floor(Math.random() * pool.length)];
+      kills.push({ pid: victim.pid, activeJobs: victim.activeExecutions().length, midBody: midBody.includes(victim) });
+      victim.child.kill('SIGKILL');
+      workers = workers.filter((w) => w !== victim);
+      replace();
+    }
+    await Promise.all(booting);
+    const chaosMs = Date.now() - booted;
+
+    const started = sender.calls().filter((c) => c.op === 'start' && c.ok).map((c) => c.workflowId!);
+    await waitForWorkflows(app.dataSource, started, ['finished'], SETTLE_TIMEOUT_MS, context);
+    const hk = await housekeeping.stop();
+    const sampled = await sampler.stop();
+    const snap = await snapshot(app.dataSource);
+
+    const recovered = snap.executions.filter((e) => e.outcome === 'recovered');
+    const effects = sideEffectProblems(snap, started, ['prepare', 'awaitGo', 'work']);
+    const workerJobFailures = everyone.flatMap((c) => c.of('job')).filter((j) => j.event === 'failed');
+    console.info(
+      `sigkill-chaos [${kind}] ${WORKFLOWS} workflows: ${kills.length} kills (active jobs ${kills.map((k) => `${k.activeJobs}${k.midBody ? '*' : ''}`).join(',')}; * in a body), ` +
+        `${recovered.length} executions recovered, ${effects.duplicates} duplicated side effects, ${sampled.samples} samples, ` +
+        `housekeeping ${hk.runs} runs; boot ${booted - began} ms, chaos ${chaosMs} ms, total ${Date.now() - began} ms`,
+    );
+
+    // Every call of the sender worked the first time, none hung.
+    expect(callProblems(sender.calls())).toEqual({ hung: [], failedAttempts: [] });
+    expect(started).toHaveLength(WORKFLOWS);
+    // Exactly the started workflows exist, all finished, nothing active left.
+    expect(snap.workflows.map((w) => [w.id, w.state])).toEqual(started.map((id) => [id, 'finished']).sort((a, b) => Number(a[0]) - Number(b[0])));
+    expect(snap.executions.filter((e) => ['scheduled', 'waiting', 'in_progress'].includes(e.state))).toEqual([]);
+    expect(sampled.samples).toBeGreaterThan(20);
+    expect(sampled.violations).toEqual([]);
+    expect(signalProblems(snap, started)).toEqual([]);
+    expect(effects.problems).toEqual([]);
+    // A job that failed in a worker is an engine error surfacing (no body throws).
+    expect(workerJobFailures).toEqual([]);
+    // The chaos was real: workers died with steps in hand, and housekeeping had executions to recover.
+    expect(kills.length).toBeGreaterThanOrEqual(MIN_KILLS);
+    expect(recovered.length).toBeGreaterThan(0);
+    expect(hk.errors).toEqual([]);
+  }, scaled(180_000, 600_000));
+}
+
+describeProof('SIGKILL chaos across Bull worker processes', chaosSuite);

@@ -1,0 +1,381 @@
+/**
+ * What the fault proofs share: the size knob, the child processes (proof-process.ts in its worker
+ * and sender roles), a sampler that watches for two active executions of one workflow while a proof
+ * runs, a housekeeping loop, and the invariants read back from the database at the end.
+ */
+import { afterAll, beforeAll, describe } from '@jest/globals';
+import Bull from 'bull';
+import type { ChildProcess } from 'node:child_process';
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { DataSource } from 'typeorm';
+import { HousekeepingService, Signal, StepExecution, WorkflowRecord, type HousekeepingSummary } from 'geneva-drive';
+import { ChildHandle, compileChildEntry, forkCompiled, ROOT } from '../../src/child-process.js';
+import { sleep, waitUntil } from '../../src/bull-wait.js';
+import { createTestApp, type TestApp } from '../../src/test-app.js';
+import { describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../../utils/databases.js';
+import type { CallReport, ProofChildMessage, ProofParentMessage } from './proof-process.js';
+import { CREATE_SIDE_EFFECTS_TABLE, goKey, PROOF_WORKFLOWS, readSideEffects } from './proof-workflows.js';
+import { OwnRedis } from './redis-server.js';
+
+/** `GD_PROOF_SCALE=full` runs the long proofs (npm run test:proofs); anything else the short run of npm test. */
+export const FULL_SCALE = process.env.GD_PROOF_SCALE === 'full';
+
+/** Picks the short or the full value of a size. */
+export const scaled = <T>(short: T, full: T): T => (FULL_SCALE ? full : short);
+
+export const QUEUE_NAME = 'geneva-drive-proofs';
+/** Generous: on a machine busy with other test runs a Nest application takes long to boot. */
+const BOOT_TIMEOUT_MS = 90_000;
+
+type Of<T extends ProofChildMessage['type']> = Extract<ProofChildMessage, { type: T }>;
+
+/** A forked proof process (worker or sender) and what it has told us. */
+export class ProofChild extends ChildHandle<ProofChildMessage, ProofParentMessage> {
+  constructor(
+    child: ChildProcess,
+    registry: Set<ChildProcess>,
+    readonly role: 'worker' | 'sender',
+  ) {
+    super(child, registry);
+  }
+
+  of<T extends ProofChildMessage['type']>(type: T): Of<T>[] {
+    return (this.messages as ProofChildMessage[]).filter((m): m is Of<T> => m.type === type);
+  }
+
+  /** The executions of the jobs this worker has taken and not reported done: what a SIGKILL now interrupts. */
+  activeExecutions(): string[] {
+    const active = new Map<string, string>();
+    for (const job of this.of('job')) {
+      if (job.event === 'active') active.set(job.jobId, job.executionId);
+      else active.delete(job.jobId);
+    }
+    return [...active.values()];
+  }
+
+  waitFor<T extends ProofChildMessage['type']>(what: string, type: T, timeoutMs = 15_000): Promise<Of<T>> {
+    return waitUntil(
+      `${what} from ${this.role} ${this.pid}`,
+      () => {
+        this.assertAlive(this.role);
+        return this.of(type)[0] ?? null;
+      },
+      { timeoutMs, intervalMs: 20 },
+    );
+  }
+
+  /** Every call attempt the sender reported. */
+  calls(): CallReport[] {
+    return this.of('call').map((m) => m.call);
+  }
+
+  override stop(): Promise<void> {
+    return super.stop({ type: 'shutdown' });
+  }
+}
+
+/** Where the child processes connect. */
+export interface ProofTarget {
+  kind: DatabaseKind;
+  redis: string;
+  prefix: string;
+}
+
+/**
+ * Registers the build of the child entry for this spec file (once, in a beforeAll) and one describe
+ * per server database (PostgreSQL, MariaDB: the proofs are about several hosts on one database, which
+ * SQLite is not). `suite` gets the compiled entry and the registry of live children.
+ */
+export function describeProof(title: string, suite: (kind: DatabaseKind, entry: () => string, children: Set<ChildProcess>) => void, needsSharedRedis = true): void {
+  const children = new Set<ChildProcess>();
+  const buildDir = path.join(ROOT, '.tmp', `proof-build-${process.pid}`);
+  let entry = '';
+  const body = () =>
+    describeEachDatabase(title, (kind) => {
+      if (kind === 'sqlite') return describe.skip('one database file on one host: not what this proof is about', () => undefined);
+      suite(kind, () => entry, children);
+    });
+  if (needsSharedRedis && !redisAvailable()) {
+    console.warn(`${title}: Redis not reachable — proof skipped (set GENEVA_DRIVE_TEST_REQUIRE=redis to make this a failure)`);
+    describe.skip(`${title} (skipped: Redis not reachable)`, body);
+    return;
+  }
+  beforeAll(async () => {
+    entry = await compileChildEntry('test/proofs/tsconfig.proof-process.json', buildDir, 'test/proofs/src/proof-process.js');
+  }, 120_000);
+  afterAll(async () => {
+    for (const child of children) child.kill('SIGKILL'); // only if a suite's afterAll could not stop it
+    await rm(buildDir, { recursive: true, force: true });
+  });
+  body();
+}
+
+export async function spawnProofChild(entry: string, role: 'worker' | 'sender', target: ProofTarget, children: Set<ChildProcess>, concurrency = 3): Promise<ProofChild> {
+  const child = forkCompiled(entry, {
+    GD_PROOF_ROLE: role,
+    GD_PROOF_DB: target.kind,
+    GD_PROOF_REDIS: target.redis,
+    GD_PROOF_PREFIX: target.prefix,
+    GD_PROOF_QUEUE: QUEUE_NAME,
+    GD_PROOF_CONCURRENCY: String(concurrency),
+  });
+  const handle = new ProofChild(child, children, role);
+  await handle.waitFor('ready', 'ready', BOOT_TIMEOUT_MS);
+  return handle;
+}
+
+/** One proof's setup: the application of this process, the children it forked, the loops it runs. */
+export interface ProofSuite {
+  readonly app: TestApp;
+  readonly target: ProofTarget;
+  /** The suite's own redis-server, with `ownRedis`. */
+  readonly ownRedis: OwnRedis | undefined;
+  /** Every child forked so far (killed ones included). */
+  readonly everyone: ProofChild[];
+  spawn(role: 'worker' | 'sender'): Promise<ProofChild>;
+  /** Starts the active-executions sampler and the housekeeping loop (stopped by afterAll too). */
+  watch(): { sampler: ReturnType<typeof sampleActiveExecutions>; housekeeping: ReturnType<typeof housekeepingLoop> };
+}
+
+/**
+ * Registers the beforeAll/afterAll of a proof on `kind`: its Redis (the shared one under a fresh
+ * prefix, or with `ownRedis` a redis-server of its own), this process's application — enqueue-only
+ * (it runs housekeeping with thresholds of 2 s and reads the database; the workers run the steps) —
+ * and the side effects table. afterAll stops the loops and the children and cleans up.
+ */
+export function proofSuite(kind: DatabaseKind, entry: () => string, children: Set<ChildProcess>, name: string, options: { ownRedis?: boolean } = {}): ProofSuite {
+  let app: TestApp;
+  let target: ProofTarget;
+  let admin: Bull.Queue | undefined;
+  let redis: OwnRedis | undefined;
+  const everyone: ProofChild[] = [];
+  const loops: Array<{ stop(): Promise<unknown> }> = [];
+
+  beforeAll(async () => {
+    redis = options.ownRedis ? await OwnRedis.start() : undefined;
+    target = { kind, redis: redis?.url ?? redisUrl(), prefix: `gd-proof-${name}-${process.pid}-${Date.now()}-${kind}` };
+    if (!redis) {
+      admin = new Bull(QUEUE_NAME, target.redis, { prefix: target.prefix });
+      await admin.obliterate({ force: true });
+    }
+    app = await createTestApp(kind, PROOF_WORKFLOWS, {
+      queue: { adapter: 'bull', redis: target.redis, prefix: target.prefix, name: QUEUE_NAME, concurrency: 0 },
+      stuckInProgressThreshold: '2s',
+      stuckScheduledThreshold: '2s',
+    });
+    await app.dataSource.query(CREATE_SIDE_EFFECTS_TABLE);
+  }, 60_000);
+
+  afterAll(async () => {
+    await Promise.all(loops.map((loop) => loop.stop()));
+    await Promise.all(everyone.map((c) => c.stop()));
+    await app?.close();
+    await admin?.obliterate({ force: true });
+    await admin?.close();
+    await redis?.kill();
+  });
+
+  return {
+    get app() {
+      return app;
+    },
+    get target() {
+      return target;
+    },
+    get ownRedis() {
+      return redis;
+    },
+    everyone,
+    spawn: (role) => spawnProofChild(entry(), role, target, children).then((child) => (everyone.push(child), child)),
+    watch: () => {
+      const watched = { sampler: sampleActiveExecutions(app.dataSource), housekeeping: housekeepingLoop(app.moduleRef.get(HousekeepingService)) };
+      loops.push(watched.sampler, watched.housekeeping);
+      return watched;
+    },
+  };
+}
+
+/** Output of the given children, for a failure message. */
+export const outputOf = (children: ProofChild[]) => children.map((c) => `--- ${c.role} ${c.pid} ${JSON.stringify(c.exited)}\n${c.output.slice(-4_000)}`).join('\n');
+
+const ACTIVE_STATES = `('scheduled', 'waiting', 'in_progress')`;
+
+/**
+ * Polls the executions table while a proof runs: any workflow with two active executions at once is
+ * recorded (the unique index should make it impossible; this is the check that it does).
+ */
+export function sampleActiveExecutions(dataSource: DataSource, everyMs = 50): { stop(): Promise<{ samples: number; violations: string[] }> } {
+  let running = true;
+  let samples = 0;
+  const violations: string[] = [];
+  const loop = (async () => {
+    while (running) {
+      try {
+        const rows: Array<{ workflow_id: unknown; n: unknown }> = await dataSource.query(
+          `SELECT workflow_id, COUNT(*) AS n FROM geneva_drive_step_executions WHERE state IN ${ACTIVE_STATES} GROUP BY workflow_id HAVING COUNT(*) > 1`,
+        );
+        samples++;
+        for (const row of rows) violations.push(`workflow ${String(row.workflow_id)}: ${String(row.n)} active executions`);
+      } catch {
+        // A sample the database refused (it is busy) is simply not taken.
+      }
+      await sleep(everyMs);
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+      return { samples, violations };
+    },
+  };
+}
+
+/** Runs housekeeping every `everyMs` until stopped; returns what the runs recovered and what threw. */
+export function housekeepingLoop(housekeeping: HousekeepingService, everyMs = 1_000): { stop(): Promise<{ runs: number; inProgressRecovered: number; scheduledRecovered: number; errors: string[]; unrecoverable: string[] }> } {
+  let running = true;
+  const totals = { runs: 0, inProgressRecovered: 0, scheduledRecovered: 0, errors: [] as string[], unrecoverable: [] as string[] };
+  const loop = (async () => {
+    while (running) {
+      try {
+        const summary: HousekeepingSummary = await housekeeping.run();
+        totals.runs++;
+        totals.inProgressRecovered += summary.stuckInProgressRecovered;
+        totals.scheduledRecovered += summary.stuckScheduledRecovered;
+        totals.unrecoverable.push(...summary.unrecoverable);
+      } catch (error) {
+        totals.errors.push(String(error));
+      }
+      await sleep(everyMs);
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+      return totals;
+    },
+  };
+}
+
+/** Waits until every one of `ids` is in one of `states`; the timeout message lists those that are not. */
+export async function waitForWorkflows(dataSource: DataSource, ids: string[], states: WorkflowRecord['state'][], timeoutMs: number, context: () => string): Promise<void> {
+  const repository = dataSource.getRepository(WorkflowRecord);
+  let pending: WorkflowRecord[] = [];
+  await waitUntil(
+    `${ids.length} workflows to be ${states.join(' or ')}`,
+    async () => {
+      const rows = await repository.find({ select: { id: true, state: true } });
+      const wanted = new Set(ids);
+      pending = rows.filter((row) => wanted.has(row.id) && !states.includes(row.state));
+      return pending.length === 0;
+    },
+    { timeoutMs, intervalMs: 250 },
+  ).catch(async (error: Error) => {
+    const executions = dataSource.getRepository(StepExecution);
+    const lines = await Promise.all(
+      pending.slice(0, 10).map(async (wf) => {
+        const history = await executions.find({ where: { workflowId: wf.id }, order: { id: 'ASC' } });
+        return `workflow ${wf.id} ${wf.state}: ${history.map((e) => `${e.stepName}#${e.id}:${e.state}/${e.outcome}`).join(' → ')}`;
+      }),
+    );
+    throw new Error(`${error.message}\n${pending.length} not there:\n${lines.join('\n')}\n${context()}`);
+  });
+}
+
+/** Everything the invariants read, once the run is over. */
+export interface ProofSnapshot {
+  workflows: WorkflowRecord[];
+  executions: StepExecution[];
+  signals: Signal[];
+  sideEffects: Awaited<ReturnType<typeof readSideEffects>>;
+}
+
+export async function snapshot(dataSource: DataSource): Promise<ProofSnapshot> {
+  return {
+    workflows: await dataSource.getRepository(WorkflowRecord).find({ order: { id: 'ASC' } }),
+    executions: await dataSource.getRepository(StepExecution).find({ order: { id: 'ASC' } }),
+    signals: await dataSource.getRepository(Signal).find({ order: { id: 'ASC' } }),
+    sideEffects: await readSideEffects(dataSource),
+  };
+}
+
+const groupBy = <T>(items: T[], key: (item: T) => string) => {
+  const groups = new Map<string, T[]>();
+  for (const item of items) groups.set(key(item), [...(groups.get(key(item)) ?? []), item]);
+  return groups;
+};
+
+/**
+ * The signal invariants of a workflow that ran its waitFor step: its one key is stored once,
+ * consumed once by exactly one execution that completed, and the counters match the executions
+ * pinned to it — `claimed` counts attachments, and a successor created by stuck recovery inherits
+ * the pin without a new claim, so claimed = pinned − recovered pinned. Returns the problems found.
+ */
+export function signalProblems(snap: ProofSnapshot, workflowIds: string[]): string[] {
+  const problems: string[] = [];
+  const signalsByWorkflow = groupBy(snap.signals, (s) => s.workflowId);
+  const pinnedBySignal = groupBy(
+    snap.executions.filter((e) => e.signalId !== null),
+    (e) => String(e.signalId),
+  );
+  for (const id of workflowIds) {
+    const rows = signalsByWorkflow.get(id) ?? [];
+    if (rows.length !== 1 || rows[0].idempotencyKey !== goKey(id)) {
+      problems.push(`workflow ${id}: signals ${JSON.stringify(rows.map((s) => [s.id, s.idempotencyKey]))}, expected one keyed ${goKey(id)}`);
+      continue;
+    }
+    const [signal] = rows;
+    const pinned = pinnedBySignal.get(signal.id) ?? [];
+    const recovered = pinned.filter((e) => e.outcome === 'recovered').length;
+    const succeeded = pinned.filter((e) => e.outcome === 'success').length;
+    const counters = { state: signal.state, claimed: Number(signal.claimed), consumed: Number(signal.consumed), pinned: pinned.length, recovered, succeeded };
+    if (signal.state !== 'consumed' || counters.consumed !== 1 || succeeded !== 1 || counters.claimed !== pinned.length - recovered || !signal.consumedAt) {
+      problems.push(`workflow ${id} signal ${signal.id}: ${JSON.stringify(counters)}`);
+    }
+  }
+  return problems;
+}
+
+/**
+ * Side effects: every execution wrote at most one row; each step of each workflow has exactly one
+ * successful execution, whose row is there; any other row of that step belongs to an execution that
+ * housekeeping recovered (a crash, or a stalled body recovered while it still ran). Returns the
+ * problems found and how many rows were duplicates.
+ */
+export function sideEffectProblems(snap: ProofSnapshot, workflowIds: string[], steps: string[]): { problems: string[]; duplicates: number } {
+  const problems: string[] = [];
+  let duplicates = 0;
+  const executionsById = new Map(snap.executions.map((e) => [e.id, e]));
+  const effectsByExecution = groupBy(snap.sideEffects, (s) => s.executionId);
+  for (const [executionId, rows] of effectsByExecution) {
+    if (rows.length > 1) problems.push(`execution ${executionId}: its body wrote ${rows.length} rows`);
+    if (!executionsById.has(executionId)) problems.push(`execution ${executionId}: a side effect of an execution that does not exist`);
+  }
+  const wanted = new Set(workflowIds);
+  const executionsByStep = groupBy(
+    snap.executions.filter((e) => wanted.has(e.workflowId)),
+    (e) => `${e.workflowId}/${e.stepName}`,
+  );
+  for (const id of workflowIds) {
+    for (const step of steps) {
+      const executions = executionsByStep.get(`${id}/${step}`) ?? [];
+      const succeeded = executions.filter((e) => e.outcome === 'success');
+      if (succeeded.length !== 1 || !effectsByExecution.has(succeeded[0].id)) {
+        problems.push(`workflow ${id} step ${step}: ${succeeded.length} successful executions (${executions.map((e) => `${e.id}:${e.state}/${e.outcome}`).join(', ')})`);
+      }
+      for (const execution of executions) {
+        if (execution.outcome === 'success' || !effectsByExecution.has(execution.id)) continue;
+        duplicates++;
+        if (execution.outcome !== 'recovered') problems.push(`workflow ${id} step ${step}: execution ${execution.id} (${execution.state}/${execution.outcome}) wrote a side effect and was not recovered`);
+      }
+    }
+  }
+  return { problems, duplicates };
+}
+
+/** Calls that failed for good (every attempt failed) or hung, and attempts that failed on the way. */
+export function callProblems(calls: CallReport[]): { hung: CallReport[]; failedAttempts: CallReport[] } {
+  return { hung: calls.filter((c) => c.hung), failedAttempts: calls.filter((c) => !c.ok) };
+}
