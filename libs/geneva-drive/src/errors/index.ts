@@ -10,3 +10,4 @@ export * from './signal.errors.js';
 export * from './cursor-too-large.error.js';
 export * from './workflow-already-ongoing.error.js';
 export * from './missing-dependency.error.js';
+export * from './queue-configuration.error.js';
