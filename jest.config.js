@@ -8,6 +8,7 @@ export default {
   moduleNameMapper: {
     '^geneva-drive$': '<rootDir>/libs/geneva-drive/src/index.ts',
     '^geneva-drive/testing$': '<rootDir>/libs/geneva-drive/src/testing/index.ts',
+    '^geneva-drive/terminus$': '<rootDir>/libs/geneva-drive/src/terminus/index.ts',
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },
   transform: {

@@ -58,6 +58,10 @@ export class BullQueueAdapter implements QueuePort {
     await this.queue.add(name, {} as StepJobData, { repeat: { every: everyMs }, removeOnComplete: true, removeOnFail: true });
   }
 
+  async ping(): Promise<void> {
+    await this.queue.client.ping();
+  }
+
   async stop(): Promise<void> {
     this.gate.refuse();
     await this.queue.close();
