@@ -9,6 +9,7 @@ export default {
     '^geneva-drive$': '<rootDir>/libs/geneva-drive/src/index.ts',
     '^geneva-drive/testing$': '<rootDir>/libs/geneva-drive/src/testing/index.ts',
     '^geneva-drive/dashboard$': '<rootDir>/libs/geneva-drive/src/dashboard/index.ts',
+    '^geneva-drive/terminus$': '<rootDir>/libs/geneva-drive/src/terminus/index.ts',
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },
   transform: {

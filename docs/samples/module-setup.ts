@@ -1,5 +1,6 @@
 /** Manual § Module setup. */
 import { Injectable, Logger, Module } from '@nestjs/common';
+import { BullModule } from '@nestjs/bull';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { GENEVA_DRIVE_ENTITIES, GENEVA_DRIVE_MIGRATIONS, GenevaDriveModule, genevaDriveMigrations } from 'geneva-drive';
 import { OrderFulfillmentWorkflow } from './defining-workflows.js';
@@ -39,21 +40,26 @@ export const uuidKeyedDatabase = TypeOrmModule.forRoot({
 @Injectable()
 export class Settings {
   readonly redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-  readonly workerConcurrency = Number(process.env.WORKER_CONCURRENCY ?? 4);
+  readonly localConcurrency = Number(process.env.LOCAL_CONCURRENCY ?? 2);
   readonly retention = process.env.NODE_ENV === 'production' ? ('90d' as const) : ('1d' as const);
 }
 
 @Module({ providers: [Settings], exports: [Settings] })
 export class SettingsModule {}
 
-export const genevaDrive = GenevaDriveModule.forRootAsync({
-  imports: [SettingsModule],
-  inject: [Settings],
-  useFactory: (settings: Settings) => ({
-    queue: { adapter: 'bull', redis: settings.redisUrl, concurrency: settings.workerConcurrency },
-    deleteCompletedWorkflowsAfter: settings.retention,
+export const genevaDrive = [
+  BullModule.forRootAsync({
+    imports: [SettingsModule],
+    inject: [Settings],
+    useFactory: (settings: Settings) => ({ redis: settings.redisUrl }),
   }),
-});
+  GenevaDriveModule.forRootAsync({
+    queue: { adapter: 'bull', concurrency: Number(process.env.WORKER_CONCURRENCY ?? 4) }, // beside useFactory
+    imports: [SettingsModule],
+    inject: [Settings],
+    useFactory: (settings: Settings) => ({ deleteCompletedWorkflowsAfter: settings.retention }),
+  }),
+];
 // #endregion for-root-async
 
 // #region named-data-source
@@ -70,7 +76,7 @@ export const workflowsDatabase = [
     dataSource: 'workflows', // or in what useFactory returns (not both)
     imports: [SettingsModule],
     inject: [Settings],
-    useFactory: (settings: Settings) => ({ queue: { adapter: 'bull', redis: settings.redisUrl } }),
+    useFactory: (settings: Settings) => ({ queue: { adapter: 'local' as const, concurrency: settings.localConcurrency } }),
   }),
 ];
 // #endregion named-data-source

@@ -1,4 +1,4 @@
-import { Logger, type LoggerService, type Provider, type Type } from '@nestjs/common';
+import { Logger, type DynamicModule, type LoggerService, type Provider, type Type } from '@nestjs/common';
 import { Test, type TestingModule } from '@nestjs/testing';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
@@ -19,19 +19,20 @@ export interface TestApp {
  * Boots a Nest testing module with TypeORM on `kind`, GenevaDriveModule (manual queue unless
  * `options.queue` says otherwise) and the given workflow classes and providers. `withoutSignals` and
  * `primaryKey` choose the schema {@link prepareDatabase} builds (unless `prepare: false`); `entities`
- * registers a spec's own entities (their tables are the spec's to create).
+ * registers a spec's own entities (their tables are the spec's to create); `imports` adds modules.
  */
 export async function createTestApp(
   kind: DatabaseKind,
   providers: Provider[],
-  options: GenevaDriveModuleOptions & SchemaOptions & { prepare?: boolean; entities?: Function[] } = {},
+  options: GenevaDriveModuleOptions & SchemaOptions & { prepare?: boolean; entities?: Function[]; imports?: Array<Type | DynamicModule> } = {},
 ): Promise<TestApp> {
-  const { withoutSignals, primaryKey, prepare = true, entities = [], ...moduleOptions } = options;
+  const { withoutSignals, primaryKey, prepare = true, entities = [], imports = [], ...moduleOptions } = options;
   if (prepare) await prepareDatabase(kind, { withoutSignals, primaryKey });
   const moduleRef = await Test.createTestingModule({
     imports: [
       TypeOrmModule.forRoot({ ...dataSourceOptions(kind, { primaryKey, entities }), migrations: [], migrationsRun: false }),
       GenevaDriveModule.forRoot({ queue: { adapter: 'manual' }, housekeeping: false, logger: engineLogger(), ...moduleOptions }),
+      ...imports,
     ],
     providers,
   })

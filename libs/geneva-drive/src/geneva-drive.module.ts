@@ -9,14 +9,12 @@ import { GenevaDriveLifecycle } from './geneva-drive-lifecycle.js';
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS, QUEUE_PORT } from './geneva-drive.constants.js';
 import { ASYNC_OPTIONS_TYPE, ConfigurableModuleClass, MODULE_OPTIONS_TOKEN, OPTIONS_TYPE } from './geneva-drive.module-definition.js';
 import { resolveOptions } from './geneva-drive.options.js';
-import type { GenevaDriveModuleOptions, ResolvedGenevaDriveOptions } from './interfaces/geneva-drive-options.interface.js';
+import type { GenevaDriveModuleOptions, QueueAdapterOptions, ResolvedGenevaDriveOptions } from './interfaces/geneva-drive-options.interface.js';
 import { AfterCommitSubscriber } from './persistence/after-commit.js';
 import { SchemaCapabilities } from './persistence/schema-capabilities.js';
 import { TransactionRunner } from './persistence/transaction-runner.js';
 import { WorkflowStore } from './persistence/workflow-store.js';
-import { BullQueueAdapter } from './queue/bull-queue.adapter.js';
-import { LocalQueueAdapter } from './queue/local-queue.adapter.js';
-import { ManualQueueAdapter } from './queue/manual-queue.adapter.js';
+import { declaredQueue, queueRegistration } from './queue/queue-registration.js';
 import type { QueuePort } from './queue/queue.port.js';
 import { WorkflowExplorer } from './registry/workflow.explorer.js';
 import { WorkflowRegistry } from './registry/workflow.registry.js';
@@ -25,11 +23,11 @@ import { SignalRendezvous } from './signals/signal-rendezvous.js';
 import { SignalService } from './signals/signal.service.js';
 import { WorkflowService } from './workflow/workflow.service.js';
 
-function engineProviders(declaredDataSource: string | undefined): Provider[] {
+function engineProviders(declaredDataSource: string | undefined, queue: QueueAdapterOptions | undefined): Provider[] {
   return [
     {
       provide: GENEVA_DRIVE_OPTIONS,
-      useFactory: (options: GenevaDriveModuleOptions) => resolveOptions(options, declaredDataSource),
+      useFactory: (options: GenevaDriveModuleOptions) => resolveOptions({ ...options, queue: declaredQueue(queue, options.queue) }, declaredDataSource),
       inject: [MODULE_OPTIONS_TOKEN],
     },
     {
@@ -44,20 +42,6 @@ function engineProviders(declaredDataSource: string | undefined): Provider[] {
       useFactory: (logger: LoggerService) =>
         new AfterCommitSubscriber((error) => logger.error(`Enqueue after commit failed (housekeeping will recover the execution): ${String(error)}`)),
       inject: [GENEVA_DRIVE_LOGGER],
-    },
-    {
-      provide: QUEUE_PORT,
-      useFactory: async (options: ResolvedGenevaDriveOptions, transactions: TransactionRunner, logger: LoggerService): Promise<QueuePort> => {
-        switch (options.queue.adapter) {
-          case 'bull':
-            return BullQueueAdapter.create(options.queue, logger);
-          case 'manual':
-            return new ManualQueueAdapter();
-          default:
-            return new LocalQueueAdapter(transactions, options.queue.concurrency ?? 1, logger);
-        }
-      },
-      inject: [GENEVA_DRIVE_OPTIONS, TransactionRunner, GENEVA_DRIVE_LOGGER],
     },
     {
       provide: WorkflowStore,
@@ -93,23 +77,25 @@ function engineProviders(declaredDataSource: string | undefined): Provider[] {
 @Module({})
 export class GenevaDriveModule extends ConfigurableModuleClass {
   static forRoot(options: typeof OPTIONS_TYPE = {}): DynamicModule {
-    return GenevaDriveModule.withEngine(super.forRoot(options), options.dataSource);
+    return GenevaDriveModule.withEngine(super.forRoot(options), options.dataSource, options.queue);
   }
 
-  static forRootAsync(options: typeof ASYNC_OPTIONS_TYPE): DynamicModule {
-    return GenevaDriveModule.withEngine(super.forRootAsync(options), options.dataSource);
+  /** A `bull` queue is declared beside `useFactory` (`queue`), as it is registered with @nestjs/bull when the module is declared. */
+  static forRootAsync(options: typeof ASYNC_OPTIONS_TYPE & { queue?: QueueAdapterOptions }): DynamicModule {
+    return GenevaDriveModule.withEngine(super.forRootAsync(options), options.dataSource, options.queue);
   }
 
-  private static withEngine(module: DynamicModule, dataSource: string | undefined): DynamicModule {
+  private static withEngine(module: DynamicModule, dataSource: string | undefined, queue: QueueAdapterOptions | undefined): DynamicModule {
     // Registers the entities for `autoLoadEntities` on that DataSource (TypeOrmModule reads them when
     // it creates it). Its repository providers are not imported: the engine needs none, and they
     // would turn a missing DataSource into Nest's dependency error instead of DataSourceNotFoundError.
     TypeOrmModule.forFeature(GENEVA_DRIVE_ENTITIES, dataSource);
+    const registration = queueRegistration(queue);
     return {
       ...module,
-      imports: [...(module.imports ?? []), DiscoveryModule],
-      providers: [...(module.providers ?? []), ...engineProviders(dataSource)],
-      exports: [WorkflowService, SignalService, ExecutorService, HousekeepingService, QUEUE_PORT],
+      imports: [...(module.imports ?? []), DiscoveryModule, ...registration.imports],
+      providers: [...(module.providers ?? []), ...engineProviders(dataSource, queue), ...registration.providers],
+      exports: [WorkflowService, SignalService, ExecutorService, HousekeepingService, QUEUE_PORT, ...registration.exports],
     };
   }
 }

@@ -1,5 +1,7 @@
 import { InvalidOptionError } from './errors/invalid-option.error.js';
+import { QueueConfigurationError } from './errors/queue-configuration.error.js';
 import type { GenevaDriveModuleOptions, QueueAdapterOptions, ResolvedGenevaDriveOptions } from './interfaces/geneva-drive-options.interface.js';
+import type { QueuePort } from './queue/queue.port.js';
 import { parseDuration } from './util/duration.js';
 import { rejectUnknownKeys } from './util/unknown-keys.js';
 
@@ -21,8 +23,15 @@ const MODULE_OPTIONS: Record<keyof GenevaDriveModuleOptions, true> = {
   logger: true,
 };
 
-const QUEUE_OPTIONS: Record<QueueAdapterOptions['adapter'], string[]> = {
-  bull: ['adapter', 'redis', 'name', 'prefix', 'concurrency'],
+const PORT_METHODS = ['enqueue', 'start', 'repeat', 'stop'] as const;
+
+/** True when `adapter` is an object implementing every method of `QueuePort`. */
+export function isQueuePort(adapter: unknown): adapter is QueuePort {
+  return typeof adapter === 'object' && adapter !== null && PORT_METHODS.every((method) => typeof (adapter as Record<string, unknown>)[method] === 'function');
+}
+
+const QUEUE_OPTIONS: Record<Exclude<QueueAdapterOptions['adapter'], QueuePort>, string[]> = {
+  bull: ['adapter', 'redis', 'name', 'prefix', 'concurrency', 'configKey', 'limiter', 'settings', 'defaultJobOptions', 'createClient'],
   local: ['adapter', 'concurrency'],
   manual: ['adapter'],
 };
@@ -50,10 +59,17 @@ export function resolveOptions(options: GenevaDriveModuleOptions = {}, declaredD
     key === 'isGlobal' ? 'isGlobal goes beside useFactory in forRootAsync, not in the options it returns' : undefined,
   );
   const queue = options.queue ?? { adapter: 'local' };
-  if (!Object.hasOwn(QUEUE_OPTIONS, queue.adapter)) {
-    fail('queue.adapter', `queue.adapter must be one of ${Object.keys(QUEUE_OPTIONS).join(', ')}, got ${JSON.stringify(queue.adapter)}`);
+  if (typeof queue.adapter === 'object' && queue.adapter !== null) {
+    if (!isQueuePort(queue.adapter)) {
+      const missing = PORT_METHODS.filter((method) => typeof (queue.adapter as unknown as Record<string, unknown>)[method] !== 'function');
+      throw new QueueConfigurationError(`geneva-drive: queue.adapter is an object but does not implement QueuePort (missing ${missing.join(', ')})`);
+    }
+  } else {
+    if (!Object.hasOwn(QUEUE_OPTIONS, queue.adapter)) {
+      fail('queue.adapter', `queue.adapter must be one of ${Object.keys(QUEUE_OPTIONS).join(', ')} or an object implementing QueuePort, got ${JSON.stringify(queue.adapter)}`);
+    }
+    rejectUnknownKeys(WHERE, queue, QUEUE_OPTIONS[queue.adapter], 'queue.');
   }
-  rejectUnknownKeys(WHERE, queue, QUEUE_OPTIONS[queue.adapter], 'queue.');
   if (options.dataSource !== undefined && declaredDataSource !== undefined && options.dataSource !== declaredDataSource) {
     fail('dataSource', `dataSource is "${declaredDataSource}" beside useFactory but "${options.dataSource}" in what it returns: give it once`);
   }

@@ -16,3 +16,4 @@ export * from './invalid-option.error.js';
 export * from './data-source-not-found.error.js';
 export * from './entities-not-registered.error.js';
 export * from './schema-not-migrated.error.js';
+export * from './queue-configuration.error.js';

@@ -1,4 +1,5 @@
 import type { LoggerService } from '@nestjs/common';
+import type { QueuePort } from '../queue/queue.port.js';
 import type { Duration } from '../util/duration.js';
 
 /**
@@ -16,17 +17,34 @@ export interface RedisConnectionOptions {
   [option: string]: unknown;
 }
 
-/** Bull on Redis: production, several processes and hosts. @publicApi */
+/**
+ * Bull on Redis: production, several processes and hosts. The queue is registered through
+ * `@nestjs/bull` (`BullModule.registerQueue`), so the application's `BullModule.forRoot` settings
+ * apply and `@InjectQueue(name)` gives the application this queue. Options given here win over
+ * `BullModule.forRoot`'s; the engine's own per-job options (job id, delay, one attempt, removal once
+ * done) win over `defaultJobOptions`.
+ * @publicApi
+ */
 export interface BullQueueAdapterOptions {
   adapter: 'bull';
-  /** Redis connection: a URL, or ioredis options handed to Bull as they are. */
+  /** Redis connection: a URL, or ioredis options handed to Bull as they are. @default `BullModule.forRoot`'s, else localhost */
   redis?: string | RedisConnectionOptions;
-  /** @default 'geneva-drive' */
+  /** Queue name, and the name of its `@InjectQueue` token. Give every application sharing a Redis its own. @default 'geneva-drive' */
   name?: string;
-  /** Redis key prefix. @default 'bull' */
+  /** Redis key prefix. @default `BullModule.forRoot`'s, else 'bull' */
   prefix?: string;
   /** Step jobs processed at once by this process; 0 makes the process enqueue-only. @default 1 */
   concurrency?: number;
+  /** Which `BullModule.forRoot(configKey, ...)` configuration to use. @default the unnamed one */
+  configKey?: string;
+  /** Bull's rate limiter (`{ max, duration }`), as Bull takes it. */
+  limiter?: { max: number; duration: number; bounceBack?: boolean; groupKey?: string };
+  /** Bull's advanced settings (`lockDuration`, `stalledInterval`, ...), as Bull takes them. */
+  settings?: Record<string, unknown>;
+  /** Bull's default job options, as Bull takes them. */
+  defaultJobOptions?: Record<string, unknown>;
+  /** Bull's `createClient(type, redisOptions)`, to share ioredis connections. */
+  createClient?: (type: 'client' | 'subscriber' | 'bclient', redisOptions?: object) => unknown;
 }
 
 /** In-process timers that rebuild themselves from the database at boot. @publicApi */
@@ -41,11 +59,19 @@ export interface ManualQueueAdapterOptions {
   adapter: 'manual';
 }
 
-export type QueueAdapterOptions = BullQueueAdapterOptions | LocalQueueAdapterOptions | ManualQueueAdapterOptions;
+/** Any object implementing {@link QueuePort}: the engine hands it every step job. @publicApi */
+export interface CustomQueueAdapterOptions {
+  adapter: QueuePort;
+}
+
+export type QueueAdapterOptions = BullQueueAdapterOptions | LocalQueueAdapterOptions | ManualQueueAdapterOptions | CustomQueueAdapterOptions;
 
 /** Options of `GenevaDriveModule.forRoot`. Every option is optional. @publicApi */
 export interface GenevaDriveModuleOptions {
-  /** Where step jobs run. @default { adapter: 'local' } */
+  /**
+   * Where step jobs run. With `forRootAsync`, a `bull` queue is declared beside `useFactory` (it is
+   * registered with `@nestjs/bull` when the module is declared). @default { adapter: 'local' }
+   */
   queue?: QueueAdapterOptions;
   /** Name of the TypeORM DataSource (as given to `TypeOrmModule.forRoot({ name })`). @default the default DataSource */
   dataSource?: string;

@@ -1,43 +1,31 @@
 import type { LoggerService } from '@nestjs/common';
 import type Bull from 'bull';
-import { importOptional } from '../errors/missing-dependency.error.js';
 import type { BullQueueAdapterOptions } from '../interfaces/geneva-drive-options.interface.js';
-import { DEFAULT_QUEUE_NAME } from '../geneva-drive.constants.js';
 import type { QueuePort, StepJob, StepJobHandler } from './queue.port.js';
+import type { StepJobGate } from './step-job-gate.js';
 
-interface StepJobData {
+/** What a step job carries. */
+export interface StepJobData {
   executionId: string;
 }
 
 /**
- * Step jobs on Bull (Redis): any number of worker processes and hosts. The job id is the execution
- * id, so enqueuing the same execution twice is one job; finished jobs are removed so a later
- * re-enqueue of the same execution (resume, recovery) is not swallowed. Bull answers an add whose id
- * still exists with the existing job and adds nothing, so a signal's wake-up, which can come while
- * the job that parked the step is still finishing, carries an id of its own (StepJob.jobId). Each
- * job runs once (no Bull retries): what to do after a failure is the engine's exception policy,
- * already committed.
+ * Step jobs on Bull (Redis): any number of worker processes and hosts. The queue is the one
+ * @nestjs/bull registered (see bull-queue.module.ts), consumed by a Nest-managed `@Processor` that
+ * hands jobs to the engine through `gate`. The job id is the execution id, so enqueuing the same
+ * execution twice is one job; finished jobs are removed so a later re-enqueue of the same execution
+ * (resume, recovery) is not swallowed. Bull answers an add whose id still exists with the existing
+ * job and adds nothing, so a signal's wake-up, which can come while the job that parked the step is
+ * still finishing, carries an id of its own (StepJob.jobId). Each job runs once (no Bull retries):
+ * what to do after a failure is the engine's exception policy, already committed.
  */
 export class BullQueueAdapter implements QueuePort {
-  readonly queue: Bull.Queue<StepJobData>;
-
-  /** `bull` is an optional peer dependency: it is loaded only when this adapter is configured. */
-  static async create(options: BullQueueAdapterOptions, logger: LoggerService): Promise<BullQueueAdapter> {
-    const { default: Queue } = await importOptional('bull', "The queue adapter 'bull'", () => import('bull'));
-    return new BullQueueAdapter(Queue, options, logger);
-  }
-
-  private constructor(
-    Queue: typeof Bull,
+  constructor(
+    readonly queue: Bull.Queue<StepJobData>,
+    private readonly gate: StepJobGate,
     private readonly options: BullQueueAdapterOptions,
     private readonly logger: LoggerService,
-  ) {
-    const name = options.name ?? DEFAULT_QUEUE_NAME;
-    this.queue =
-      typeof options.redis === 'string'
-        ? new Queue(name, options.redis, { prefix: options.prefix })
-        : new Queue(name, { redis: options.redis as Bull.QueueOptions['redis'], prefix: options.prefix });
-  }
+  ) {}
 
   /**
    * Bull's add of an existing job id is a silent no-op that answers with the old job, so whether a
@@ -65,10 +53,8 @@ export class BullQueueAdapter implements QueuePort {
   }
 
   async start(handler: StepJobHandler): Promise<void> {
-    const concurrency = this.options.concurrency ?? 1;
-    if (concurrency <= 0) return; // an enqueue-only process (a web tier that only sends signals)
     this.queue.on('error', (error) => this.logger.error(`Bull queue error: ${String(error)}`));
-    void this.queue.process(concurrency, (job) => handler(job.data.executionId, String(job.id)));
+    this.gate.start(handler);
   }
 
   async repeat(name: string, everyMs: number, task: () => Promise<unknown>): Promise<void> {
@@ -82,7 +68,12 @@ export class BullQueueAdapter implements QueuePort {
     await this.queue.add(name, {} as StepJobData, { repeat: { every: everyMs }, removeOnComplete: true, removeOnFail: true });
   }
 
+  async ping(): Promise<void> {
+    await this.queue.client.ping();
+  }
+
   async stop(): Promise<void> {
+    this.gate.refuse();
     await this.queue.close();
   }
 }

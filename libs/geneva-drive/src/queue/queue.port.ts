@@ -38,4 +38,6 @@ export interface QueuePort {
   repeat(name: string, everyMs: number, task: () => Promise<unknown>): Promise<void>;
   /** Stops taking jobs and waits for running ones. */
   stop(): Promise<void>;
+  /** Resolves when the queue's backend answers (the health indicator calls it); in-process queues need none. */
+  ping?(): Promise<void>;
 }
