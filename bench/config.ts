@@ -10,6 +10,8 @@ import type { QueueAdapterOptions } from 'geneva-drive';
 
 export type DatabaseKind = 'sqlite' | 'postgres' | 'mysql';
 export type QueueKind = 'local' | 'bull';
+export type Scenario = 'engine' | 'shape' | 'dashboard';
+const SCENARIOS: readonly Scenario[] = ['engine', 'shape', 'dashboard'];
 
 export interface BenchOptions {
   db: DatabaseKind;
@@ -21,7 +23,7 @@ export interface BenchOptions {
   explain: boolean;
   seed: number;
   /** Which scenario groups run: the engine's own measurements, the comparison shape, or both. */
-  scenarios: ReadonlyArray<'engine' | 'shape'>;
+  scenarios: ReadonlyArray<Scenario>;
 }
 
 export interface Sizes {
@@ -44,23 +46,27 @@ export interface Sizes {
   /** A real parked population left idle, and for how long. */
   idleParked: number;
   idleSeconds: number;
+  /** The dashboard's list page: workflows in the database, and requests timed per page. */
+  dashboardWorkflows: number;
+  dashboardRequests: number;
 }
 
 export function sizesFor(quick: boolean): Sizes {
   return quick
-    ? { throughputWorkflows: 200, latencySignals: 100, latencyWarmup: 10, smallPopulation: 1_000, largePopulation: 10_000, populationSignals: 100, populationWarmup: 10, shapeWorkflows: 200, simultaneousSignals: 50, costWorkflows: 50, idleParked: 1_000, idleSeconds: 5 }
-    : { throughputWorkflows: 2_000, latencySignals: 500, latencyWarmup: 20, smallPopulation: 1_000, largePopulation: 100_000, populationSignals: 200, populationWarmup: 20, shapeWorkflows: 2_000, simultaneousSignals: 200, costWorkflows: 100, idleParked: 10_000, idleSeconds: 30 };
+    ? { throughputWorkflows: 200, latencySignals: 100, latencyWarmup: 10, smallPopulation: 1_000, largePopulation: 10_000, populationSignals: 100, populationWarmup: 10, shapeWorkflows: 200, simultaneousSignals: 50, costWorkflows: 50, idleParked: 1_000, idleSeconds: 5, dashboardWorkflows: 10_000, dashboardRequests: 30 }
+    : { throughputWorkflows: 2_000, latencySignals: 500, latencyWarmup: 20, smallPopulation: 1_000, largePopulation: 100_000, populationSignals: 200, populationWarmup: 20, shapeWorkflows: 2_000, simultaneousSignals: 200, costWorkflows: 100, idleParked: 10_000, idleSeconds: 30, dashboardWorkflows: 100_000, dashboardRequests: 100 };
 }
 
-const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull] [--quick] [--concurrency=N] [--explain] [--seed=N] [--scenarios=engine,shape]
+const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull] [--quick] [--concurrency=N] [--explain] [--seed=N] [--scenarios=engine,shape,dashboard]
   engine: steps/second, signal → step start, signal() against the parked population
   shape:  a → b (waitFor) in both arrival orders, signals at once, statements and Redis commands per workflow, idle cost
+  dashboard: the operator dashboard's workflow list page over 100k workflows
   GD_PG_URL     default postgres://postgres@127.0.0.1:5432/test   (the bench uses database gd_bench on that server)
   GD_MYSQL_URL  default mysql://root@127.0.0.1:3306/test
   REDIS_URL     default redis://127.0.0.1:6379                     (--queue=bull; a unique prefix, obliterated after)`;
 
 export function parseArgs(argv: string[]): BenchOptions {
-  const options: BenchOptions = { db: 'sqlite', queue: 'local', quick: false, concurrency: 4, explain: false, seed: 20_240_601, scenarios: ['engine', 'shape'] };
+  const options: BenchOptions = { db: 'sqlite', queue: 'local', quick: false, concurrency: 4, explain: false, seed: 20_240_601, scenarios: [...SCENARIOS] };
   for (const arg of argv) {
     const [key, value] = arg.split('=', 2);
     switch (key) {
@@ -86,8 +92,8 @@ export function parseArgs(argv: string[]): BenchOptions {
         break;
       case '--scenarios': {
         const names = (value ?? '').split(',').filter(Boolean);
-        if (names.length === 0 || names.some((name) => name !== 'engine' && name !== 'shape')) throw new UsageError(`--scenarios takes engine, shape or both, not "${value}"`);
-        options.scenarios = names as Array<'engine' | 'shape'>;
+        if (names.length === 0 || names.some((name) => !SCENARIOS.includes(name as Scenario))) throw new UsageError(`--scenarios takes a comma list of ${SCENARIOS.join(', ')}, not "${value}"`);
+        options.scenarios = names as Scenario[];
         break;
       }
       case '--help':

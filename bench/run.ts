@@ -21,6 +21,7 @@ import { BenchLogger, BenchModule, QueryRecorder } from './app.js';
 import { BulkWriter } from './bulk.js';
 import { bullQueue, databaseOptions, describeDatabase, parseArgs, PROJECT_ROOT, recreateDatabase, redisUrl, sizesFor, UsageError, type BenchOptions } from './config.js';
 import { BenchCheckError, measureLatency, measurePopulation, measureThroughput, type BenchContext } from './scenarios.js';
+import { LIST_PAGE_P50_GOAL_MS, measureListPage } from './dashboard.js';
 import { countCost, measureIdle, REDIS_BUDGET, runSignalAfter, runSignalFirst, runSimultaneous, STATEMENT_BUDGET } from './shape.js';
 import { ms, seededRandom, table } from './stats.js';
 
@@ -129,6 +130,7 @@ async function runMeasurements(
   const failures: Array<BenchCheckError | undefined> = [];
   if (options.scenarios.includes('engine')) failures.push(await runEngineScenarios(ctx, results));
   if (options.scenarios.includes('shape')) failures.push(await runShapeScenarios(ctx, results, bull));
+  if (options.scenarios.includes('dashboard')) failures.push(await runDashboardScenario(ctx, results));
   if (logger.errors.length > 0) return new BenchCheckError(`the engine logged ${logger.errors.length} error(s); first: ${logger.errors[0]}`);
   return failures.find((failure) => failure !== undefined);
 }
@@ -221,6 +223,25 @@ async function runShapeScenarios(ctx: BenchContext, results: Record<string, unkn
   const kinds = [...new Set([...Object.keys(cost.signalFirst.statementsByKind), ...Object.keys(cost.signalAfter.statementsByKind)])];
   for (const kind of kinds) console.log(`  ${kind.padEnd(40)} ${String(cost.signalFirst.statementsByKind[kind] ?? 0).padStart(6)} | ${String(cost.signalAfter.statementsByKind[kind] ?? 0).padStart(6)}`);
   return over.length > 0 ? new BenchCheckError(`over budget: ${over.join('; ')}`) : undefined;
+}
+
+/** The dashboard's list page over the bench database, grown to the full population. */
+async function runDashboardScenario(ctx: BenchContext, results: Record<string, unknown>): Promise<BenchCheckError | undefined> {
+  const { sizes, options } = ctx;
+  console.log(`dashboard: list page over ${sizes.dashboardWorkflows} workflows, ${sizes.dashboardRequests} requests per page ...`);
+  const list = await measureListPage(ctx, databaseOptions(options.db), sizes.dashboardWorkflows, sizes.dashboardRequests);
+  const met = list.firstPage.p50 < LIST_PAGE_P50_GOAL_MS && list.filteredPage.p50 < LIST_PAGE_P50_GOAL_MS && list.deepPage.p50 < LIST_PAGE_P50_GOAL_MS;
+  results.dashboard = { ...list, goalP50Ms: LIST_PAGE_P50_GOAL_MS, met };
+  console.log('');
+  console.log(
+    table([
+      [`dashboard list, ${list.workflows} workflows`, 'p50', 'detail'],
+      ['first page', ms(list.firstPage.p50), `p99 ${ms(list.firstPage.p99)}`],
+      ['filtered (state, type, waiting for)', ms(list.filteredPage.p50), `p99 ${ms(list.filteredPage.p99)}`],
+      ['deep keyset page', ms(list.deepPage.p50), `p99 ${ms(list.deepPage.p99)}; goal p50 < ${LIST_PAGE_P50_GOAL_MS} ms: ${met ? 'met' : 'NOT MET'}`],
+    ]),
+  );
+  return met ? undefined : new BenchCheckError(`the dashboard's list page p50 is over ${LIST_PAGE_P50_GOAL_MS} ms at ${list.workflows} workflows`);
 }
 
 async function serverVersion(dataSource: DataSource, options: BenchOptions): Promise<string> {
