@@ -53,6 +53,8 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
   async beforeApplicationShutdown(): Promise<void> {
     // Resumable steps stop at their next checkpoint, so stopping the queue does not wait for them to finish.
     this.executor.beginShutdown();
+    // Jobs of work that committed just before: enqueued before the queue closes, not left to housekeeping.
+    await this.afterCommit.drain();
     await this.queue.stop();
   }
 

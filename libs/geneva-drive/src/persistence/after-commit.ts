@@ -13,6 +13,8 @@ interface Pending {
  */
 export class AfterCommitSubscriber implements EntitySubscriberInterface {
   private readonly pending = new WeakMap<QueryRunner, Pending[]>();
+  /** Callbacks started after a commit and not settled yet (a job being added to the queue). */
+  private readonly running = new Set<Promise<void>>();
 
   constructor(private readonly onError: (error: unknown) => void) {}
 
@@ -40,10 +42,20 @@ export class AfterCommitSubscriber implements EntitySubscriberInterface {
     if (!list) return;
     this.pending.delete(runner);
     for (const entry of list) {
-      Promise.resolve()
+      const done: Promise<void> = Promise.resolve()
         .then(entry.run)
-        .catch((error) => this.onError(error));
+        .catch((error) => this.onError(error))
+        .finally(() => this.running.delete(done));
+      this.running.add(done);
     }
+  }
+
+  /**
+   * Waits for the callbacks already started: a process that stops right after a commit (a CLI
+   * command, a deploy) still hands its jobs to the queue before the queue closes.
+   */
+  async drain(): Promise<void> {
+    while (this.running.size > 0) await Promise.allSettled([...this.running]);
   }
 
   afterTransactionRollback(event: TransactionRollbackEvent): void {
