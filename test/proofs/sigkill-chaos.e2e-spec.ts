@@ -63,10 +63,11 @@ function chaosSuite(kind: DatabaseKind, entry: () => string, children: Set<Child
       });
       booting.add(boot);
     };
-    // Until the sender is done and there were MIN_KILLS kills (or, after the stream, no worker had
-    // work in hand for 5 s: the kill count assertion below then says so).
+    // Until the sender is done and there were MIN_KILLS kills, one at least in a body (or, after the
+    // stream, no worker had work in hand for 5 s: the assertions below then say so).
     let idleSince = Date.now();
-    while (sender.of('done').length === 0 || (kills.length < MIN_KILLS && Date.now() - idleSince < 5_000)) {
+    const enoughKills = () => kills.length >= MIN_KILLS && kills.some((kill) => kill.midBody);
+    while (sender.of('done').length === 0 || (!enoughKills() && Date.now() - idleSince < 5_000)) {
       sender.assertAlive('sender');
       await sleep(KILL_GAP_MS[0] + Math.random() * (KILL_GAP_MS[1] - KILL_GAP_MS[0]));
       const busy = workers.filter((w) => w.activeExecutions().length > 0);
