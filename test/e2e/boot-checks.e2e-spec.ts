@@ -136,7 +136,7 @@ describeEachDatabase('boot checks', (kind) => {
     await expect(attempt).rejects.toThrow(InvalidOptionError);
     await expect(attempt).rejects.toThrow(/^GenevaDriveModule: unknown option "housekeepingEvery" \(the options are queue, dataSource, /);
     await expect(boot([engine({ queue: { adapter: 'bull', url: 'redis://x' } as never })])).rejects.toThrow(
-      'GenevaDriveModule: unknown option "queue.url" (the options are queue.adapter, queue.redis, queue.name, queue.prefix, queue.concurrency)',
+      'GenevaDriveModule: unknown option "queue.url" (the options are queue.adapter, queue.redis, queue.name, queue.prefix, queue.concurrency, queue.configKey, queue.limiter, queue.settings, queue.defaultJobOptions, queue.createClient)',
     );
   });
 
