@@ -57,8 +57,13 @@ function deferred<T = void>() {
 /** Whether `promise` is still pending after `ms` (it is left running). */
 async function stillPending(promise: Promise<unknown>, ms = 150): Promise<boolean> {
   const marker = Symbol('pending');
-  const winner = await Promise.race([promise.then(() => 'settled', () => 'settled'), new Promise((r) => setTimeout(() => r(marker), ms))]);
-  return winner === marker;
+  let timer: NodeJS.Timeout | undefined;
+  const waited = new Promise((r) => (timer = setTimeout(() => r(marker), ms)));
+  try {
+    return (await Promise.race([promise.then(() => 'settled', () => 'settled'), waited])) === marker;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 class PaymentError extends Error {}

@@ -23,6 +23,10 @@ describeEachDatabase('transaction runner', (kind) => {
     let arrived = 0;
     let release!: () => void;
     const bothHoldOneLock = new Promise<void>((resolve) => (release = resolve));
+    // Where the transactions are serialised the other never arrives: the first goes on after 2 s.
+    // One timer for the test, cleared at its end: a pending one would keep the process alive.
+    let timer: NodeJS.Timeout | undefined;
+    const timeUp = new Promise<void>((resolve) => (timer = setTimeout(resolve, 2000)));
     // Each transaction locks one row, waits until the other holds its row, then asks for the other's.
     const crossing = (first: TestHero, second: TestHero, label: string) =>
       runner.run(async (manager) => {
@@ -30,12 +34,16 @@ describeEachDatabase('transaction runner', (kind) => {
         log.push(`${label}:begin`);
         await manager.update(TestHero, first.id, { name: `${label}-1` });
         if (++arrived === 2) release();
-        await Promise.race([bothHoldOneLock, new Promise((resolve) => setTimeout(resolve, 2000))]);
+        await Promise.race([bothHoldOneLock, timeUp]);
         await manager.update(TestHero, second.id, { name: `${label}-2` });
         log.push(`${label}:end`);
         return label;
       });
-    await expect(Promise.all([crossing(a, b, 'x'), crossing(b, a, 'y')])).resolves.toEqual(['x', 'y']);
+    try {
+      await expect(Promise.all([crossing(a, b, 'x'), crossing(b, a, 'y')])).resolves.toEqual(['x', 'y']);
+    } finally {
+      clearTimeout(timer);
+    }
     if (kind === 'sqlite') {
       expect(log).toEqual(['x:begin', 'x:end', 'y:begin', 'y:end']);
       expect(attempts).toBe(2);

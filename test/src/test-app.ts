@@ -38,7 +38,12 @@ export async function createTestApp(
   })
     .setLogger(engineLogger())
     .compile();
-  await moduleRef.init();
+  try {
+    await moduleRef.init();
+  } catch (error) {
+    await moduleRef.close(); // a boot that fails must not leave the DataSource TypeORM opened
+    throw error;
+  }
   const dataSource = moduleRef.get<DataSource>(getDataSourceToken());
   const gd = GenevaDriveTesting.create(moduleRef);
   return {
