@@ -23,6 +23,7 @@ import { PlainTwoStepWorkflow } from '../src/signal-workflows.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { describeEachDatabase } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
+import { saveHero } from '../src/dashboard-app.js';
 
 /** `depth` objects nested in one another. */
 function nested(depth: number): Record<string, unknown> {
@@ -154,10 +155,7 @@ describeEachDatabase('bad input', (kind) => {
   let signals: SignalService;
   let hero: TestHero;
 
-  const newHero = (name: string) => {
-    const heroes = app.dataSource.getRepository(TestHero);
-    return heroes.save(heroes.create({ name }));
-  };
+  const newHero = (name: string) => saveHero(app.dataSource, name);
   const count = () =>
     Promise.all([WorkflowRecord, StepExecution, Signal].map((entity) => app.dataSource.getRepository(entity as typeof Signal).count()));
 

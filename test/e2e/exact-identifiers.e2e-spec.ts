@@ -30,6 +30,7 @@ import { InvoiceWorkflow, PlainTwoStepWorkflow, resetSignalFixtures } from '../s
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { describeEachDatabase } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
+import { saveHero } from '../src/dashboard-app.js';
 
 /** Pairs of idempotency keys that are different events (provider event ids are mixed-case). */
 const KEY_PAIRS: Array<[variant: string, first: string, second: string]> = [
@@ -48,10 +49,7 @@ describeEachDatabase('exact identity strings', (kind) => {
   let signals: SignalService;
   let hero: TestHero;
 
-  const newHero = (name: string) => {
-    const heroes = app.dataSource.getRepository(TestHero);
-    return heroes.save(heroes.create({ name }));
-  };
+  const newHero = (name: string) => saveHero(app.dataSource, name);
 
   beforeAll(async () => {
     app = await createTestApp(kind, [...NAMED_WORKFLOWS.map((named) => named.workflowClass), SpelledStepsWorkflow, InvoiceWorkflow, PlainTwoStepWorkflow], {
