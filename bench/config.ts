@@ -62,6 +62,7 @@ const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=loc
   shape:  a → b (waitFor) in both arrival orders, signals at once, statements and Redis commands per workflow, idle cost
   dashboard: the operator dashboard's workflow list page over 100k workflows
   GD_PG_URL     default postgres://postgres@127.0.0.1:5432/test   (the bench uses database gd_bench on that server)
+  GD_BENCH_DATABASE  default gd_bench                              (the database recreated on the PostgreSQL or MySQL server)
   GD_MYSQL_URL  default mysql://root@127.0.0.1:3306/test
   REDIS_URL     default redis://127.0.0.1:6379                     (--queue=bull; a unique prefix, obliterated after)`;
 
@@ -122,7 +123,15 @@ export class UsageError extends Error {
 /** The repository root (this file runs from bench/dist/). */
 export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const SQLITE_FILE = `${PROJECT_ROOT}.tmp/gd_bench.sqlite`;
-export const BENCH_DATABASE = 'gd_bench';
+/** The database the bench recreates on each server: `GD_BENCH_DATABASE`, so two runs on one server need not share it. */
+export const BENCH_DATABASE = benchDatabaseName(process.env.GD_BENCH_DATABASE);
+
+function benchDatabaseName(value: string | undefined): string {
+  if (!value) return 'gd_bench';
+  // Interpolated into DROP/CREATE DATABASE: a plain identifier only.
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(value)) throw new UsageError(`GD_BENCH_DATABASE must be a lower-case identifier, got "${value}"`);
+  return value;
+}
 
 function serverUrl(kind: 'postgres' | 'mysql', database?: string): string {
   const raw = kind === 'postgres' ? (process.env.GD_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test') : (process.env.GD_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test');

@@ -230,18 +230,17 @@ async function runDashboardScenario(ctx: BenchContext, results: Record<string, u
   const { sizes, options } = ctx;
   console.log(`dashboard: list page over ${sizes.dashboardWorkflows} workflows, ${sizes.dashboardRequests} requests per page ...`);
   const list = await measureListPage(ctx, databaseOptions(options.db), sizes.dashboardWorkflows, sizes.dashboardRequests);
-  const met = list.firstPage.p50 < LIST_PAGE_P50_GOAL_MS && list.filteredPage.p50 < LIST_PAGE_P50_GOAL_MS && list.deepPage.p50 < LIST_PAGE_P50_GOAL_MS;
+  const over = list.pages.filter((timing) => timing.summary.p50 >= LIST_PAGE_P50_GOAL_MS);
+  const met = over.length === 0;
   results.dashboard = { ...list, goalP50Ms: LIST_PAGE_P50_GOAL_MS, met };
   console.log('');
   console.log(
     table([
-      [`dashboard list, ${list.workflows} workflows`, 'p50', 'detail'],
-      ['first page', ms(list.firstPage.p50), `p99 ${ms(list.firstPage.p99)}`],
-      ['filtered (state, type, waiting for)', ms(list.filteredPage.p50), `p99 ${ms(list.filteredPage.p99)}`],
-      ['deep keyset page', ms(list.deepPage.p50), `p99 ${ms(list.deepPage.p99)}; goal p50 < ${LIST_PAGE_P50_GOAL_MS} ms: ${met ? 'met' : 'NOT MET'}`],
+      [`dashboard list, ${list.workflows} workflows`, 'p50', `p99; goal p50 < ${LIST_PAGE_P50_GOAL_MS} ms: ${met ? 'met' : 'NOT MET'}`],
+      ...list.pages.map((timing) => [timing.page, ms(timing.summary.p50), `p99 ${ms(timing.summary.p99)}  /workflows${timing.query}`]),
     ]),
   );
-  return met ? undefined : new BenchCheckError(`the dashboard's list page p50 is over ${LIST_PAGE_P50_GOAL_MS} ms at ${list.workflows} workflows`);
+  return met ? undefined : new BenchCheckError(`the dashboard's list page p50 is at or over ${LIST_PAGE_P50_GOAL_MS} ms at ${list.workflows} workflows: ${over.map((timing) => timing.page).join(', ')}`);
 }
 
 async function serverVersion(dataSource: DataSource, options: BenchOptions): Promise<string> {
