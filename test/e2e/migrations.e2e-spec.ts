@@ -698,6 +698,36 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     }
   });
 
+  // SQLite plans with the statistics of its last ANALYZE; an index added after it has none.
+  if (kind === 'sqlite') {
+    describe('adding the list indexes to an analysed SQLite database', () => {
+      beforeAll(async () => {
+        const before = genevaDriveMigrations().filter((migration) => migration !== AddGenevaDriveListIndexes1730000000003);
+        await openReleasedSchema('bigint', { from: before });
+      });
+      afterAll(() => dataSource?.destroy());
+
+      it('analyses the new indexes: a type is read in id order, a (type, state) pair and a hero id through their index', async () => {
+        const rows = Array.from({ length: 2000 }, (_, i) => `('${i % 2 ? 'OrderWorkflow' : 'ShippingWorkflow'}', 'TestHero', '${i}', '${i % 5 ? 'finished' : 'ready'}', 0, '2024-01-01 00:00:00.000', '2024-01-01 00:00:00.000')`);
+        await dataSource.query(`INSERT INTO geneva_drive_workflows (type, hero_type, hero_id, state, allow_multiple, created_at, updated_at) VALUES ${rows.join(', ')}`);
+        await dataSource.query('ANALYZE');
+
+        await dataSource.runMigrations();
+
+        const plan = async (where: string, parameters: Record<string, string>) => {
+          const [sql, values] = dataSource.getRepository(WorkflowRecord).createQueryBuilder('w').where(where, parameters).orderBy('w.id', 'DESC').limit(51).getQueryAndParameters();
+          const steps: Array<{ detail: string }> = await dataSource.query(`EXPLAIN QUERY PLAN ${sql}`, values);
+          return steps.map((step) => step.detail).join('; ');
+        };
+        expect(await plan('w.type = :type', { type: 'OrderWorkflow' })).toBe('SEARCH w USING INDEX geneva_drive_workflows_type (type=?)');
+        expect(await plan('w.type = :type AND w.state = :state', { type: 'OrderWorkflow', state: 'ready' })).toBe(
+          'SEARCH w USING INDEX geneva_drive_workflows_type_state (type=? AND state=?)',
+        );
+        expect(await plan('w.heroId = :heroId', { heroId: '7' })).toBe('SEARCH w USING INDEX geneva_drive_workflows_hero_id (hero_id=?)');
+      });
+    });
+  }
+
   describe("upgrading the first release's schema without the signals migration", () => {
     let fresh: unknown[];
 
