@@ -38,8 +38,8 @@ export async function openWindow(dataSource: DataSource, kind: DatabaseKind): Pr
       const elapsedMs = performance.now() - started;
       const cpu = cpuUsage(cpuBefore);
       const serverCpuMs = await server?.close();
-      // The two reads of the counter are commits of their own: the first one counts, the second does not yet.
-      const commits = commitsBefore === undefined ? undefined : Math.max(0, (await pgCommits(dataSource)) - commitsBefore - 1);
+      // The bench's own reads in between are commits too: the first counter read and the closing pid query.
+      const commits = commitsBefore === undefined ? undefined : Math.max(0, (await pgCommits(dataSource)) - commitsBefore - 2);
       return {
         elapsedMs,
         loadStart,

@@ -17,6 +17,8 @@ import { forEachLimited, summarize, type Summary } from './stats.js';
 /** Calls in flight at once (start() and signal()), as in the other throughput scenario. */
 const LANES = 16;
 const TIMEOUT_MS = 120_000;
+/** PostgreSQL's longest delay in reporting a backend's statistics (10 s), and a margin. */
+const PG_STATS_FLUSH_MS = 11_000;
 
 /**
  * Budgets of the hot path, per workflow of this shape (BEGIN/COMMIT counted). The bench fails when
@@ -293,8 +295,10 @@ export async function countCost(ctx: BenchContext, order: 'signalFirst' | 'signa
 /** `n` workflows started and parked through the API, then left alone for `idleSeconds`. */
 export async function measureIdle(ctx: BenchContext, n: number, idleSeconds: number, bull?: { prefix: string; url: string }): Promise<IdleResult> {
   const { parkMs } = await parkTimed(ctx, n, TIMEOUT_MS * 5);
-  // Let the last commits and job completions settle before the window opens.
-  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  // Let the last commits and job completions settle before the window opens. On PostgreSQL also let
+  // the backends report the setup's commits: an idle backend flushes its pending statistics to
+  // pg_stat_database up to 10 s late (PGSTAT_IDLE_INTERVAL), which would count as idle commits.
+  await new Promise((resolve) => setTimeout(resolve, ctx.options.db === 'postgres' ? PG_STATS_FLUSH_MS : 1_000));
 
   const monitor = bull ? await RedisMonitor.start(bull.url, bull.prefix) : undefined;
   const rssBefore = memoryUsage().rss;
