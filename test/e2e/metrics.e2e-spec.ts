@@ -9,7 +9,7 @@ import { GenevaDriveMetricsModule } from 'geneva-drive/metrics';
 import { register, Registry } from 'prom-client';
 import type { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
 import { sleep, waitUntil } from '../src/bull-wait.js';
-import { DeliveryWorkflow } from '../src/housekeeping-workflows.js';
+import { ChoreWorkflow, DeliveryWorkflow } from '../src/housekeeping-workflows.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { describeEachDatabase, enabledDatabases, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
@@ -127,15 +127,35 @@ function metricsSuite(kind: DatabaseKind): void {
     expect(register.getSingleMetric('geneva_drive_signals_total')).toBeUndefined();
   });
 
-  it('reports the stuck executions the last housekeeping run recovered', async () => {
+  it('reports the stuck executions the last housekeeping run recovered, and the workflows the recovery limit paused', async () => {
     const registry = new Registry();
-    app = await createTestApp(kind, [DeliveryWorkflow], { imports: [GenevaDriveMetricsModule.forRoot({ registry })] });
+    app = await createTestApp(kind, [ChoreWorkflow], { stuckInProgressThreshold: '1h', maxRecoveries: 1, imports: [GenevaDriveMetricsModule.forRoot({ registry })] });
     const heroes = app.dataSource.getRepository(TestHero);
-    const wf = await app.moduleRef.get(WorkflowService).start(DeliveryWorkflow, await heroes.save(heroes.create({ name: 'Bo' })));
-    // Its job never ran (manual queue): overdue by three hours, it counts as a lost enqueue.
-    await app.dataSource.getRepository(StepExecution).update({ workflowId: wf.id }, { scheduledFor: new Date(Date.now() - 3 * 3_600_000) });
-    await app.moduleRef.get(HousekeepingService).run();
+    const executions = app.dataSource.getRepository(StepExecution);
+    const wf = await app.moduleRef.get(WorkflowService).start(ChoreWorkflow, await heroes.save(heroes.create({ name: 'Bo' })));
+    const housekeeping = app.moduleRef.get(HousekeepingService);
+    const twoHoursAgo = () => new Date(Date.now() - 2 * 3_600_000);
+    /** What a worker killed inside the body leaves behind, two hours ago. */
+    const dieMidStep = async () => {
+      const execution = await executions.findOneByOrFail({ workflowId: wf.id, state: 'scheduled' });
+      await executions.update(execution.id, { state: 'in_progress', startedAt: twoHoursAgo() });
+      await app!.dataSource.getRepository(WorkflowRecord).update(wf.id, { state: 'performing', currentStepName: execution.stepName, startedAt: twoHoursAgo() });
+    };
+
+    // Its job never ran (manual queue): overdue by hours, it counts as a lost enqueue.
+    await executions.update({ workflowId: wf.id }, { scheduledFor: new Date(Date.now() - 3 * 3_600_000) });
+    await housekeeping.run();
     expect(await series(registry, 'geneva_drive_stuck_step_executions')).toEqual({ 'state=in_progress': 0, 'state=scheduled': 1 });
+
+    await dieMidStep();
+    await housekeeping.run();
+    expect(await series(registry, 'geneva_drive_stuck_step_executions')).toEqual({ 'state=in_progress': 1, 'state=scheduled': 0 });
+    expect(await series(registry, 'geneva_drive_recovery_limit_paused_workflows')).toEqual({});
+
+    await dieMidStep(); // again: past maxRecoveries 1, the workflow is paused
+    await housekeeping.run();
+    expect(await series(registry, 'geneva_drive_stuck_step_executions')).toEqual({ 'state=in_progress': 0, 'state=scheduled': 0 });
+    expect(await series(registry, 'geneva_drive_recovery_limit_paused_workflows')).toEqual({ 'workflow_class=ChoreWorkflow': 1 });
     expect(await series(registry, 'geneva_drive_waiting_step_executions')).toEqual({});
   });
 }
