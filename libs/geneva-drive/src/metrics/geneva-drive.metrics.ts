@@ -29,66 +29,57 @@ export class GenevaDriveMetrics implements OnModuleDestroy {
   readonly recoveryLimitPaused: Gauge<'workflow_class'>;
 
   private readonly listeners: Record<string, (message: unknown) => void>;
+  private readonly names: string[] = [];
 
   constructor(@Inject(GENEVA_DRIVE_METRICS_REGISTRY) private readonly registry: Registry) {
-    const registers = [registry];
-    this.stepExecutions = new Counter({
+    this.stepExecutions = new Counter(this.registered({
       name: 'geneva_drive_step_executions_total',
       help: 'Step bodies run, by workflow class, step and outcome.',
       labelNames: ['workflow_class', 'step', 'outcome'],
-      registers,
-    });
-    this.stepDuration = new Histogram({
+    }));
+    this.stepDuration = new Histogram(this.registered({
       name: 'geneva_drive_step_duration_seconds',
       help: 'Time in the step body (hooks excluded), by workflow class, step and outcome.',
       labelNames: ['workflow_class', 'step', 'outcome'],
       buckets: BUCKETS,
-      registers,
-    });
-    this.queueDelay = new Histogram({
+    }));
+    this.queueDelay = new Histogram(this.registered({
       name: 'geneva_drive_queue_delay_seconds',
       help: 'From the time a step execution was due to the engine taking it up.',
       labelNames: ['workflow_class', 'step'],
       buckets: BUCKETS,
-      registers,
-    });
-    this.signalWakeLatency = new Histogram({
+    }));
+    this.signalWakeLatency = new Histogram(this.registered({
       name: 'geneva_drive_signal_wake_latency_seconds',
       help: 'From the delivery that woke a parked step to the engine taking it up.',
       labelNames: ['workflow_class', 'step'],
       buckets: BUCKETS,
-      registers,
-    });
-    this.signals = new Counter({
+    }));
+    this.signals = new Counter(this.registered({
       name: 'geneva_drive_signals_total',
       help: 'Signals sent, by name and disposition (woke, buffered, duplicate, rejected).',
       labelNames: ['name', 'disposition'],
-      registers,
-    });
-    this.waiting = new Gauge({
+    }));
+    this.waiting = new Gauge(this.registered({
       name: 'geneva_drive_waiting_step_executions',
       help: 'Step executions parked for a signal, at the last housekeeping run.',
       labelNames: ['workflow_class'],
-      registers,
-    });
-    this.waitingOverdue = new Gauge({
+    }));
+    this.waitingOverdue = new Gauge(this.registered({
       name: 'geneva_drive_waiting_overdue_step_executions',
       help: 'Step executions parked longer than waitingVisibilityThreshold, at the last housekeeping run.',
       labelNames: ['workflow_class'],
-      registers,
-    });
-    this.stuck = new Gauge({
+    }));
+    this.stuck = new Gauge(this.registered({
       name: 'geneva_drive_stuck_step_executions',
       help: 'Stuck step executions the last housekeeping run recovered, by the state they were stuck in.',
       labelNames: ['state'],
-      registers,
-    });
-    this.recoveryLimitPaused = new Gauge({
+    }));
+    this.recoveryLimitPaused = new Gauge(this.registered({
       name: 'geneva_drive_recovery_limit_paused_workflows',
       help: 'Workflows paused by the recovery limit and not acted on since, at the last housekeeping run.',
       labelNames: ['workflow_class'],
-      registers,
-    });
+    }));
     this.listeners = {
       [GENEVA_DRIVE_CHANNELS.precondition]: (message) => this.onPrecondition(message as PreconditionEvent),
       [GENEVA_DRIVE_CHANNELS.step]: (message) => this.onStep(message as StepEvent),
@@ -101,9 +92,13 @@ export class GenevaDriveMetrics implements OnModuleDestroy {
   onModuleDestroy(): void {
     for (const [channel, listener] of Object.entries(this.listeners)) unsubscribe(channel, listener);
     // Another application in this process (a test, a second context) may register the same names.
-    for (const metric of [this.stepExecutions, this.stepDuration, this.queueDelay, this.signalWakeLatency, this.signals, this.waiting, this.waitingOverdue, this.stuck, this.recoveryLimitPaused]) {
-      this.registry.removeSingleMetric((metric as unknown as { name: string }).name);
-    }
+    for (const name of this.names) this.registry.removeSingleMetric(name);
+  }
+
+  /** A metric's configuration, registered in our registry alone, its name kept for onModuleDestroy. */
+  private registered<Config extends { name: string }>(config: Config): Config & { registers: Registry[] } {
+    this.names.push(config.name);
+    return { ...config, registers: [this.registry] };
   }
 
   private onPrecondition(event: PreconditionEvent): void {
