@@ -9,7 +9,7 @@ import { isFlowControl, type FlowControlIntent } from '../flow-control/flow-cont
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
-import { publish } from '../instrumentation/geneva-drive.events.js';
+import { dueKeys, publish } from '../instrumentation/geneva-drive.events.js';
 import { TransactionRunner, type TransactionOptions } from '../persistence/transaction-runner.js';
 import { successorOf, WorkflowStore, type NewExecution } from '../persistence/workflow-store.js';
 import { evaluateCondition, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
@@ -174,7 +174,7 @@ export class ExecutorService {
 
     const started = performance.now();
     const event = (outcome: string, exception?: unknown) =>
-      publish('precondition', () => ({ ...this.eventBase(prepared, started), outcome, ...(exception === undefined ? {} : { exception }) }));
+      publish('precondition', () => ({ ...this.eventBase(prepared, started), ...dueKeys(execution), outcome, ...(exception === undefined ? {} : { exception }) }));
     let verdict: 'cancel' | 'skip' | 'wait' | 'pass';
     try {
       verdict = await this.evaluatePreconditions(manager, prepared, workflow);
