@@ -44,6 +44,8 @@ export interface ExecuteOptions {
   maxIterations?: number;
   /** The id of the queue job running the execution, recorded on it (`StepExecution.jobId`) when it starts. */
   jobId?: string;
+  /** The execution's workflow, when the job carries it (it saves looking it up). */
+  workflowId?: string;
 }
 
 type PrepareResult = { run: Prepared } | { done: true; error?: unknown };
@@ -89,7 +91,7 @@ export class ExecutorService {
 
   /** Runs the execution with this id if it is due to run; a duplicate or late job is a logged no-op. */
   async execute(executionId: string, options: ExecuteOptions = {}): Promise<void> {
-    const workflowId = await this.findWorkflowId(executionId);
+    const workflowId = options.workflowId ?? (await this.findWorkflowId(executionId));
     if (workflowId === null) {
       this.logger.warn(`Step execution ${executionId} does not exist (deleted, or never committed); job ignored`);
       return;
@@ -121,18 +123,17 @@ export class ExecutorService {
     // A prepare whose COMMIT went through unacknowledged finds its execution `in_progress` on the
     // retry and runs no body: stuck recovery picks it up (the body then runs once, later).
     try {
-      return await this.transactions.run((manager) => this.prepare(manager, executionId, workflowId, options), undefined, IDEMPOTENT);
+      return await this.transactions.run((manager) => this.store.batched(manager, () => this.prepare(manager, executionId, workflowId, options)), undefined, IDEMPOTENT);
     } catch (error) {
       // The prepare transaction is gone (a database error aborts it on PostgreSQL): record the
       // failure in a transaction of its own, then surface the original error.
-      await this.transactions.run((manager) => this.recordPrepareFailure(manager, executionId, workflowId, error), undefined, IDEMPOTENT);
+      await this.transactions.run((manager) => this.store.batched(manager, () => this.recordPrepareFailure(manager, executionId, workflowId, error)), undefined, IDEMPOTENT);
       throw error;
     }
   }
 
   private async prepare(manager: EntityManager, executionId: string, workflowId: string, options: ExecuteOptions): Promise<PrepareResult> {
-    const workflow = await this.store.lockWorkflow(manager, workflowId);
-    const execution = await this.store.lockExecution(manager, executionId);
+    const { workflow, execution } = await this.store.lockStep(manager, workflowId, executionId);
     if (!execution || execution.state !== 'scheduled') {
       // Tagged like every other line about the execution, when it still exists.
       const lateLogger = execution ? new ContextLogger(this.logger, workflow, execution) : this.logger;
@@ -249,8 +250,7 @@ export class ExecutorService {
   }
 
   private async recordPrepareFailure(manager: EntityManager, executionId: string, workflowId: string, error: unknown): Promise<void> {
-    const workflow = await this.store.lockWorkflow(manager, workflowId);
-    const execution = await this.store.lockExecution(manager, executionId);
+    const { workflow, execution } = await this.store.lockStep(manager, workflowId, executionId);
     if (!execution || execution.state !== 'scheduled') return;
     const logger = new ContextLogger(this.logger, workflow, execution);
     logger.error(`Preparing the step failed: ${String(error)}`);
@@ -385,9 +385,8 @@ export class ExecutorService {
     // outcome only while the execution is still `in_progress` under its lock, so a retry after a
     // COMMIT that did go through finds it closed and changes nothing (the successor it scheduled is
     // then enqueued by stuck-scheduled recovery, its after-commit job having died with the commit).
-    const states = await this.transactions.run(async (manager) => {
-      const workflow = await this.store.lockWorkflow(manager, prepared.workflowId);
-      const execution = await this.store.lockExecution(manager, prepared.executionId);
+    const states = await this.transactions.run((manager) => this.store.batched(manager, async () => {
+      const { workflow, execution } = await this.store.lockStep(manager, prepared.workflowId, prepared.executionId);
       if (!execution || execution.state !== 'in_progress') {
         prepared.logger.warn(`Execution is ${execution?.state ?? 'gone'} after the body ran (recovered meanwhile?): outcome discarded`);
         return null;
@@ -410,7 +409,7 @@ export class ExecutorService {
         await this.applyOutcome(manager, prepared, workflow, result.kind === 'flow' ? result.intent : undefined);
       }
       return { workflowState: workflow.state, stepState: execution.state };
-    }, undefined, IDEMPOTENT);
+    }), undefined, IDEMPOTENT);
     publish('finalize', () => ({
       ...this.eventBase(prepared, started),
       workflowState: states?.workflowState,
@@ -557,6 +556,7 @@ export class ExecutorService {
    * do not count). Ordered by creation time and id, so it works with any key type.
    */
   private async consecutiveErrorReattempts(manager: EntityManager, workflowId: string, stepName: string): Promise<number> {
+    await this.store.flush(manager);
     const rows = await manager.find(StepExecution, {
       where: { workflowId, stepName, state: In(['completed', 'failed']) },
       select: { id: true, state: true, outcome: true, metadata: true, createdAt: true },

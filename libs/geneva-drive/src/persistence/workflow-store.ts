@@ -1,5 +1,4 @@
 import { In, type EntityManager } from 'typeorm';
-import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
@@ -16,6 +15,7 @@ import {
 import { assertWorkflowTransition, STOPPED_WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
 import type { AfterCommitSubscriber } from './after-commit.js';
 import { lockRow } from './row-lock.js';
+import { hotPathSqlFor, type HotPathSql, type WriteBatch } from './sql/index.js';
 import type { SchemaCapabilities } from './schema-capabilities.js';
 
 /** Options for a new execution. */
@@ -27,11 +27,17 @@ export interface NewExecution {
 }
 
 /**
- * The scheduling primitives and every write to workflows and executions. Each method takes the
- * manager of a transaction that already holds the workflow row lock. Changed columns are written
- * with one UPDATE per row per call (the in-memory record is kept in step).
+ * The scheduling primitives and every write to workflows, executions and signal counters. Each
+ * method takes the manager of a transaction that already holds the workflow row lock; the
+ * in-memory records are kept in step with what is written.
+ *
+ * Writes go out at once, or, inside {@link batched}, together when the phase ends (or before its
+ * next read through this store): one statement on PostgreSQL, as few as the dialect allows elsewhere.
  */
 export class WorkflowStore {
+  private sqlOf: HotPathSql | undefined;
+  private readonly batches = new WeakMap<EntityManager, WriteBatch>();
+
   constructor(
     private readonly queue: QueuePort,
     private readonly afterCommit: AfterCommitSubscriber,
@@ -54,13 +60,82 @@ export class WorkflowStore {
     return canonical;
   }
 
+  /** The hot path's SQL, built on first use: after boot detected the schema (key type, signal columns). */
+  sql(manager: EntityManager): HotPathSql {
+    return (this.sqlOf ??= hotPathSqlFor(manager.connection));
+  }
+
+  /**
+   * Runs `work` with its writes through this store collected, and writes them together when it
+   * returns (nothing when it throws: its transaction rolls back). Reads through this store write
+   * what is pending first, so the phase always reads its own writes.
+   */
+  async batched<T>(manager: EntityManager, work: () => Promise<T>): Promise<T> {
+    if (this.batches.has(manager)) return work();
+    this.batches.set(manager, { updates: [], inserts: [], consumptions: [] });
+    try {
+      const result = await work();
+      await this.flush(manager);
+      return result;
+    } finally {
+      this.batches.delete(manager);
+    }
+  }
+
+  /** Writes what the phase of `manager` has pending (a no-op outside {@link batched}). */
+  async flush(manager: EntityManager): Promise<void> {
+    const batch = this.batches.get(manager);
+    if (!batch || (batch.updates.length === 0 && batch.inserts.length === 0 && batch.consumptions.length === 0)) return;
+    this.batches.set(manager, { updates: [], inserts: [], consumptions: [] });
+    await this.sql(manager).write(manager, batch);
+  }
+
+  /** Queues a write in the phase's batch, or writes it now outside one. */
+  private async write(manager: EntityManager, add: (batch: WriteBatch) => void): Promise<void> {
+    const pending = this.batches.get(manager);
+    if (pending) return add(pending);
+    const batch: WriteBatch = { updates: [], inserts: [], consumptions: [] };
+    add(batch);
+    await this.sql(manager).write(manager, batch);
+  }
+
+  /** A row update, merged with one already pending for the same row (each row is written once per statement). */
+  async updateRow<T extends { id: string }>(manager: EntityManager, table: 'workflows' | 'executions' | 'signals', id: string, changes: Partial<T>): Promise<void> {
+    const codec = this.sql(manager)[table];
+    await this.write(manager, (batch) => {
+      const pending = batch.updates.find((update) => update.codec === codec && update.id === id);
+      if (pending) Object.assign(pending.changes, changes);
+      else batch.updates.push({ codec, id, changes: { ...changes } });
+    });
+  }
+
+  /** Records a consumption of the signal by an execution of `stepName` (see SignalRendezvous.settle). */
+  async consumeSignal(manager: EntityManager, signalId: string, stepName: string): Promise<void> {
+    // The consumption reads the signal's row as the statement starts: a change to it still pending goes first.
+    if (this.batches.get(manager)?.updates.some((update) => update.codec === this.sql(manager).signals && update.id === signalId)) await this.flush(manager);
+    await this.write(manager, (batch) => batch.consumptions.push({ signalId, stepName, now: this.now() }));
+  }
+
+  /**
+   * The workflow and its execution under their row locks, read in one statement (the start of every
+   * executor transaction). The execution is null when it is gone or not the workflow's.
+   */
+  async lockStep(manager: EntityManager, workflowId: string, executionId: string): Promise<{ workflow: WorkflowRecord; execution: StepExecution | null }> {
+    await this.flush(manager);
+    const rows = await this.sql(manager).lockStep(manager, this.workflowId(workflowId), executionId);
+    if (rows) return rows;
+    return { workflow: await this.lockWorkflow(manager, workflowId), execution: await this.lockExecution(manager, executionId) };
+  }
+
   async lockWorkflow(manager: EntityManager, id: string): Promise<WorkflowRecord> {
+    await this.flush(manager);
     const workflow = await lockRow(manager, WorkflowRecord, this.workflowId(id));
     if (!workflow) throw new WorkflowNotFoundError(id);
     return workflow;
   }
 
-  lockExecution(manager: EntityManager, id: string): Promise<StepExecution | null> {
+  async lockExecution(manager: EntityManager, id: string): Promise<StepExecution | null> {
+    await this.flush(manager);
     return lockRow(manager, StepExecution, id);
   }
 
@@ -106,7 +181,7 @@ export class WorkflowStore {
   async updateWorkflow(manager: EntityManager, workflow: WorkflowRecord, changes: Partial<WorkflowRecord>): Promise<void> {
     if (Object.keys(changes).length === 0) return;
     changes.updatedAt = this.now();
-    await manager.update(WorkflowRecord, { id: workflow.id }, changes as QueryDeepPartialEntity<WorkflowRecord>);
+    await this.updateRow<WorkflowRecord>(manager, 'workflows', workflow.id, changes);
     Object.assign(workflow, changes);
   }
 
@@ -126,12 +201,13 @@ export class WorkflowStore {
       changes[TERMINAL_TIMESTAMP[to as keyof typeof TERMINAL_TIMESTAMP]] = now;
       changes.finishedAt = now;
     }
-    await manager.update(StepExecution, { id: execution.id }, changes as QueryDeepPartialEntity<StepExecution>);
+    await this.updateRow<StepExecution>(manager, 'executions', execution.id, changes);
     Object.assign(execution, changes);
   }
 
   /** The workflow's active execution (scheduled, waiting or in progress), if any. */
-  currentExecution(manager: EntityManager, workflowId: string): Promise<StepExecution | null> {
+  async currentExecution(manager: EntityManager, workflowId: string): Promise<StepExecution | null> {
+    await this.flush(manager);
     return manager
       .createQueryBuilder(StepExecution, 'e')
       .where('e.workflowId = :workflowId', { workflowId })
@@ -146,6 +222,7 @@ export class WorkflowStore {
    * skip of a paused workflow, or a test helper running a step out of order).
    */
   async supersedeActive(manager: EntityManager, workflowId: string): Promise<void> {
+    await this.flush(manager);
     const now = this.now();
     await manager
       .createQueryBuilder()
@@ -169,7 +246,8 @@ export class WorkflowStore {
     workflowChanges: Partial<WorkflowRecord> = {},
   ): Promise<StepExecution> {
     const execution = await this.insertExecution(manager, workflow.id, stepName, options);
-    await this.updateWorkflow(manager, workflow, { ...workflowChanges, nextStepName: stepName });
+    const changes = workflow.nextStepName === stepName ? workflowChanges : { ...workflowChanges, nextStepName: stepName };
+    await this.updateWorkflow(manager, workflow, changes);
     await this.enqueue(manager, execution, jobOptionsFor(definition, definition?.step(stepName)));
     return execution;
   }
@@ -189,8 +267,8 @@ export class WorkflowStore {
       createdAt: now,
       updatedAt: now,
     }));
-    await manager.insert(StepExecution, execution as QueryDeepPartialEntity<StepExecution>);
-    execution.id = String(execution.id);
+    const codec = this.sql(manager).executions;
+    await this.write(manager, (batch) => batch.inserts.push({ codec, row: execution, inserted: (id) => (execution.id = id) }));
     return execution;
   }
 
@@ -199,13 +277,21 @@ export class WorkflowStore {
    * replaces the execution id as the job's identity in the queue (see StepJob.jobId).
    */
   async enqueue(manager: EntityManager, execution: StepExecution, jobOptions: StepJobOptions, jobId?: string): Promise<void> {
-    const job: StepJob = { executionId: execution.id, runAt: execution.scheduledFor, jobOptions, ...(jobId === undefined ? {} : { jobId }) };
+    // Built when it is sent: a row inserted in the pending batch gets its id when the batch is written.
+    const job = (): StepJob => ({
+      executionId: execution.id,
+      workflowId: execution.workflowId,
+      runAt: execution.scheduledFor,
+      jobOptions,
+      ...(jobId === undefined ? {} : { jobId }),
+    });
     if (!this.enqueueAfterCommit) {
-      await this.queue.enqueue(job);
+      await this.flush(manager);
+      await this.queue.enqueue(job());
       return;
     }
     await this.afterCommit.register(manager, async () => {
-      await this.queue.enqueue(job);
+      await this.queue.enqueue(job());
     });
   }
 
@@ -232,6 +318,7 @@ export class WorkflowStore {
 
   /** The step of the workflow's most recent execution among `stepNames`, or null. */
   private async latestExecutedOf(manager: EntityManager, workflowId: string, stepNames: readonly string[]): Promise<string | null> {
+    await this.flush(manager);
     const latest = await manager.findOne(StepExecution, {
       where: { workflowId, stepName: In([...stepNames]) },
       select: { id: true, stepName: true, createdAt: true },

@@ -7,6 +7,7 @@ import type { StepJobGate } from './step-job-gate.js';
 /** What a step job carries. */
 export interface StepJobData {
   executionId: string;
+  workflowId?: string;
 }
 
 /**
@@ -38,7 +39,7 @@ export class BullQueueAdapter implements QueuePort {
     const jobId = job.jobId ?? job.executionId;
     const existing = options?.reportAdded ? await this.queue.getJob(jobId) : null;
     await this.queue.add(
-      { executionId: job.executionId },
+      job.workflowId === undefined ? { executionId: job.executionId } : { executionId: job.executionId, workflowId: job.workflowId },
       {
         jobId,
         delay: Math.max(0, job.runAt.getTime() - Date.now()),

@@ -45,7 +45,7 @@ function stepProcessor(name: string, concurrency: number): Type {
     constructor(private readonly gate: StepJobGate) {}
 
     handle(job: Job<StepJobData>): Promise<void> {
-      return this.gate.run(job.data.executionId, String(job.id));
+      return this.gate.run(job.data.executionId, String(job.id), job.data.workflowId);
     }
   }
   Inject(STEP_JOB_GATE)(GenevaDriveStepProcessor, undefined, 0);

@@ -3,6 +3,8 @@ import type { StepJobOptions } from '../interfaces/step-options.interface.js';
 /** One step job: run execution `executionId` at `runAt`. The job id is the execution id unless `jobId` says otherwise. */
 export interface StepJob {
   executionId: string;
+  /** The execution's workflow: the executor locks it first, without looking it up (absent from jobs queued by 0.1.x). */
+  workflowId?: string;
   runAt: Date;
   jobOptions: StepJobOptions;
   /**
@@ -14,9 +16,10 @@ export interface StepJob {
 
 /**
  * Runs one execution; the queue calls it when a job is due, with the job's id in the queue (the
- * execution id, or StepJob.jobId), which is recorded on the execution as `jobId`.
+ * execution id, or StepJob.jobId), which is recorded on the execution as `jobId`, and the job's
+ * `workflowId` when it carries one (without it the executor looks it up).
  */
-export type StepJobHandler = (executionId: string, jobId?: string) => Promise<void>;
+export type StepJobHandler = (executionId: string, jobId?: string, workflowId?: string) => Promise<void>;
 
 /**
  * Where step jobs go. The database is the source of truth; the queue only wakes executions up, so

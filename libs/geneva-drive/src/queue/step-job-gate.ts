@@ -21,7 +21,7 @@ export class StepJobGate {
     });
   }
 
-  async run(executionId: string, jobId: string): Promise<void> {
-    return (await this.handler)(executionId, jobId);
+  async run(executionId: string, jobId: string, workflowId?: string): Promise<void> {
+    return (await this.handler)(executionId, jobId, workflowId);
   }
 }

@@ -55,7 +55,8 @@ export class SignalRendezvous {
     const signal = await this.firstMatching(manager, workflow.id, step, instance);
     if (signal) {
       await this.claim(manager, signal);
-      await manager.update(StepExecution, { id: execution.id }, { signalId: signal.id, updatedAt: this.store.now() });
+      // Pinned by the UPDATE that starts the execution, when the phase writes its batch.
+      await this.store.updateRow<StepExecution>(manager, 'executions', execution.id, { signalId: signal.id, updatedAt: this.store.now() });
       execution.signalId = signal.id;
       return signal;
     }
@@ -73,6 +74,7 @@ export class SignalRendezvous {
   async dispatch(manager: EntityManager, workflow: WorkflowRecord, signal: Signal): Promise<number> {
     const definition = this.registry.findByName(workflow.type);
     if (!definition || !this.schema.hasSignals) return 0;
+    await this.store.flush(manager);
     const query = manager
       .createQueryBuilder(StepExecution, 'e')
       .where('e.workflowId = :workflowId', { workflowId: workflow.id })
@@ -138,7 +140,7 @@ export class SignalRendezvous {
 
   /** The execution completed cleanly: its pinned signal records a consumption. */
   async settleOnSuccess(manager: EntityManager, execution: StepExecution): Promise<void> {
-    if (execution.signalId) await this.recordConsumption(manager, execution.signalId, []);
+    if (execution.signalId) await this.store.consumeSignal(manager, execution.signalId, execution.stepName);
   }
 
   /**
@@ -152,13 +154,14 @@ export class SignalRendezvous {
     if (!this.schema.hasSignals) return;
     let signalId = execution.signalId;
     if (!signalId) {
+      await this.store.flush(manager);
       const holder = await manager.findOne(StepExecution, {
         where: { workflowId: execution.workflowId, stepName: execution.stepName, state: In(['failed', 'canceled']), signalId: Not(IsNull()) },
         order: { createdAt: 'DESC', id: 'DESC' },
       });
       signalId = holder?.signalId ?? null;
     }
-    if (signalId) await this.recordConsumption(manager, signalId, [execution.stepName]);
+    if (signalId) await this.store.consumeSignal(manager, signalId, execution.stepName);
   }
 
   private async claim(manager: EntityManager, signal: Signal): Promise<void> {
@@ -168,42 +171,8 @@ export class SignalRendezvous {
       changes.state = 'claimed';
       changes.claimedAt = now;
     }
-    await manager.update(Signal, { id: signal.id }, changes);
+    await this.store.updateRow<Signal>(manager, 'signals', signal.id, changes);
     Object.assign(signal, changes);
-  }
-
-  /**
-   * `consumed += 1`; the signal becomes `consumed` once no attached chain is still unresolved.
-   * `resolvedSteps` count as resolved whatever their latest row says (an operator skip of a failed step).
-   */
-  private async recordConsumption(manager: EntityManager, signalId: string, resolvedSteps: string[]): Promise<void> {
-    const signal = await manager.findOne(Signal, { where: { id: signalId } });
-    if (!signal || signal.state === 'consumed') return;
-    const now = this.store.now();
-    const changes: Partial<Signal> = { consumed: Number(signal.consumed) + 1, updatedAt: now };
-    if (signal.state === 'claimed' && (await this.fullyResolved(manager, signalId, resolvedSteps))) {
-      changes.state = 'consumed';
-      changes.consumedAt = now;
-    }
-    await manager.update(Signal, { id: signalId }, changes);
-  }
-
-  private async fullyResolved(manager: EntityManager, signalId: string, resolvedSteps: string[]): Promise<boolean> {
-    const pinned = await manager.find(StepExecution, {
-      where: { signalId },
-      select: { id: true, stepName: true, state: true, outcome: true, createdAt: true },
-      order: { createdAt: 'ASC', id: 'ASC' },
-    });
-    const latestByStep = new Map<string, StepExecution>();
-    for (const execution of pinned) {
-      if (ACTIVE_EXECUTION_STATES.includes(execution.state)) return false;
-      latestByStep.set(execution.stepName, execution);
-    }
-    for (const [stepName, latest] of latestByStep) {
-      if (resolvedSteps.includes(stepName)) continue;
-      if (latest.outcome !== 'success' && latest.outcome !== 'skipped') return false;
-    }
-    return true;
   }
 
   /** Oldest-first attachable (not consumed) signal of the workflow the step's matcher accepts. */
@@ -215,6 +184,7 @@ export class SignalRendezvous {
       .orderBy('s.createdAt', 'ASC')
       .addOrderBy('s.id', 'ASC');
     if (step.waitFor!.signalName) query.andWhere('s.name = :name', { name: step.waitFor!.signalName });
+    await this.store.flush(manager);
     const lock = latestRowsLock(manager);
     if (lock) query.setLock(lock.mode);
     for (const signal of await query.getMany()) {
