@@ -46,6 +46,14 @@ export interface ExecuteOptions {
   jobId?: string;
   /** The execution's workflow, when the job carries it (it saves looking it up). */
   workflowId?: string;
+  /** Run the steps that come due as each finishes in this call, within the module's `chainSteps` bounds (queue workers do; test helpers run one step). */
+  chain?: boolean;
+}
+
+/** How far the current chain of inline steps has gone. */
+interface Chain {
+  steps: number;
+  startedAt: number;
 }
 
 type PrepareResult = { run: Prepared } | { done: true; error?: unknown };
@@ -56,6 +64,13 @@ type BodyResult =
   | { kind: 'exception'; error: unknown; policy: ExceptionPolicy };
 
 type ExceptionReason = 'exception_policy' | 'precondition';
+
+/** The inline phase 1 of a chained step failed: its transaction is lost, the outcome is recorded again without it. */
+class ChainedPrepareError extends Error {
+  constructor(readonly cause: unknown) {
+    super('The chained step could not start');
+  }
+}
 
 const LOOKUP_ATTEMPTS = 5;
 const IDEMPOTENT: TransactionOptions = { idempotent: true };
@@ -101,8 +116,27 @@ export class ExecutorService {
       if (prepared.error !== undefined) throw prepared.error;
       return;
     }
-    const result = await this.runBody(prepared.run);
-    await this.finalize(prepared.run, result);
+    const chain: Chain = { steps: 1, startedAt: performance.now() };
+    let run: Prepared | null = prepared.run;
+    while (run) {
+      const result = await this.runBody(run);
+      run = await this.finalize(run, result, this.mayChain(run, result, chain) ? chain : undefined);
+      chain.steps++;
+    }
+  }
+
+  /** Whether the step after this one may start inline, in the transaction that records this one's outcome. */
+  private mayChain(prepared: Prepared, result: BodyResult, chain: Chain): boolean {
+    const { maxSteps, maxDurationMs } = this.options.chainSteps;
+    // Only after a plain completion: flow control (a resumable step's `continue` above all) and
+    // errors keep going through the queue, which is what lets other work in between.
+    return (
+      prepared.run.chain === true &&
+      result.kind === 'completed' &&
+      !this.shuttingDown &&
+      chain.steps < maxSteps &&
+      performance.now() - chain.startedAt < maxDurationMs
+    );
   }
 
   private async findWorkflowId(executionId: string): Promise<string | null> {
@@ -134,6 +168,18 @@ export class ExecutorService {
 
   private async prepare(manager: EntityManager, executionId: string, workflowId: string, options: ExecuteOptions): Promise<PrepareResult> {
     const { workflow, execution } = await this.store.lockStep(manager, workflowId, executionId);
+    return this.prepareLocked(manager, workflow, execution, executionId, options);
+  }
+
+  /** Phase 1 once the workflow and execution rows are locked and read. */
+  private async prepareLocked(
+    manager: EntityManager,
+    workflow: WorkflowRecord,
+    execution: StepExecution | null,
+    executionId: string,
+    options: ExecuteOptions,
+  ): Promise<PrepareResult> {
+    const workflowId = workflow.id;
     if (!execution || execution.state !== 'scheduled') {
       // Tagged like every other line about the execution, when it still exists.
       const lateLogger = execution ? new ContextLogger(this.logger, workflow, execution) : this.logger;
@@ -379,13 +425,33 @@ export class ExecutorService {
 
   // ---------------------------------------------------------------- phase 3: finalize
 
-  private async finalize(prepared: Prepared, result: BodyResult): Promise<void> {
+  /**
+   * Records the outcome. With `chain`, when the outcome schedules a step that is due now, that
+   * step's phase 1 runs in the same transaction and the prepared run is returned for the caller to
+   * carry on with; should that fail, the outcome is recorded again alone and the step goes through
+   * the queue (its own phase 1 then deals with the failure).
+   */
+  private async finalize(prepared: Prepared, result: BodyResult, chain?: Chain): Promise<Prepared | null> {
+    if (chain) {
+      try {
+        return await this.finalizeOnce(prepared, result, chain);
+      } catch (error) {
+        if (!(error instanceof ChainedPrepareError)) throw error;
+        prepared.logger.warn(`Starting the next step inline failed (${String(error.cause)}): it goes through the queue`);
+      }
+    }
+    return this.finalizeOnce(prepared, result);
+  }
+
+  private async finalizeOnce(prepared: Prepared, result: BodyResult, chain?: Chain): Promise<Prepared | null> {
     const started = performance.now();
+    let next: Prepared | null = null;
     // Retried after a lost connection, even one lost during COMMIT: the transaction records the
     // outcome only while the execution is still `in_progress` under its lock, so a retry after a
     // COMMIT that did go through finds it closed and changes nothing (the successor it scheduled is
     // then enqueued by stuck-scheduled recovery, its after-commit job having died with the commit).
     const states = await this.transactions.run((manager) => this.store.batched(manager, async () => {
+      next = null; // a transaction run again after a lost connection starts over
       const { workflow, execution } = await this.store.lockStep(manager, prepared.workflowId, prepared.executionId);
       if (!execution || execution.state !== 'in_progress') {
         prepared.logger.warn(`Execution is ${execution?.state ?? 'gone'} after the body ran (recovered meanwhile?): outcome discarded`);
@@ -408,6 +474,17 @@ export class ExecutorService {
       } else {
         await this.applyOutcome(manager, prepared, workflow, result.kind === 'flow' ? result.intent : undefined);
       }
+      const due = chain ? await this.store.takeDueJob(manager) : null;
+      if (due) {
+        const states = { workflowState: workflow.state, stepState: execution.state };
+        try {
+          const started = await this.prepareLocked(manager, workflow, due, due.id, { ...prepared.run, jobId: undefined });
+          if ('run' in started) next = started.run;
+        } catch (error) {
+          throw new ChainedPrepareError(error);
+        }
+        return states;
+      }
       return { workflowState: workflow.state, stepState: execution.state };
     }), undefined, IDEMPOTENT);
     publish('finalize', () => ({
@@ -418,6 +495,7 @@ export class ExecutorService {
     }));
     prepared.logger.log(`Step finished: ${states ? `${states.stepState}, workflow ${states.workflowState}` : 'outcome discarded'}`);
     if (result.kind === 'exception' && states) throw result.error;
+    return next;
   }
 
   /** Records a completed body (no intent) or a flow-control intent, and schedules what follows. */

@@ -18,6 +18,13 @@ import { lockRow } from './row-lock.js';
 import { hotPathSqlFor, type HotPathSql, type WriteBatch } from './sql/index.js';
 import type { SchemaCapabilities } from './schema-capabilities.js';
 
+/** A job scheduled by a batched phase, not sent yet. */
+interface PendingJob {
+  execution: StepExecution;
+  jobOptions: StepJobOptions;
+  jobId?: string;
+}
+
 /** Options for a new execution. */
 export interface NewExecution {
   waitMs?: number;
@@ -37,6 +44,8 @@ export interface NewExecution {
 export class WorkflowStore {
   private sqlOf: HotPathSql | undefined;
   private readonly batches = new WeakMap<EntityManager, WriteBatch>();
+  /** The jobs a batched phase scheduled, sent when it ends unless the executor runs one inline (see takeDueJob). */
+  private readonly batchJobs = new WeakMap<EntityManager, PendingJob[]>();
 
   constructor(
     private readonly queue: QueuePort,
@@ -73,13 +82,31 @@ export class WorkflowStore {
   async batched<T>(manager: EntityManager, work: () => Promise<T>): Promise<T> {
     if (this.batches.has(manager)) return work();
     this.batches.set(manager, { updates: [], inserts: [], consumptions: [] });
+    this.batchJobs.set(manager, []);
     try {
       const result = await work();
       await this.flush(manager);
+      for (const job of this.batchJobs.get(manager)!) await this.send(manager, job);
       return result;
     } finally {
       this.batches.delete(manager);
+      this.batchJobs.delete(manager);
     }
+  }
+
+  /**
+   * The one job the current batched phase scheduled, when it is due now and may run inline: it is
+   * taken out (never sent), for the executor to run in this transaction and worker. Its row is
+   * written first, so it has its id.
+   */
+  async takeDueJob(manager: EntityManager): Promise<StepExecution | null> {
+    const jobs = this.batchJobs.get(manager);
+    if (!jobs || jobs.length !== 1) return null;
+    const [job] = jobs;
+    if (job.jobId !== undefined || job.jobOptions.chain === false || job.execution.scheduledFor.getTime() > this.now().getTime()) return null;
+    jobs.length = 0;
+    await this.flush(manager);
+    return job.execution;
   }
 
   /** Writes what the phase of `manager` has pending (a no-op outside {@link batched}). */
@@ -277,21 +304,27 @@ export class WorkflowStore {
    * replaces the execution id as the job's identity in the queue (see StepJob.jobId).
    */
   async enqueue(manager: EntityManager, execution: StepExecution, jobOptions: StepJobOptions, jobId?: string): Promise<void> {
-    // Built when it is sent: a row inserted in the pending batch gets its id when the batch is written.
-    const job = (): StepJob => ({
+    const job: PendingJob = { execution, jobOptions, jobId };
+    const pending = this.batchJobs.get(manager);
+    if (pending) pending.push(job);
+    else await this.send(manager, job);
+  }
+
+  private async send(manager: EntityManager, { execution, jobOptions, jobId }: PendingJob): Promise<void> {
+    const { chain: _inline, ...queueOptions } = jobOptions;
+    const job: StepJob = {
       executionId: execution.id,
       workflowId: execution.workflowId,
       runAt: execution.scheduledFor,
-      jobOptions,
+      jobOptions: queueOptions,
       ...(jobId === undefined ? {} : { jobId }),
-    });
+    };
     if (!this.enqueueAfterCommit) {
-      await this.flush(manager);
-      await this.queue.enqueue(job());
+      await this.queue.enqueue(job);
       return;
     }
     await this.afterCommit.register(manager, async () => {
-      await this.queue.enqueue(job());
+      await this.queue.enqueue(job);
     });
   }
 
