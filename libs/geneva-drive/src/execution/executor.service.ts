@@ -1,5 +1,6 @@
 import { Inject, Injectable, type LoggerService } from '@nestjs/common';
 import { In, type EntityManager } from 'typeorm';
+import type { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { SignalsNotMigratedError } from '../errors/signal.errors.js';
@@ -167,8 +168,8 @@ export class ExecutorService {
   }
 
   private async prepare(manager: EntityManager, executionId: string, workflowId: string, options: ExecuteOptions): Promise<PrepareResult> {
-    const { workflow, execution } = await this.store.lockStep(manager, workflowId, executionId);
-    return this.prepareLocked(manager, workflow, execution, executionId, options);
+    const { workflow, execution, signal } = await this.store.lockStep(manager, workflowId, executionId);
+    return this.prepareLocked(manager, workflow, execution, executionId, options, signal);
   }
 
   /** Phase 1 once the workflow and execution rows are locked and read. */
@@ -178,6 +179,7 @@ export class ExecutorService {
     execution: StepExecution | null,
     executionId: string,
     options: ExecuteOptions,
+    pinned: Signal | null = null,
   ): Promise<PrepareResult> {
     const workflowId = workflow.id;
     if (!execution || execution.state !== 'scheduled') {
@@ -224,7 +226,7 @@ export class ExecutorService {
       publish('precondition', () => ({ ...this.eventBase(prepared, started), outcome, ...(exception === undefined ? {} : { exception }) }));
     let verdict: 'cancel' | 'skip' | 'wait' | 'pass';
     try {
-      verdict = await this.evaluatePreconditions(manager, prepared, workflow);
+      verdict = await this.evaluatePreconditions(manager, prepared, workflow, pinned);
     } catch (error) {
       event('exception', error);
       logger.error(`Precondition raised ${String(error)}`);
@@ -280,7 +282,12 @@ export class ExecutorService {
   }
 
   /** cancelIf, then skipIf, then (for `waitFor` steps) the signal gate, in that order. */
-  private async evaluatePreconditions(manager: EntityManager, prepared: Prepared, workflow: WorkflowRecord): Promise<'cancel' | 'skip' | 'wait' | 'pass'> {
+  private async evaluatePreconditions(
+    manager: EntityManager,
+    prepared: Prepared,
+    workflow: WorkflowRecord,
+    pinned: Signal | null,
+  ): Promise<'cancel' | 'skip' | 'wait' | 'pass'> {
     const { definition, step, instance, execution } = prepared;
     if (step.waitFor) this.gate.assertSchemaSupportsSignals(workflow, step);
     for (const condition of definition.cancelIf) {
@@ -288,7 +295,7 @@ export class ExecutorService {
     }
     if (step.skipIf !== undefined && (await evaluateCondition(step.skipIf, instance))) return 'skip';
     if (step.waitFor) {
-      const signal = await this.gate.attachOrPark(manager, workflow, execution, step, instance);
+      const signal = await this.gate.attachOrPark(manager, workflow, execution, step, instance, pinned);
       if (signal === null) return 'wait';
       workflowInternals.bind(instance, { hero: instance.hero, record: workflow, execution, signal, logger: prepared.logger });
     }

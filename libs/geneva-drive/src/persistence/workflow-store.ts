@@ -1,4 +1,5 @@
 import { In, type EntityManager } from 'typeorm';
+import type { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
@@ -16,6 +17,7 @@ import { assertWorkflowTransition, STOPPED_WORKFLOW_STATES, type WorkflowState }
 import type { AfterCommitSubscriber } from './after-commit.js';
 import { lockRow } from './row-lock.js';
 import { hotPathSqlFor, type HotPathSql, type WriteBatch } from './sql/index.js';
+import type { HeroRow } from './sql/hot-path-sql.js';
 import type { SchemaCapabilities } from './schema-capabilities.js';
 
 /** A job scheduled by a batched phase, not sent yet. */
@@ -147,16 +149,20 @@ export class WorkflowStore {
    * The workflow and its execution under their row locks, read in one statement (the start of every
    * executor transaction). The execution is null when it is gone or not the workflow's.
    */
-  async lockStep(manager: EntityManager, workflowId: string, executionId: string): Promise<{ workflow: WorkflowRecord; execution: StepExecution | null }> {
+  async lockStep(
+    manager: EntityManager,
+    workflowId: string,
+    executionId: string,
+  ): Promise<{ workflow: WorkflowRecord; execution: StepExecution | null; signal: Signal | null }> {
     await this.flush(manager);
     const rows = await this.sql(manager).lockStep(manager, this.workflowId(workflowId), executionId);
     if (rows) return rows;
-    return { workflow: await this.lockWorkflow(manager, workflowId), execution: await this.lockExecution(manager, executionId) };
+    return { workflow: await this.lockWorkflow(manager, workflowId), execution: await this.lockExecution(manager, executionId), signal: null };
   }
 
   async lockWorkflow(manager: EntityManager, id: string): Promise<WorkflowRecord> {
     await this.flush(manager);
-    const workflow = await lockRow(manager, WorkflowRecord, this.workflowId(id));
+    const workflow = await this.sql(manager).lockWorkflow(manager, this.workflowId(id));
     if (!workflow) throw new WorkflowNotFoundError(id);
     return workflow;
   }
@@ -167,22 +173,27 @@ export class WorkflowStore {
   }
 
   async insertWorkflow(manager: EntityManager, values: Pick<WorkflowRecord, 'type' | 'heroType' | 'heroId' | 'allowMultiple'>): Promise<WorkflowRecord> {
+    const workflow = this.newWorkflow(manager, values, null);
+    await manager.insert(WorkflowRecord, workflow);
+    workflow.id = String(workflow.id);
+    return workflow;
+  }
+
+  /** A new `ready` workflow, not written yet. */
+  private newWorkflow(manager: EntityManager, values: Pick<WorkflowRecord, 'type' | 'heroType' | 'heroId' | 'allowMultiple'>, nextStepName: string | null): WorkflowRecord {
     const now = this.now();
     // Every nullable column explicitly null, so the record `start` returns reads like the row.
-    const workflow = this.schema.withNewId(manager.create(WorkflowRecord, {
+    return this.schema.withNewId(manager.create(WorkflowRecord, {
       ...values,
       state: 'ready',
       currentStepName: null,
-      nextStepName: null,
+      nextStepName,
       startedAt: null,
       transitionedAt: null,
       finishedAt: null,
       createdAt: now,
       updatedAt: now,
     }));
-    await manager.insert(WorkflowRecord, workflow);
-    workflow.id = String(workflow.id);
-    return workflow;
   }
 
   /** Moves the workflow through its state machine, stamping the lifecycle timestamps, plus `patch`. */
@@ -279,10 +290,37 @@ export class WorkflowStore {
     return execution;
   }
 
+  /**
+   * `start()`'s writes: the workflow, `ready` with `nextStepName` at its first step, and that step's
+   * execution, whose job is enqueued after the outermost commit (at once without a transaction: the
+   * writes are one statement on PostgreSQL). Null, with nothing written, when the hero row is gone.
+   */
+  async startWorkflow(
+    manager: EntityManager,
+    values: Pick<WorkflowRecord, 'type' | 'heroType' | 'heroId' | 'allowMultiple'>,
+    definition: WorkflowDefinition,
+    first: StepDefinition,
+    hero: HeroRow,
+  ): Promise<WorkflowRecord | null> {
+    const workflow = this.newWorkflow(manager, values, first.name);
+    const execution = this.newExecution(manager, workflow.id, first.name, { waitMs: first.waitMs });
+    if (!(await this.sql(manager).insertStart(manager, workflow, execution, hero))) return null;
+    await this.enqueue(manager, execution, jobOptionsFor(definition, first));
+    return workflow;
+  }
+
   /** Inserts a `scheduled` execution, nothing else (no pointer update, no job). */
   async insertExecution(manager: EntityManager, workflowId: string, stepName: string, options: NewExecution = {}): Promise<StepExecution> {
+    const execution = this.newExecution(manager, workflowId, stepName, options);
+    const codec = this.sql(manager).executions;
+    await this.write(manager, (batch) => batch.inserts.push({ codec, row: execution, inserted: (id) => (execution.id = id) }));
+    return execution;
+  }
+
+  /** A new `scheduled` execution, not written yet (its id is set on uuid keys only). */
+  private newExecution(manager: EntityManager, workflowId: string, stepName: string, options: NewExecution): StepExecution {
     const now = this.now();
-    const execution = this.schema.withNewId(manager.create(StepExecution, {
+    return this.schema.withNewId(manager.create(StepExecution, {
       workflowId,
       stepName,
       state: 'scheduled',
@@ -294,9 +332,6 @@ export class WorkflowStore {
       createdAt: now,
       updatedAt: now,
     }));
-    const codec = this.sql(manager).executions;
-    await this.write(manager, (batch) => batch.inserts.push({ codec, row: execution, inserted: (id) => (execution.id = id) }));
-    return execution;
   }
 
   /**

@@ -41,7 +41,7 @@ export class SignalRendezvous {
 
   /**
    * For a `waitFor` step about to start: the pinned signal if the execution carries one (woken by
-   * dispatch, or inherited by a successor), else the oldest attachable matching signal (claimed and
+   * dispatch, or inherited by a successor; `pinned` when its row was read with the lock), else the oldest attachable matching signal (claimed and
    * pinned now), else park the execution as `waiting` and return null.
    */
   async attachOrPark(
@@ -50,8 +50,9 @@ export class SignalRendezvous {
     execution: StepExecution,
     step: StepDefinition,
     instance: GenevaWorkflow<any>,
+    pinned: Signal | null = null,
   ): Promise<Signal | null> {
-    if (execution.signalId) return manager.findOneOrFail(Signal, { where: { id: execution.signalId } });
+    if (execution.signalId) return pinned?.id === execution.signalId ? pinned : manager.findOneOrFail(Signal, { where: { id: execution.signalId } });
     const signal = await this.firstMatching(manager, workflow.id, step, instance);
     if (signal) {
       await this.claim(manager, signal);

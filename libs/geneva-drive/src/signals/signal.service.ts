@@ -57,7 +57,8 @@ export class SignalService {
     options: SignalOptions<Payload> = {},
   ): Promise<Signal<Payload>> {
     const { workflowId, prepared } = this.intake.prepareCall(workflow, name, options);
-    const result = await this.transactions.run(async (manager) => {
+    // Batched: a wake's claim and the execution it schedules are written together.
+    const result = await this.transactions.run((manager) => this.store.batched(manager, async () => {
       const record = await this.store.lockWorkflow(manager, workflowId);
       const terminal = !record.isOngoing();
       if (terminal && prepared.idempotencyKey === null) throw new WorkflowNotOngoingError(record.id, record.state, name);
@@ -69,7 +70,7 @@ export class SignalService {
       // A paused workflow buffers: resume delivers.
       const woken = duplicate || record.isPaused() ? 0 : await this.rendezvous.dispatch(manager, record, signal);
       return { signal, woken };
-    }, options?.manager);
+    }), options?.manager);
     publish('signal', () => ({
       workflowId,
       signalId: result.signal.id,

@@ -37,6 +37,11 @@ export class EntityCodec<T extends ObjectLiteral> {
     return entity;
   }
 
+  /** Whether the schema has the property's column (the signal columns need their migration). */
+  has(property: keyof T & string): boolean {
+    return this.selectable.some((column) => column.propertyName === property);
+  }
+
   /** The quoted column name of a property. */
   column(property: keyof T & string): string {
     return this.quote(this.metadataOf(property));

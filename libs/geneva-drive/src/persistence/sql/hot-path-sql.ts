@@ -33,6 +33,15 @@ export interface WriteBatch {
   consumptions: SignalConsumption[];
 }
 
+/** The hero row a new workflow needs: inserted only if `SELECT 1 FROM table WHERE column = value` finds it. */
+export interface HeroRow {
+  table: string;
+  column: string;
+  value: unknown;
+  /** A soft-deleted hero (a `@DeleteDateColumn` set) is no hero. */
+  deletedColumn?: string;
+}
+
 /** A statement and its parameters. */
 export interface Statement {
   sql: string;
@@ -50,6 +59,7 @@ export abstract class HotPathSql {
   readonly executions: EntityCodec<StepExecution>;
   readonly signals: EntityCodec<Signal>;
   private lockSql: string | undefined;
+  private lockWorkflowSql: string | undefined;
 
   constructor(protected readonly dataSource: DataSource) {
     this.workflows = new EntityCodec(dataSource, WorkflowRecord);
@@ -60,8 +70,11 @@ export abstract class HotPathSql {
   /** The placeholder of the `index`-th (1-based) parameter. */
   protected abstract placeholder(index: number): string;
 
-  /** Takes the rows' locks for `lockStep` (PostgreSQL and MySQL: FOR UPDATE; SQLite: the write lock). */
-  protected abstract lockClause(): string;
+  /**
+   * Takes the rows' locks (PostgreSQL and MySQL: FOR UPDATE; SQLite: none, the write lock is held).
+   * `of` names the tables to lock where a read also joins rows it must not lock (PostgreSQL).
+   */
+  protected abstract lockClause(of?: string): string;
 
   /** The join of the locking read (MySQL reads the workflow first, in the order every writer locks). */
   protected join(): string {
@@ -75,18 +88,86 @@ export abstract class HotPathSql {
   protected async beforeLock(_manager: EntityManager, _workflowId: string): Promise<void> {}
 
   /**
-   * Reads the workflow and its execution under their row locks, in one statement. Null when either
-   * is gone or the execution is not the workflow's.
+   * Reads the workflow and its execution under their row locks, and the signal the execution is
+   * pinned to (a woken step's), in one statement. Null when the workflow or execution is gone or the
+   * execution is not the workflow's. `signal` is null without a pin or without the signals migration.
    */
-  async lockStep(manager: EntityManager, workflowId: string, executionId: string): Promise<{ workflow: WorkflowRecord; execution: StepExecution } | null> {
+  async lockStep(
+    manager: EntityManager,
+    workflowId: string,
+    executionId: string,
+  ): Promise<{ workflow: WorkflowRecord; execution: StepExecution; signal: Signal | null } | null> {
     await this.beforeLock(manager, workflowId);
+    const pins = this.executions.has('signalId');
     this.lockSql ??=
-      `SELECT ${this.workflows.selectList('w')}, ${this.executions.selectList('e')} FROM ${this.workflows.table} w ${this.join()} ${this.executions.table} e ` +
+      `SELECT ${this.workflows.selectList('w')}, ${this.executions.selectList('e')}${pins ? `, ${this.signals.selectList('s')}` : ''} ` +
+      `FROM ${this.workflows.table} w ${this.join()} ${this.executions.table} e ` +
       `ON e.${this.executions.column('id')} = ${this.placeholder(2)} AND e.${this.executions.column('workflowId')} = w.${this.workflows.column('id')} ` +
-      `WHERE w.${this.workflows.column('id')} = ${this.placeholder(1)}${this.lockClause()}`;
+      (pins ? `LEFT JOIN ${this.signals.table} s ON s.${this.signals.column('id')} = e.${this.executions.column('signalId')} ` : '') +
+      `WHERE w.${this.workflows.column('id')} = ${this.placeholder(1)}${this.lockClause('w, e')}`;
     const rows: Array<Record<string, unknown>> = await manager.query(this.lockSql, [workflowId, executionId]);
     if (rows.length === 0) return null;
-    return { workflow: this.workflows.fromRow(rows[0], 'w'), execution: this.executions.fromRow(rows[0], 'e') };
+    const execution = this.executions.fromRow(rows[0], 'e');
+    const signal = pins && execution.signalId !== null ? this.signals.fromRow(rows[0], 's') : null;
+    return { workflow: this.workflows.fromRow(rows[0], 'w'), execution, signal: signal?.id ? signal : null };
+  }
+
+  /** The workflow under its row lock. */
+  async lockWorkflow(manager: EntityManager, workflowId: string): Promise<WorkflowRecord | null> {
+    await this.beforeLock(manager, workflowId);
+    this.lockWorkflowSql ??= `SELECT ${this.workflows.selectList('w')} FROM ${this.workflows.table} w WHERE w.${this.workflows.column('id')} = ${this.placeholder(1)}${this.lockClause()}`;
+    const rows: Array<Record<string, unknown>> = await manager.query(this.lockWorkflowSql, [workflowId]);
+    return rows.length === 0 ? null : this.workflows.fromRow(rows[0], 'w');
+  }
+
+  /** Whether `start()` writes in one statement, with no transaction of its own (PostgreSQL). */
+  readonly startsInOneStatement: boolean = false;
+
+  /** Whether INSERT ... RETURNING gives the new id (MySQL reports `insertId` instead). */
+  protected readonly returning: boolean = true;
+
+  /**
+   * Inserts a new workflow and its first execution (none for a workflow without steps) when the hero
+   * row exists; false, with nothing written, when it does not. The rows receive their ids.
+   */
+  async insertStart(manager: EntityManager, workflow: WorkflowRecord, execution: StepExecution | null, hero: HeroRow): Promise<boolean> {
+    const params: unknown[] = [];
+    const result: unknown = await manager.query(this.insertWorkflowStatement(workflow, hero, params, this.returning), params);
+    const id = this.insertedId(result, workflow.id);
+    if (id === null) return false;
+    workflow.id = id;
+    if (execution) {
+      execution.workflowId = id;
+      const insertParams: unknown[] = [];
+      const row = { codec: this.executions, row: execution, inserted: (value: string) => (execution.id = value) } as RowInsert;
+      const inserted: unknown = await manager.query(this.insertStatement(row, insertParams, this.returning), insertParams);
+      execution.id = this.insertedId(inserted, execution.id)!;
+    }
+    return true;
+  }
+
+  /** The id of a row an INSERT wrote (from RETURNING, or MySQL's insertId), or null when it wrote none. */
+  protected insertedId(result: unknown, given: string | undefined): string | null {
+    if (Array.isArray(result)) return result.length === 0 ? null : given ?? String(Object.values(result[0] as object)[0]);
+    const { insertId, affectedRows } = result as { insertId?: number | string; affectedRows?: number };
+    if (affectedRows === 0) return null;
+    return given ?? String(insertId);
+  }
+
+  /** `INSERT INTO workflows (...) SELECT <values> WHERE EXISTS (<the hero row>)`. */
+  protected insertWorkflowStatement(workflow: WorkflowRecord, hero: HeroRow, params: unknown[], returning: boolean): string {
+    const columns = this.workflows.writable(workflow, 'insert').filter(({ column, value }) => column !== this.workflows.column('id') || value != null);
+    const values = columns.map(({ value }) => this.bind(params, value)).join(', ');
+    const exists = `SELECT 1 FROM ${hero.table} h WHERE h.${hero.column} = ${this.bind(params, hero.value)}${hero.deletedColumn ? ` AND h.${hero.deletedColumn} IS NULL` : ''}`;
+    return (
+      `INSERT INTO ${this.workflows.table} (${columns.map(({ column }) => column).join(', ')}) SELECT ${values}${this.fromNothing()} WHERE EXISTS (${exists})` +
+      (returning ? ` RETURNING ${this.workflows.column('id')}` : '')
+    );
+  }
+
+  /** What a SELECT without a table needs before WHERE (MySQL: `FROM DUAL`). */
+  protected fromNothing(): string {
+    return '';
   }
 
   // ------------------------------------------------------------ statement builders

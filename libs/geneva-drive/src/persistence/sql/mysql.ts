@@ -19,6 +19,12 @@ export class MysqlHotPathSql extends HotPathSql {
     return 'STRAIGHT_JOIN';
   }
 
+  protected readonly returning = false;
+
+  protected fromNothing(): string {
+    return ' FROM DUAL';
+  }
+
   async write(manager: EntityManager, batch: WriteBatch): Promise<void> {
     for (const consumption of batch.consumptions) {
       const params: unknown[] = [];

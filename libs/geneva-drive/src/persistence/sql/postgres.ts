@@ -1,5 +1,7 @@
 import type { EntityManager } from 'typeorm';
-import { HotPathSql, type WriteBatch } from './hot-path-sql.js';
+import type { StepExecution } from '../../entities/step-execution.entity.js';
+import type { WorkflowRecord } from '../../entities/workflow.entity.js';
+import { HotPathSql, type HeroRow, type WriteBatch } from './hot-path-sql.js';
 
 /**
  * PostgreSQL: every write of a phase in one statement — data-modifying CTEs, each row written once,
@@ -11,8 +13,34 @@ export class PostgresHotPathSql extends HotPathSql {
     return `$${index}`;
   }
 
-  protected lockClause(): string {
-    return ' FOR UPDATE';
+  protected lockClause(of?: string): string {
+    return of ? ` FOR UPDATE OF ${of}` : ' FOR UPDATE';
+  }
+
+  readonly startsInOneStatement = true;
+
+  /** Both rows in one statement: the execution's INSERT reads the workflow's new id from the first. */
+  async insertStart(manager: EntityManager, workflow: WorkflowRecord, execution: StepExecution | null, hero: HeroRow): Promise<boolean> {
+    if (!execution) return super.insertStart(manager, workflow, null, hero);
+    const params: unknown[] = [];
+    const insertWorkflow = this.insertWorkflowStatement(workflow, hero, params, true);
+    const columns = this.executions
+      .writable(execution, 'insert')
+      .filter(({ column, value }) => column !== this.executions.column('id') || value != null)
+      .filter(({ column }) => column !== this.executions.column('workflowId'));
+    const values = columns.map(({ value }) => this.bind(params, value)).join(', ');
+    const insertExecution =
+      `INSERT INTO ${this.executions.table} (${this.executions.column('workflowId')}, ${columns.map(({ column }) => column).join(', ')}) ` +
+      `SELECT w.${this.workflows.column('id')}, ${values} FROM w RETURNING ${this.executions.column('id')}`;
+    const rows: Array<{ w: unknown; e: unknown }> = await manager.query(
+      `WITH w AS (${insertWorkflow}), e AS (${insertExecution}) SELECT (SELECT * FROM w) AS w, (SELECT * FROM e) AS e`,
+      params,
+    );
+    if (rows[0].w === null) return false;
+    workflow.id = String(rows[0].w);
+    execution.workflowId = workflow.id;
+    execution.id = String(rows[0].e);
+    return true;
   }
 
   async write(manager: EntityManager, batch: WriteBatch): Promise<void> {
