@@ -9,6 +9,7 @@ import { PAUSE_POLICY, resolveExceptionPolicy, type ExceptionPolicy } from '../e
 import { isFlowControl, type FlowControlIntent } from '../flow-control/flow-control.js';
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
+import type { StepJobHints } from '../queue/queue.port.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
 import { publish } from '../instrumentation/geneva-drive.events.js';
 import { TransactionRunner, type TransactionOptions } from '../persistence/transaction-runner.js';
@@ -18,7 +19,6 @@ import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { SignalRendezvous } from '../signals/signal-rendezvous.js';
 import { workflowInternals, type GenevaWorkflow } from '../workflow/geneva-workflow.js';
 import { errorColumns, withMetadata } from './error-record.js';
-import { loadHero } from './hero.js';
 import { isInterrupt, StepIteration } from './step-iteration.js';
 import { WorkflowInstances } from './workflow-instances.js';
 
@@ -45,8 +45,8 @@ export interface ExecuteOptions {
   maxIterations?: number;
   /** The id of the queue job running the execution, recorded on it (`StepExecution.jobId`) when it starts. */
   jobId?: string;
-  /** The execution's workflow, when the job carries it (it saves looking it up). */
-  workflowId?: string;
+  /** What the job carries besides the execution id: its workflow and hero (they save lookups). */
+  hints?: StepJobHints;
   /** Run the steps that come due as each finishes in this call, within the module's `chainSteps` bounds (queue workers do; test helpers run one step). */
   chain?: boolean;
 }
@@ -107,7 +107,7 @@ export class ExecutorService {
 
   /** Runs the execution with this id if it is due to run; a duplicate or late job is a logged no-op. */
   async execute(executionId: string, options: ExecuteOptions = {}): Promise<void> {
-    const workflowId = options.workflowId ?? (await this.findWorkflowId(executionId));
+    const workflowId = options.hints?.workflowId ?? (await this.findWorkflowId(executionId));
     if (workflowId === null) {
       this.logger.warn(`Step execution ${executionId} does not exist (deleted, or never committed); job ignored`);
       return;
@@ -168,8 +168,10 @@ export class ExecutorService {
   }
 
   private async prepare(manager: EntityManager, executionId: string, workflowId: string, options: ExecuteOptions): Promise<PrepareResult> {
-    const { workflow, execution, signal } = await this.store.lockStep(manager, workflowId, executionId);
-    return this.prepareLocked(manager, workflow, execution, executionId, options, signal);
+    const { heroType, heroId } = options.hints ?? {};
+    const hint = heroType !== undefined && heroId !== undefined ? { type: heroType, id: heroId } : undefined;
+    const { workflow, execution, signal, hero } = await this.store.lockStep(manager, workflowId, executionId, hint);
+    return this.prepareLocked(manager, workflow, execution, executionId, options, signal, hero);
   }
 
   /** Phase 1 once the workflow and execution rows are locked and read. */
@@ -180,6 +182,7 @@ export class ExecutorService {
     executionId: string,
     options: ExecuteOptions,
     pinned: Signal | null = null,
+    preloadedHero?: object | null,
   ): Promise<PrepareResult> {
     const workflowId = workflow.id;
     if (!execution || execution.state !== 'scheduled') {
@@ -196,7 +199,7 @@ export class ExecutorService {
       return { done: true };
     }
 
-    const hero = await loadHero(manager, workflow.heroType, workflow.heroId);
+    const hero = preloadedHero !== undefined ? preloadedHero : await this.store.readHero(manager, workflow.heroType, workflow.heroId);
     if (hero === null && !definition?.mayProceedWithoutHero) {
       logger.log('Hero is gone: workflow canceled');
       await this.store.transitionExecution(manager, execution, 'canceled', 'canceled');
@@ -481,11 +484,13 @@ export class ExecutorService {
       } else {
         await this.applyOutcome(manager, prepared, workflow, result.kind === 'flow' ? result.intent : undefined);
       }
-      const due = chain ? await this.store.takeDueJob(manager) : null;
+      const due = chain ? this.store.takeDueJob(manager) : null;
       if (due) {
         const states = { workflowState: workflow.state, stepState: execution.state };
         try {
-          const started = await this.prepareLocked(manager, workflow, due, due.id, { ...prepared.run, jobId: undefined });
+          // The hero's read writes this outcome and the new row with it, in one statement where the dialect allows.
+          const hero = await this.store.readHero(manager, workflow.heroType, workflow.heroId);
+          const started = await this.prepareLocked(manager, workflow, due, due.id, { ...prepared.run, jobId: undefined }, null, hero);
           if ('run' in started) next = started.run;
         } catch (error) {
           throw new ChainedPrepareError(error);

@@ -4,7 +4,7 @@ import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import type { StepJobOptions } from '../interfaces/step-options.interface.js';
-import type { QueuePort, StepJob } from '../queue/queue.port.js';
+import type { QueuePort, StepJob, StepJobHints } from '../queue/queue.port.js';
 import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-definition.js';
 import {
   ACTIVE_EXECUTION_STATES,
@@ -17,11 +17,13 @@ import { assertWorkflowTransition, STOPPED_WORKFLOW_STATES, type WorkflowState }
 import type { AfterCommitSubscriber } from './after-commit.js';
 import { lockRow } from './row-lock.js';
 import { hotPathSqlFor, type HotPathSql, type WriteBatch } from './sql/index.js';
-import type { HeroRow } from './sql/hot-path-sql.js';
+import type { HeroKey, HeroRow } from './sql/hot-path-sql.js';
+import { loadHero } from '../execution/hero.js';
 import type { SchemaCapabilities } from './schema-capabilities.js';
 
 /** A job scheduled by a batched phase, not sent yet. */
 interface PendingJob {
+  workflow: Pick<WorkflowRecord, 'id' | 'heroType' | 'heroId'>;
   execution: StepExecution;
   jobOptions: StepJobOptions;
   jobId?: string;
@@ -98,16 +100,15 @@ export class WorkflowStore {
 
   /**
    * The one job the current batched phase scheduled, when it is due now and may run inline: it is
-   * taken out (never sent), for the executor to run in this transaction and worker. Its row is
-   * written first, so it has its id.
+   * taken out (never sent), for the executor to run in this transaction and worker. Its row may
+   * still be pending: the next read through this store writes it (and gives it its id).
    */
-  async takeDueJob(manager: EntityManager): Promise<StepExecution | null> {
+  takeDueJob(manager: EntityManager): StepExecution | null {
     const jobs = this.batchJobs.get(manager);
     if (!jobs || jobs.length !== 1) return null;
     const [job] = jobs;
     if (job.jobId !== undefined || job.jobOptions.chain === false || job.execution.scheduledFor.getTime() > this.now().getTime()) return null;
     jobs.length = 0;
-    await this.flush(manager);
     return job.execution;
   }
 
@@ -153,11 +154,29 @@ export class WorkflowStore {
     manager: EntityManager,
     workflowId: string,
     executionId: string,
-  ): Promise<{ workflow: WorkflowRecord; execution: StepExecution | null; signal: Signal | null }> {
+    hero?: HeroKey,
+  ): Promise<{ workflow: WorkflowRecord; execution: StepExecution | null; signal: Signal | null; hero?: object | null }> {
     await this.flush(manager);
-    const rows = await this.sql(manager).lockStep(manager, this.workflowId(workflowId), executionId);
+    const rows = await this.sql(manager).lockStep(manager, this.workflowId(workflowId), executionId, hero);
     if (rows) return rows;
     return { workflow: await this.lockWorkflow(manager, workflowId), execution: await this.lockExecution(manager, executionId), signal: null };
+  }
+
+  /**
+   * The workflow's hero, or null when its row is gone. Read by fixed SQL with the phase's pending
+   * writes (one statement on PostgreSQL), or through TypeORM for an entity that needs it.
+   */
+  async readHero(manager: EntityManager, heroType: string, heroId: string): Promise<object | null> {
+    const sql = this.sql(manager);
+    const codec = sql.heroCodec(heroType);
+    if (!codec) {
+      await this.flush(manager);
+      return loadHero(manager, heroType, heroId);
+    }
+    const pending = this.batches.get(manager);
+    if (pending) this.batches.set(manager, { updates: [], inserts: [], consumptions: [] });
+    const rows = await sql.write(manager, pending ?? { updates: [], inserts: [], consumptions: [] }, sql.heroRead(codec, heroId));
+    return sql.heroFrom(codec, rows);
   }
 
   async lockWorkflow(manager: EntityManager, id: string): Promise<WorkflowRecord> {
@@ -286,7 +305,7 @@ export class WorkflowStore {
     const execution = await this.insertExecution(manager, workflow.id, stepName, options);
     const changes = workflow.nextStepName === stepName ? workflowChanges : { ...workflowChanges, nextStepName: stepName };
     await this.updateWorkflow(manager, workflow, changes);
-    await this.enqueue(manager, execution, jobOptionsFor(definition, definition?.step(stepName)));
+    await this.enqueue(manager, workflow, execution, jobOptionsFor(definition, definition?.step(stepName)));
     return execution;
   }
 
@@ -305,7 +324,7 @@ export class WorkflowStore {
     const workflow = this.newWorkflow(manager, values, first.name);
     const execution = this.newExecution(manager, workflow.id, first.name, { waitMs: first.waitMs });
     if (!(await this.sql(manager).insertStart(manager, workflow, execution, hero))) return null;
-    await this.enqueue(manager, execution, jobOptionsFor(definition, first));
+    await this.enqueue(manager, workflow, execution, jobOptionsFor(definition, first));
     return workflow;
   }
 
@@ -338,18 +357,24 @@ export class WorkflowStore {
    * Enqueues the execution's job after the outermost commit (or at once when configured so). `jobId`
    * replaces the execution id as the job's identity in the queue (see StepJob.jobId).
    */
-  async enqueue(manager: EntityManager, execution: StepExecution, jobOptions: StepJobOptions, jobId?: string): Promise<void> {
-    const job: PendingJob = { execution, jobOptions, jobId };
+  async enqueue(
+    manager: EntityManager,
+    workflow: Pick<WorkflowRecord, 'id' | 'heroType' | 'heroId'>,
+    execution: StepExecution,
+    jobOptions: StepJobOptions,
+    jobId?: string,
+  ): Promise<void> {
+    const job: PendingJob = { workflow, execution, jobOptions, jobId };
     const pending = this.batchJobs.get(manager);
     if (pending) pending.push(job);
     else await this.send(manager, job);
   }
 
-  private async send(manager: EntityManager, { execution, jobOptions, jobId }: PendingJob): Promise<void> {
+  private async send(manager: EntityManager, { workflow, execution, jobOptions, jobId }: PendingJob): Promise<void> {
     const { chain: _inline, ...queueOptions } = jobOptions;
     const job: StepJob = {
       executionId: execution.id,
-      workflowId: execution.workflowId,
+      hints: jobHints(workflow),
       runAt: execution.scheduledFor,
       jobOptions: queueOptions,
       ...(jobId === undefined ? {} : { jobId }),
@@ -407,6 +432,11 @@ export class WorkflowStore {
     if (stepName === null) throw new Error(`Workflow ${workflow.id} has no step to reschedule`);
     return this.createExecution(manager, workflow, definition, stepName, options, this.transitionChanges(workflow, 'ready', patch));
   }
+}
+
+/** What a job of the workflow tells the executor (StepJob.hints). */
+export function jobHints(workflow: Pick<WorkflowRecord, 'id' | 'heroType' | 'heroId'>): StepJobHints {
+  return { workflowId: workflow.id, heroType: workflow.heroType, heroId: workflow.heroId };
 }
 
 export function jobOptionsFor(definition: WorkflowDefinition | undefined, step: StepDefinition | undefined): StepJobOptions {

@@ -1,13 +1,12 @@
 import type { LoggerService } from '@nestjs/common';
 import type Bull from 'bull';
 import type { BullQueueAdapterOptions } from '../interfaces/geneva-drive-options.interface.js';
-import type { QueuePort, StepJob, StepJobHandler } from './queue.port.js';
+import type { QueuePort, StepJob, StepJobHandler, StepJobHints } from './queue.port.js';
 import type { StepJobGate } from './step-job-gate.js';
 
 /** What a step job carries. */
-export interface StepJobData {
+export interface StepJobData extends StepJobHints {
   executionId: string;
-  workflowId?: string;
 }
 
 /**
@@ -39,7 +38,7 @@ export class BullQueueAdapter implements QueuePort {
     const jobId = job.jobId ?? job.executionId;
     const existing = options?.reportAdded ? await this.queue.getJob(jobId) : null;
     await this.queue.add(
-      job.workflowId === undefined ? { executionId: job.executionId } : { executionId: job.executionId, workflowId: job.workflowId },
+      { executionId: job.executionId, ...job.hints },
       {
         jobId,
         delay: Math.max(0, job.runAt.getTime() - Date.now()),

@@ -2,7 +2,13 @@ import type { LoggerService } from '@nestjs/common';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import type { TransactionRunner } from '../persistence/transaction-runner.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
-import type { QueuePort, StepJob, StepJobHandler } from './queue.port.js';
+import type { QueuePort, StepJob, StepJobHandler, StepJobHints } from './queue.port.js';
+
+interface ReadyJob {
+  executionId: string;
+  jobId: string;
+  hints?: StepJobHints;
+}
 
 // setTimeout cannot wait longer than 2^31-1 ms (~24.8 days); longer waits re-arm.
 const MAX_TIMER_MS = 2_147_483_647;
@@ -16,7 +22,7 @@ const MAX_TIMER_MS = 2_147_483_647;
 export class LocalQueueAdapter implements QueuePort {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly intervals: NodeJS.Timeout[] = [];
-  private readonly ready: Array<{ executionId: string; jobId: string; workflowId?: string }> = [];
+  private readonly ready: ReadyJob[] = [];
   private readonly running = new Set<Promise<void>>();
   private handler: StepJobHandler | undefined;
   private stopped = false;
@@ -29,7 +35,7 @@ export class LocalQueueAdapter implements QueuePort {
 
   async enqueue(job: StepJob): Promise<boolean> {
     if (this.stopped) return false;
-    return this.arm({ executionId: job.executionId, jobId: job.jobId ?? job.executionId, workflowId: job.workflowId }, job.runAt.getTime());
+    return this.arm({ executionId: job.executionId, jobId: job.jobId ?? job.executionId, hints: job.hints }, job.runAt.getTime());
   }
 
   async start(handler: StepJobHandler): Promise<void> {
@@ -44,7 +50,7 @@ export class LocalQueueAdapter implements QueuePort {
       .getMany();
     // A woken execution keeps its wake-up job id; any other stands for its first job.
     for (const execution of due) {
-      this.arm({ executionId: execution.id, jobId: execution.jobId ?? execution.id, workflowId: execution.workflowId }, execution.scheduledFor.getTime());
+      this.arm({ executionId: execution.id, jobId: execution.jobId ?? execution.id, hints: { workflowId: execution.workflowId } }, execution.scheduledFor.getTime());
     }
   }
 
@@ -65,7 +71,7 @@ export class LocalQueueAdapter implements QueuePort {
   }
 
   /** Arms a timer for the execution; false when one is already armed or due (one job per execution at a time: duplicates collapse). */
-  private arm(job: { executionId: string; jobId: string; workflowId?: string }, at: number): boolean {
+  private arm(job: ReadyJob, at: number): boolean {
     const { executionId } = job;
     if (this.timers.has(executionId) || this.ready.some((ready) => ready.executionId === executionId)) return false;
     const delay = at - Date.now();
@@ -87,8 +93,8 @@ export class LocalQueueAdapter implements QueuePort {
 
   private drain(): void {
     while (!this.stopped && this.handler && this.running.size < this.concurrency && this.ready.length > 0) {
-      const { executionId, jobId, workflowId } = this.ready.shift()!;
-      const run = this.handler(executionId, jobId, workflowId)
+      const { executionId, jobId, hints } = this.ready.shift()!;
+      const run = this.handler(executionId, jobId, hints)
         .catch(async (error) => {
           const logger = await ContextLogger.forExecution(this.logger, this.transactions.dataSource.manager, executionId);
           logger.warn(`Step job ${jobId} ended with ${String(error)}`);

@@ -1,4 +1,4 @@
-import type { StepJobHandler } from './queue.port.js';
+import type { StepJobHandler, StepJobHints } from './queue.port.js';
 
 /**
  * Hands jobs from a queue consumer Nest starts itself (a `@Processor` of @nestjs/bull, which
@@ -21,7 +21,7 @@ export class StepJobGate {
     });
   }
 
-  async run(executionId: string, jobId: string, workflowId?: string): Promise<void> {
-    return (await this.handler)(executionId, jobId, workflowId);
+  async run(executionId: string, jobId: string, hints?: StepJobHints): Promise<void> {
+    return (await this.handler)(executionId, jobId, hints);
   }
 }

@@ -12,9 +12,6 @@ import type { WorkflowRegistry } from '../registry/workflow.registry.js';
 import type { GenevaWorkflow } from '../workflow/geneva-workflow.js';
 import type { WorkflowInstances } from '../execution/workflow-instances.js';
 
-/** The executions index on (workflow_id, state), created by the first migration. */
-const EXECUTIONS_BY_WORKFLOW_STATE = 'geneva_drive_step_executions_workflow_state';
-
 /**
  * The rendezvous of signals and waiting steps — both sides, and the settlement of claims. Every
  * method runs inside a transaction that holds the workflow row lock, which is what makes the meeting
@@ -68,28 +65,16 @@ export class SignalRendezvous {
   // ------------------------------------------------------------ sender side: dispatch
 
   /**
-   * Wakes every parked execution of the workflow whose matcher accepts the signal: claim, pin,
+   * Wakes every parked execution of the workflow (`parked`, or read now) whose matcher accepts the signal: claim, pin,
    * `waiting → scheduled` due now, job enqueued after commit. Returns how many woke. Matchers run on
    * a fresh workflow instance bound to the locked record; a matcher that throws aborts the delivery.
    */
-  async dispatch(manager: EntityManager, workflow: WorkflowRecord, signal: Signal): Promise<number> {
+  async dispatch(manager: EntityManager, workflow: WorkflowRecord, signal: Signal, parked?: StepExecution[]): Promise<number> {
     const definition = this.registry.findByName(workflow.type);
     if (!definition || !this.schema.hasSignals) return 0;
     await this.store.flush(manager);
-    const query = manager
-      .createQueryBuilder(StepExecution, 'e')
-      .where('e.workflowId = :workflowId', { workflowId: workflow.id })
-      .andWhere('e.state = :state', { state: 'waiting' })
-      .orderBy('e.createdAt', 'ASC')
-      .addOrderBy('e.id', 'ASC');
-    const lock = latestRowsLock(manager);
-    // The locking read must lock this workflow's rows only (they are already ours: every writer holds
-    // the workflow lock). Left to itself, MySQL/MariaDB may scan the (state, scheduled_for) index
-    // instead and lock every parked execution of every workflow, with the gaps between them: two
-    // deliveries to two workflows then deadlock (ER_LOCK_DEADLOCK) as each moves its row out of the
-    // other's locked range. USE INDEX is emitted on MySQL/MariaDB only.
-    if (lock) query.setLock(lock.mode).useIndex(EXECUTIONS_BY_WORKFLOW_STATE);
-    const waiting = await query.getMany();
+    // `parked`: read by the statement that inserted the signal (SignalIntake.insert).
+    const waiting = parked ?? (await this.store.sql(manager).waitingExecutions(manager, workflow.id));
     let woken = 0;
     for (const execution of waiting) {
       const step = definition.step(execution.stepName);
@@ -108,7 +93,7 @@ export class SignalRendezvous {
         scheduledFor: this.store.now(),
         jobId,
       });
-      await this.store.enqueue(manager, execution, jobOptionsFor(definition, step), jobId);
+      await this.store.enqueue(manager, workflow, execution, jobOptionsFor(definition, step), jobId);
       woken++;
     }
     return woken;
@@ -129,7 +114,7 @@ export class SignalRendezvous {
       // An id of its own, like a signal's wake-up: the job that parked the execution may still be in the queue.
       const jobId = `${execution.id}-resume`;
       await this.store.transitionExecution(manager, execution, 'scheduled', null, { scheduledFor: this.store.now(), jobId });
-      await this.store.enqueue(manager, execution, jobOptionsFor(definition, step), jobId);
+      await this.store.enqueue(manager, workflow, execution, jobOptionsFor(definition, step), jobId);
       return 1;
     }
     const instance = await this.instances.createBound(manager, definition, workflow, execution, { withHero: step.waitFor.needsWorkflow !== false });

@@ -62,13 +62,14 @@ export class SignalService {
       const record = await this.store.lockWorkflow(manager, workflowId);
       const terminal = !record.isOngoing();
       if (terminal && prepared.idempotencyKey === null) throw new WorkflowNotOngoingError(record.id, record.state, name);
-      const { signal, duplicate } = terminal
-        ? { signal: await this.intake.findExisting(manager, record.id, prepared), duplicate: true }
-        : await this.intake.insert(manager, record.id, prepared);
+      // A paused workflow buffers: resume delivers.
+      const delivers = !record.isPaused() && this.schema.hasSignals;
+      const { signal, duplicate, waiting } = terminal
+        ? { signal: await this.intake.findExisting(manager, record.id, prepared), duplicate: true, waiting: [] }
+        : await this.intake.insert(manager, record.id, prepared, delivers);
       if (!signal) throw new WorkflowNotOngoingError(record.id, record.state, name);
       signal.duplicateDelivery = duplicate;
-      // A paused workflow buffers: resume delivers.
-      const woken = duplicate || record.isPaused() ? 0 : await this.rendezvous.dispatch(manager, record, signal);
+      const woken = duplicate || !delivers ? 0 : await this.rendezvous.dispatch(manager, record, signal, waiting);
       return { signal, woken };
     }), options?.manager);
     publish('signal', () => ({

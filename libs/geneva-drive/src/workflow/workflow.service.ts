@@ -161,7 +161,7 @@ export class WorkflowService {
       const current = await this.store.currentExecution(manager, record.id);
       const definition = this.registry.findByName(record.type);
       if (current?.state === 'scheduled') {
-        await this.store.enqueue(manager, current, jobOptionsFor(definition, definition?.step(current.stepName)));
+        await this.store.enqueue(manager, record, current, jobOptionsFor(definition, definition?.step(current.stepName)));
       } else if (current?.state === 'waiting') {
         await this.rendezvous.redeliver(manager, record, current);
       } else if (record.nextStepName !== null) {

@@ -11,13 +11,19 @@ export class EntityCodec<T extends ObjectLiteral> {
   private readonly byProperty = new Map<string, ColumnMetadata>();
   private readonly selectable: ColumnMetadata[];
   readonly table: string;
+  /** The property of the (single) primary key. */
+  readonly primaryKey: string;
+  /** The property of the `@DeleteDateColumn`, if the entity has one. */
+  readonly deleteDateProperty: string | undefined;
 
   constructor(
     private readonly dataSource: DataSource,
     private readonly target: EntityTarget<T>,
   ) {
     const metadata = dataSource.getMetadata(target);
-    this.table = dataSource.driver.escape(metadata.tableName);
+    this.table = metadata.tablePath.split('.').map((part) => dataSource.driver.escape(part)).join('.');
+    this.primaryKey = metadata.primaryColumns[0].propertyName;
+    this.deleteDateProperty = metadata.deleteDateColumn?.propertyName;
     for (const column of metadata.columns) this.byProperty.set(column.propertyName, column);
     this.selectable = metadata.columns.filter((column) => column.isSelect);
   }
@@ -35,6 +41,25 @@ export class EntityCodec<T extends ObjectLiteral> {
       (entity as Record<string, unknown>)[column.propertyName] = this.dataSource.driver.prepareHydratedValue(value, column);
     }
     return entity;
+  }
+
+  /**
+   * Whether rows of `target` read this way are what `findOne` would give: a flat entity (no
+   * relations, embeddeds, inheritance or virtual columns) that nothing needs to see loaded (no
+   * `@AfterLoad`, no subscriber's `afterLoad`). Anything else is read through TypeORM.
+   */
+  static isPlain(dataSource: DataSource, target: EntityTarget<ObjectLiteral>): boolean {
+    const metadata = dataSource.getMetadata(target);
+    return (
+      metadata.relations.length === 0 &&
+      metadata.embeddeds.length === 0 &&
+      !metadata.discriminatorColumn &&
+      !metadata.parentEntityMetadata &&
+      !metadata.treeType &&
+      metadata.afterLoadListeners.length === 0 &&
+      metadata.columns.every((column) => !column.isVirtualProperty) &&
+      !dataSource.subscribers.some((subscriber) => typeof subscriber.afterLoad === 'function')
+    );
   }
 
   /** Whether the schema has the property's column (the signal columns need their migration). */

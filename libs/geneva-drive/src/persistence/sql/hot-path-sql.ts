@@ -33,6 +33,18 @@ export interface WriteBatch {
   consumptions: SignalConsumption[];
 }
 
+/** A hero to read with the lock or with a batch's writes, by entity name and key. */
+export interface HeroKey {
+  type: string;
+  id: string;
+}
+
+/** A read that rides on the statement of a batch's writes (PostgreSQL) or follows it. */
+export interface TrailingRead {
+  /** The SELECT, its parameters bound through `bind`. */
+  sql(bind: (value: unknown) => string): string;
+}
+
 /** The hero row a new workflow needs: inserted only if `SELECT 1 FROM table WHERE column = value` finds it. */
 export interface HeroRow {
   table: string;
@@ -58,8 +70,9 @@ export abstract class HotPathSql {
   readonly workflows: EntityCodec<WorkflowRecord>;
   readonly executions: EntityCodec<StepExecution>;
   readonly signals: EntityCodec<Signal>;
-  private lockSql: string | undefined;
+  private readonly lockSql = new Map<string, { sql: string; order: Array<'workflow' | 'execution' | 'hero'> }>();
   private lockWorkflowSql: string | undefined;
+  private readonly heroCodecs = new Map<string, EntityCodec<ObjectLiteral> | null>();
 
   constructor(protected readonly dataSource: DataSource) {
     this.workflows = new EntityCodec(dataSource, WorkflowRecord);
@@ -81,8 +94,41 @@ export abstract class HotPathSql {
     return 'JOIN';
   }
 
-  /** Runs the batch: one statement per write unless the dialect can merge them. */
-  abstract write(manager: EntityManager, batch: WriteBatch): Promise<void>;
+  /**
+   * Runs the batch: one statement per write unless the dialect can merge them. `then`, a read, runs
+   * after the writes — in their statement where the dialect allows — and its rows are returned.
+   */
+  abstract write(manager: EntityManager, batch: WriteBatch, then?: TrailingRead): Promise<Array<Record<string, unknown>>>;
+
+  /** Whether the lock read may also read the hero: its lock must not reach the hero row (PostgreSQL's `FOR UPDATE OF`; SQLite locks no rows). */
+  protected readonly heroWithLock: boolean = true;
+
+  /** The codec of a hero entity read by fixed SQL, or null when it must be read through TypeORM (see EntityCodec.isPlain). */
+  heroCodec(heroType: string): EntityCodec<ObjectLiteral> | null {
+    let codec = this.heroCodecs.get(heroType);
+    if (codec === undefined) {
+      const known = this.dataSource.hasMetadata(heroType);
+      codec = known && EntityCodec.isPlain(this.dataSource, heroType) ? new EntityCodec(this.dataSource, heroType) : null;
+      this.heroCodecs.set(heroType, codec);
+    }
+    return codec;
+  }
+
+  /** `SELECT <hero> FROM <hero table> h WHERE <key> = ...` (soft-deleted rows excluded, as findOne does). */
+  heroRead(codec: EntityCodec<ObjectLiteral>, heroId: string): TrailingRead {
+    return { sql: (bind) => `SELECT ${codec.selectList('h')} FROM ${codec.table} h WHERE ${this.heroMatch(codec, bind(codec.param(codec.primaryKey, heroId)))}` };
+  }
+
+  /** The hero an `heroRead` row holds, or null for no row. */
+  heroFrom(codec: EntityCodec<ObjectLiteral>, rows: Array<Record<string, unknown>>): object | null {
+    const row = rows[0];
+    return row && row[`h_${codec.primaryKey}`] != null ? codec.fromRow(row, 'h') : null;
+  }
+
+  private heroMatch(codec: EntityCodec<ObjectLiteral>, key: string): string {
+    const deleted = codec.deleteDateProperty;
+    return `h.${codec.column(codec.primaryKey)} = ${key}${deleted ? ` AND h.${codec.column(deleted)} IS NULL` : ''}`;
+  }
 
   /** Makes sure `manager`'s transaction holds what `lockStep` relies on (SQLite: the write lock). */
   protected async beforeLock(_manager: EntityManager, _workflowId: string): Promise<void> {}
@@ -96,20 +142,36 @@ export abstract class HotPathSql {
     manager: EntityManager,
     workflowId: string,
     executionId: string,
-  ): Promise<{ workflow: WorkflowRecord; execution: StepExecution; signal: Signal | null } | null> {
+    hero?: HeroKey,
+  ): Promise<{ workflow: WorkflowRecord; execution: StepExecution; signal: Signal | null; hero?: object | null } | null> {
     await this.beforeLock(manager, workflowId);
     const pins = this.executions.has('signalId');
-    this.lockSql ??=
-      `SELECT ${this.workflows.selectList('w')}, ${this.executions.selectList('e')}${pins ? `, ${this.signals.selectList('s')}` : ''} ` +
-      `FROM ${this.workflows.table} w ${this.join()} ${this.executions.table} e ` +
-      `ON e.${this.executions.column('id')} = ${this.placeholder(2)} AND e.${this.executions.column('workflowId')} = w.${this.workflows.column('id')} ` +
-      (pins ? `LEFT JOIN ${this.signals.table} s ON s.${this.signals.column('id')} = e.${this.executions.column('signalId')} ` : '') +
-      `WHERE w.${this.workflows.column('id')} = ${this.placeholder(1)}${this.lockClause('w, e')}`;
-    const rows: Array<Record<string, unknown>> = await manager.query(this.lockSql, [workflowId, executionId]);
+    const heroCodec = hero && this.heroWithLock ? this.heroCodec(hero.type) : null;
+    const key = heroCodec ? hero!.type : '';
+    let lock = this.lockSql.get(key);
+    if (lock === undefined) {
+      // Parameters in the order they appear: `?` placeholders bind by position.
+      const order: Array<'workflow' | 'execution' | 'hero'> = [];
+      const at = (name: 'workflow' | 'execution' | 'hero') => this.placeholder(order.push(name));
+      const sql =
+        `SELECT ${this.workflows.selectList('w')}, ${this.executions.selectList('e')}${pins ? `, ${this.signals.selectList('s')}` : ''}` +
+        `${heroCodec ? `, ${heroCodec.selectList('h')}` : ''} FROM ${this.workflows.table} w ${this.join()} ${this.executions.table} e ` +
+        `ON e.${this.executions.column('id')} = ${at('execution')} AND e.${this.executions.column('workflowId')} = w.${this.workflows.column('id')} ` +
+        (pins ? `LEFT JOIN ${this.signals.table} s ON s.${this.signals.column('id')} = e.${this.executions.column('signalId')} ` : '') +
+        (heroCodec ? `LEFT JOIN ${heroCodec.table} h ON ${this.heroMatch(heroCodec, at('hero'))} ` : '') +
+        `WHERE w.${this.workflows.column('id')} = ${at('workflow')}${this.lockClause('w, e')}`;
+      lock = { sql, order };
+      this.lockSql.set(key, lock);
+    }
+    const values = { workflow: workflowId, execution: executionId, hero: heroCodec ? heroCodec.param(heroCodec.primaryKey, hero!.id) : undefined };
+    const rows: Array<Record<string, unknown>> = await manager.query(lock.sql, lock.order.map((name) => values[name]));
     if (rows.length === 0) return null;
+    const workflow = this.workflows.fromRow(rows[0], 'w');
     const execution = this.executions.fromRow(rows[0], 'e');
     const signal = pins && execution.signalId !== null ? this.signals.fromRow(rows[0], 's') : null;
-    return { workflow: this.workflows.fromRow(rows[0], 'w'), execution, signal: signal?.id ? signal : null };
+    // The hero read is the workflow's only when the job named the workflow's own hero.
+    const ownHero = heroCodec && workflow.heroType === hero!.type && workflow.heroId === hero!.id;
+    return { workflow, execution, signal: signal?.id ? signal : null, ...(ownHero ? { hero: this.heroFrom(heroCodec, rows) } : {}) };
   }
 
   /** The workflow under its row lock. */
@@ -118,6 +180,50 @@ export abstract class HotPathSql {
     this.lockWorkflowSql ??= `SELECT ${this.workflows.selectList('w')} FROM ${this.workflows.table} w WHERE w.${this.workflows.column('id')} = ${this.placeholder(1)}${this.lockClause()}`;
     const rows: Array<Record<string, unknown>> = await manager.query(this.lockWorkflowSql, [workflowId]);
     return rows.length === 0 ? null : this.workflows.fromRow(rows[0], 'w');
+  }
+
+  /**
+   * Inserts a signal unless its idempotency key is taken (a redelivery: nothing written, no error,
+   * so neither the engine's nor a caller's transaction is poisoned). With `withWaiting`, also reads
+   * the workflow's parked executions, oldest first (see {@link waitingExecutions}). The signal
+   * receives its id; `inserted` is false for a redelivery.
+   */
+  async insertSignal(manager: EntityManager, signal: Signal, withWaiting: boolean): Promise<{ inserted: boolean; waiting: StepExecution[] }> {
+    const params: unknown[] = [];
+    const result: unknown = await manager.query(this.insertIgnoringDuplicate(signal, params), params);
+    const id = this.insertedId(result, signal.id);
+    if (id === null) return { inserted: false, waiting: [] };
+    signal.id = id;
+    return { inserted: true, waiting: withWaiting ? await this.waitingExecutions(manager, signal.workflowId) : [] };
+  }
+
+  /**
+   * The workflow's parked executions, oldest first, read as they are now (under the workflow lock,
+   * which every writer of an execution holds).
+   */
+  async waitingExecutions(manager: EntityManager, workflowId: string): Promise<StepExecution[]> {
+    const e = this.executions;
+    const rows: Array<Record<string, unknown>> = await manager.query(
+      `SELECT ${e.selectList('e')} FROM ${e.table} e${this.waitingIndexHint()} WHERE e.${e.column('workflowId')} = ${this.placeholder(1)} ` +
+        `AND e.${e.column('state')} = 'waiting' ORDER BY e.${e.column('createdAt')}, e.${e.column('id')}${this.latestRowsClause()}`,
+      [workflowId],
+    );
+    return rows.map((row) => e.fromRow(row, 'e'));
+  }
+
+  /** The signal's INSERT, a no-op when its idempotency key is taken. */
+  protected insertIgnoringDuplicate(signal: Signal, params: unknown[]): string {
+    return `${this.insertStatement({ codec: this.signals, row: signal, inserted: () => undefined }, params, false)} ON CONFLICT DO NOTHING${this.returning ? ` RETURNING ${this.signals.column('id')}` : ''}`;
+  }
+
+  /** What makes a read inside a transaction see the latest committed rows (MySQL's REPEATABLE READ snapshot would not). */
+  protected latestRowsClause(): string {
+    return '';
+  }
+
+  /** An index hint for the read of parked executions (MySQL: see mysql.ts). */
+  protected waitingIndexHint(): string {
+    return '';
   }
 
   /** Whether `start()` writes in one statement, with no transaction of its own (PostgreSQL). */
@@ -216,6 +322,12 @@ export abstract class HotPathSql {
       `${s.column('consumed')} = s.${s.column('consumed')} + 1, ${s.column('updatedAt')} = ${now()} ` +
       `WHERE s.${s.column('id')} = ${this.bind(params, consumption.signalId)} AND s.${s.column('state')} <> 'consumed'`
     );
+  }
+
+  /** Runs a trailing read on its own. */
+  protected read(manager: EntityManager, read: TrailingRead): Promise<Array<Record<string, unknown>>> {
+    const params: unknown[] = [];
+    return manager.query(read.sql((value) => this.bind(params, value)), params);
   }
 
   protected bind(params: unknown[], value: unknown): string {

@@ -1,5 +1,6 @@
 import type { EntityManager } from 'typeorm';
-import { HotPathSql, type Statement, type WriteBatch } from './hot-path-sql.js';
+import type { Signal } from '../../entities/signal.entity.js';
+import { HotPathSql, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
 
 /**
  * MySQL/MariaDB: the row updates of a phase in one multi-table UPDATE; inserts and the signal
@@ -21,11 +22,44 @@ export class MysqlHotPathSql extends HotPathSql {
 
   protected readonly returning = false;
 
+  /**
+   * Written only when no row has the key: every signal insert holds its workflow's lock, so the check
+   * cannot race (`ON DUPLICATE KEY` could not tell a redelivery from a new row: mysql2 counts found rows).
+   */
+  protected insertIgnoringDuplicate(signal: Signal, params: unknown[]): string {
+    const s = this.signals;
+    const insert = { codec: s, row: signal, inserted: () => undefined };
+    if (signal.idempotencyKey === null) return this.insertStatement(insert, params, false);
+    const taken =
+      `SELECT 1 FROM ${s.table} d WHERE d.${s.column('workflowId')} = ? AND d.${s.column('name')} = ? AND d.${s.column('idempotencyKey')} = ?`;
+    const sql = this.insertStatement(insert, params, false, `DUAL WHERE NOT EXISTS (${taken})`);
+    params.push(s.param('workflowId', signal.workflowId), s.param('name', signal.name), s.param('idempotencyKey', signal.idempotencyKey));
+    return sql;
+  }
+
+  /** FOR UPDATE, valid on MySQL and MariaDB alike; the rows read are already ours under the workflow lock. */
+  protected latestRowsClause(): string {
+    return ' FOR UPDATE';
+  }
+
+  /**
+   * The locking read must lock this workflow's rows only. Left to itself, MySQL/MariaDB may scan the
+   * (state, scheduled_for) index instead and lock every parked execution of every workflow, with the
+   * gaps between them: two deliveries to two workflows then deadlock as each moves its row out of
+   * the other's locked range.
+   */
+  protected waitingIndexHint(): string {
+    return ' USE INDEX (geneva_drive_step_executions_workflow_state)';
+  }
+
   protected fromNothing(): string {
     return ' FROM DUAL';
   }
 
-  async write(manager: EntityManager, batch: WriteBatch): Promise<void> {
+  /** A lock read joining the hero would lock the hero's row too (MariaDB has no `FOR UPDATE OF`). */
+  protected readonly heroWithLock = false;
+
+  async write(manager: EntityManager, batch: WriteBatch, then?: TrailingRead): Promise<Array<Record<string, unknown>>> {
     for (const consumption of batch.consumptions) {
       const params: unknown[] = [];
       await manager.query(this.consumptionStatement(consumption, params), params);
@@ -37,6 +71,7 @@ export class MysqlHotPathSql extends HotPathSql {
       const result: { insertId?: number | string } = await manager.query(this.insertStatement(insert, params, false), params);
       if (insert.row.id == null) insert.inserted(String(result.insertId));
     }
+    return then ? this.read(manager, then) : [];
   }
 
   /** `UPDATE t0 u0, t1 u1 SET u0.a = ?, u1.b = ? WHERE u0.id = ? AND u1.id = ?`: one round trip for every row. */

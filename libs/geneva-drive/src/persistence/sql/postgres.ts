@@ -1,7 +1,8 @@
 import type { EntityManager } from 'typeorm';
+import type { Signal } from '../../entities/signal.entity.js';
 import type { StepExecution } from '../../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../../entities/workflow.entity.js';
-import { HotPathSql, type HeroRow, type WriteBatch } from './hot-path-sql.js';
+import { HotPathSql, type HeroRow, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
 
 /**
  * PostgreSQL: every write of a phase in one statement — data-modifying CTEs, each row written once,
@@ -18,6 +19,22 @@ export class PostgresHotPathSql extends HotPathSql {
   }
 
   readonly startsInOneStatement = true;
+
+  /** The insert and the read of parked executions in one statement; the read sees the rows as they were before it, all of them committed under the workflow lock. */
+  async insertSignal(manager: EntityManager, signal: Signal, withWaiting: boolean): Promise<{ inserted: boolean; waiting: StepExecution[] }> {
+    if (!withWaiting) return super.insertSignal(manager, signal, false);
+    const e = this.executions;
+    const params: unknown[] = [];
+    const insert = this.insertIgnoringDuplicate(signal, params);
+    const rows: Array<Record<string, unknown>> = await manager.query(
+      `WITH s AS (${insert}) SELECT s.${this.signals.column('id')} AS "signal_id", ${e.selectList('e')} FROM s LEFT JOIN ${e.table} e ` +
+        `ON e.${e.column('workflowId')} = ${this.bind(params, signal.workflowId)} AND e.${e.column('state')} = 'waiting' ORDER BY e.${e.column('createdAt')}, e.${e.column('id')}`,
+      params,
+    );
+    if (rows.length === 0) return { inserted: false, waiting: [] };
+    signal.id = String(rows[0].signal_id);
+    return { inserted: true, waiting: rows.filter((row) => row.e_id !== null && row.e_id !== undefined).map((row) => e.fromRow(row, 'e')) };
+  }
 
   /** Both rows in one statement: the execution's INSERT reads the workflow's new id from the first. */
   async insertStart(manager: EntityManager, workflow: WorkflowRecord, execution: StepExecution | null, hero: HeroRow): Promise<boolean> {
@@ -43,8 +60,9 @@ export class PostgresHotPathSql extends HotPathSql {
     return true;
   }
 
-  async write(manager: EntityManager, batch: WriteBatch): Promise<void> {
+  async write(manager: EntityManager, batch: WriteBatch, then?: TrailingRead): Promise<Array<Record<string, unknown>>> {
     const params: unknown[] = [];
+    const bind = (value: unknown) => this.bind(params, value);
     const parts: string[] = [];
     for (const consumption of batch.consumptions) parts.push(this.consumptionStatement(consumption, params));
     const updated: string[] = [];
@@ -52,23 +70,23 @@ export class PostgresHotPathSql extends HotPathSql {
       const sql = this.updateStatement(update, params);
       if (sql) updated.push(`p${parts.push(`${sql} RETURNING 1`) - 1}`);
     }
-    if (parts.length === 0 && batch.inserts.length === 1) {
+    if (parts.length === 0 && batch.inserts.length === 0) return then ? manager.query(then.sql(bind), params) : [];
+    if (parts.length === 0 && batch.inserts.length === 1 && !then) {
       const rows: Array<Record<string, unknown>> = await manager.query(this.insertStatement(batch.inserts[0], params, true), params);
       batch.inserts[0].inserted(String(Object.values(rows[0])[0]));
-      return;
+      return [];
     }
     // Sub-statements run in no set order, and a unique index is checked row by row: an insert reads
     // the updates' counts so that it runs after them (an execution leaves the active state first).
     const after = updated.length === 0 ? undefined : updated.map((name) => `(SELECT count(*) FROM ${name}) AS c${name}`).join(', ');
     const inserted = batch.inserts.map((insert) => ({ insert, name: `p${parts.push(this.insertStatement(insert, params, true, after)) - 1}` }));
-    if (parts.length === 0) return;
-    if (parts.length === 1) {
-      await manager.query(parts[0], params);
-      return;
-    }
-    const ctes = parts.map((sql, index) => `p${index} AS (${sql})`).join(', ');
-    const select = inserted.length === 0 ? 'SELECT 1' : `SELECT ${inserted.map(({ name }) => `(SELECT * FROM ${name}) AS ${name}`).join(', ')}`;
-    const rows: Array<Record<string, unknown>> = await manager.query(`WITH ${ctes} ${select}`, params);
+    const ids = inserted.map(({ name }) => `(SELECT * FROM ${name}) AS ${name}`);
+    // The trailing read sees the rows as they were before the statement: it must not read what the batch writes.
+    const select = then
+      ? `SELECT ${[...ids, 'r.*'].join(', ')} FROM (SELECT 1) AS one LEFT JOIN (${then.sql(bind)}) AS r ON true`
+      : `SELECT ${ids.length === 0 ? '1' : ids.join(', ')}`;
+    const rows: Array<Record<string, unknown>> = await manager.query(`WITH ${parts.map((sql, index) => `p${index} AS (${sql})`).join(', ')} ${select}`, params);
     for (const { insert, name } of inserted) insert.inserted(String(rows[0][name]));
+    return rows;
   }
 }

@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import { holdsSqliteWriteLock } from '../transaction-runner.js';
-import { HotPathSql, type WriteBatch } from './hot-path-sql.js';
+import { HotPathSql, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
 
 /**
  * SQLite: no row locks — the engine's transactions hold the database write lock from BEGIN
@@ -21,7 +21,7 @@ export class SqliteHotPathSql extends HotPathSql {
     await manager.query(`UPDATE ${this.workflows.table} SET ${this.workflows.column('id')} = ${this.workflows.column('id')} WHERE ${this.workflows.column('id')} = ?`, [workflowId]);
   }
 
-  async write(manager: EntityManager, batch: WriteBatch): Promise<void> {
+  async write(manager: EntityManager, batch: WriteBatch, then?: TrailingRead): Promise<Array<Record<string, unknown>>> {
     for (const consumption of batch.consumptions) {
       const params: unknown[] = [];
       await manager.query(this.consumptionStatement(consumption, params), params);
@@ -36,5 +36,6 @@ export class SqliteHotPathSql extends HotPathSql {
       const rows: Array<Record<string, unknown>> = await manager.query(this.insertStatement(insert, params, true), params);
       if (insert.row.id == null) insert.inserted(String(Object.values(rows[0])[0]));
     }
+    return then ? this.read(manager, then) : [];
   }
 }
