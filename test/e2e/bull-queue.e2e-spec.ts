@@ -139,7 +139,7 @@ function bullSuite(kind: DatabaseKind): void {
 
     expect(String(job.id)).toBe(execution.id);
     // Besides the execution, the job names its workflow and hero: the executor locks and reads them without a lookup.
-    expect(job.data).toEqual({ executionId: execution.id, workflowId: wf.id, heroType: 'TestHero', heroId: hero.id });
+    expect(job.data).toEqual({ executionId: execution.id, workflowId: wf.id, heroType: 'TestHero', heroId: String(hero.id) });
     expect(await job.getState()).toBe('delayed');
     expect(job.opts.attempts).toBe(1);
     expect(job.timestamp + job.opts.delay!).toBeGreaterThanOrEqual(execution.scheduledFor.getTime() - 50);

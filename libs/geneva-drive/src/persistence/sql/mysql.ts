@@ -1,5 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import type { Signal } from '../../entities/signal.entity.js';
+import { isUniqueViolation } from '../unique-violation.js';
+import type { StepExecution } from '../../entities/step-execution.entity.js';
 import { HotPathSql, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
 
 /**
@@ -23,18 +25,21 @@ export class MysqlHotPathSql extends HotPathSql {
   protected readonly returning = false;
 
   /**
-   * Written only when no row has the key: every signal insert holds its workflow's lock, so the check
-   * cannot race (`ON DUPLICATE KEY` could not tell a redelivery from a new row: mysql2 counts found rows).
+   * A plain INSERT: a redelivery's duplicate key fails that statement alone (MySQL rolls back the
+   * statement, not the transaction), so neither the engine's nor a caller's transaction is harmed.
+   * (`ON DUPLICATE KEY` cannot tell a redelivery from a new row, mysql2 counting found rows.)
    */
+  async insertSignal(manager: EntityManager, signal: Signal, withWaiting: boolean): Promise<{ inserted: boolean; waiting: StepExecution[] }> {
+    try {
+      return await super.insertSignal(manager, signal, withWaiting);
+    } catch (error) {
+      if (signal.idempotencyKey !== null && isUniqueViolation(error)) return { inserted: false, waiting: [] };
+      throw error;
+    }
+  }
+
   protected insertIgnoringDuplicate(signal: Signal, params: unknown[]): string {
-    const s = this.signals;
-    const insert = { codec: s, row: signal, inserted: () => undefined };
-    if (signal.idempotencyKey === null) return this.insertStatement(insert, params, false);
-    const taken =
-      `SELECT 1 FROM ${s.table} d WHERE d.${s.column('workflowId')} = ? AND d.${s.column('name')} = ? AND d.${s.column('idempotencyKey')} = ?`;
-    const sql = this.insertStatement(insert, params, false, `DUAL WHERE NOT EXISTS (${taken})`);
-    params.push(s.param('workflowId', signal.workflowId), s.param('name', signal.name), s.param('idempotencyKey', signal.idempotencyKey));
-    return sql;
+    return this.insertStatement({ codec: this.signals, row: signal, inserted: () => undefined }, params, false);
   }
 
   /** FOR UPDATE, valid on MySQL and MariaDB alike; the rows read are already ours under the workflow lock. */
