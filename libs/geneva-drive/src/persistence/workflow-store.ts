@@ -371,12 +371,11 @@ export class WorkflowStore {
   }
 
   private async send(manager: EntityManager, { workflow, execution, jobOptions, jobId }: PendingJob): Promise<void> {
-    const { chain: _inline, ...queueOptions } = jobOptions;
     const job: StepJob = {
       executionId: execution.id,
       hints: jobHints(workflow),
       runAt: execution.scheduledFor,
-      jobOptions: queueOptions,
+      jobOptions,
       ...(jobId === undefined ? {} : { jobId }),
     };
     if (!this.enqueueAfterCommit) {
