@@ -12,7 +12,7 @@ import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-opti
 import type { StepJobHints } from '../queue/queue.port.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
 import { publish } from '../instrumentation/geneva-drive.events.js';
-import { TransactionRunner, type TransactionOptions } from '../persistence/transaction-runner.js';
+import { isConnectionError, isDeadlock, TransactionRunner, type TransactionOptions } from '../persistence/transaction-runner.js';
 import { successorOf, WorkflowStore, type NewExecution } from '../persistence/workflow-store.js';
 import { evaluateCondition, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
@@ -493,6 +493,8 @@ export class ExecutorService {
           const started = await this.prepareLocked(manager, workflow, due, due.id, { ...prepared.run, jobId: undefined }, null, hero);
           if ('run' in started) next = started.run;
         } catch (error) {
+          // A deadlock or a lost connection is the transaction's: it runs again whole, chain included.
+          if (isDeadlock(error) || isConnectionError(error)) throw error;
           throw new ChainedPrepareError(error);
         }
         return states;
