@@ -130,7 +130,8 @@ function redisSuite(kind: DatabaseKind): void {
       expect(second).toMatchObject({ stuckScheduledRecovered: 0, stuckScheduledStillQueued: 1, unrecoverable: [] });
       const job = await inspectB.getJob(woken.id);
       expect(job?.id).toBe(woken.id);
-      expect(job?.data).toEqual({ executionId: woken.id });
+      // The job names the workflow and hero, so the executor locks and reads them without a lookup.
+      expect(job?.data).toEqual({ executionId: woken.id, workflowId: wf.id, heroType: wf.heroType, heroId: wf.heroId });
       const counts = await inspectB.getJobCounts();
       expect(counts.waiting + counts.delayed + counts.active).toBe(1);
       expect(await executions.countBy({ workflowId: wf.id })).toBe(1);

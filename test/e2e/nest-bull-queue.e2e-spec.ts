@@ -91,7 +91,7 @@ function nestBullSuite(kind: DatabaseKind): void {
     const parked = await app.get(WorkflowService).start(QueueParkedWorkflow, await heroes.save(heroes.create({ name: 'Bob' })));
     const execution = (await app.get(WorkflowService).currentExecution(parked))!;
     const job = await waitUntil('the parked job', () => injected.getJob(execution.id));
-    expect(job.data).toEqual({ executionId: execution.id });
+    expect(job.data).toEqual({ executionId: execution.id, workflowId: parked.id, heroType: 'TestHero', heroId: parked.heroId });
     expect(await injected.getJobCounts()).toMatchObject({ delayed: 1 });
     expect(await redis.exists(`${prefix('root')}:${QUEUE_NAME}:${execution.id}`)).toBe(1);
     expect(await redis.keys(`bull:${QUEUE_NAME}:*`)).toEqual([]);

@@ -639,8 +639,10 @@ describeEachDatabase('signals: delivery', (kind) => {
       const index = (pattern: RegExp) => queries.findIndex((q) => pattern.test(q));
       // SQLite has no row locks: the engine's transaction takes the database write lock with BEGIN IMMEDIATE.
       const lock = index(kind === 'sqlite' ? /^BEGIN IMMEDIATE/i : /geneva_drive_workflows.*FOR UPDATE/is);
-      const insert = index(/^INSERT INTO\W+geneva_drive_signals/i);
-      const wake = queries.findIndex((q, i) => i > insert && /^UPDATE\W+geneva_drive_step_executions/i.test(q) && /signal_id/i.test(q));
+      // PostgreSQL inserts the signal and reads the parked executions in one statement (WITH s AS
+      // (INSERT ...)), and writes the claim with the wake in another (WITH p0 AS (UPDATE ...)).
+      const insert = index(/^(WITH s AS \()?INSERT INTO\W+geneva_drive_signals/i);
+      const wake = queries.findIndex((q, i) => i > insert && /UPDATE\W+geneva_drive_step_executions/i.test(q) && /signal_id/i.test(q));
       const commit = queries.findIndex((q, i) => i > insert && /^COMMIT/i.test(q));
       expect(lock).toBeGreaterThanOrEqual(0);
       expect(insert).toBeGreaterThan(lock);

@@ -43,7 +43,7 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    await this.queue.start((executionId, jobId) => this.executor.execute(executionId, { jobId }));
+    await this.queue.start((executionId, jobId, hints) => this.executor.execute(executionId, { jobId, hints, chain: true }));
     if (this.options.housekeepingEveryMs !== null) {
       // No colon in the name: Bull keys repeatable jobs by colon-separated fields.
       await this.queue.repeat('geneva-drive-housekeeping', this.options.housekeepingEveryMs, () => this.housekeeping.run());

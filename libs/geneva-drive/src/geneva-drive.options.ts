@@ -20,6 +20,7 @@ const MODULE_OPTIONS: Record<keyof GenevaDriveModuleOptions, true> = {
   maxRecoveries: true,
   housekeepingBatchSize: true,
   housekeeping: true,
+  chainSteps: true,
   logger: true,
 };
 
@@ -93,6 +94,11 @@ export function resolveOptions(options: GenevaDriveModuleOptions = {}, declaredD
   if (!Number.isInteger(batch) || batch <= 0) fail('housekeepingBatchSize', 'housekeepingBatchSize must be a positive integer');
   const housekeeping = options.housekeeping ?? { every: '30m' };
   if (housekeeping !== false) rejectUnknownKeys(WHERE, housekeeping, ['every'], 'housekeeping.');
+  const chain = options.chainSteps ?? {};
+  if (chain !== false && (typeof chain !== 'object' || chain === null)) fail('chainSteps', 'chainSteps must be false or { maxSteps?, maxDuration? }');
+  if (chain !== false) rejectUnknownKeys(WHERE, chain, ['maxSteps', 'maxDuration'], 'chainSteps.');
+  const maxChainSteps = chain === false ? 0 : (chain.maxSteps ?? 10);
+  if (!(Number.isInteger(maxChainSteps) && maxChainSteps >= 0)) fail('chainSteps', 'chainSteps.maxSteps must be a non-negative integer');
   return {
     queue,
     dataSource,
@@ -111,6 +117,7 @@ export function resolveOptions(options: GenevaDriveModuleOptions = {}, declaredD
     maxRecoveries,
     housekeepingBatchSize: batch,
     housekeepingEveryMs: housekeeping === false ? null : requireDuration(housekeeping.every, 'housekeeping.every'),
+    chainSteps: { maxSteps: maxChainSteps, maxDurationMs: chain === false ? 0 : requireDuration(chain.maxDuration ?? '100ms', 'chainSteps.maxDuration') },
     logger: options.logger,
   };
 }

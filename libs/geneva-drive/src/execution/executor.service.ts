@@ -1,5 +1,6 @@
 import { Inject, Injectable, type LoggerService } from '@nestjs/common';
 import { In, type EntityManager } from 'typeorm';
+import type { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { SignalsNotMigratedError } from '../errors/signal.errors.js';
@@ -8,16 +9,16 @@ import { PAUSE_POLICY, resolveExceptionPolicy, type ExceptionPolicy } from '../e
 import { isFlowControl, type FlowControlIntent } from '../flow-control/flow-control.js';
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
+import type { StepJobHints } from '../queue/queue.port.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
 import { dueKeys, publish } from '../instrumentation/geneva-drive.events.js';
-import { TransactionRunner, type TransactionOptions } from '../persistence/transaction-runner.js';
+import { isConnectionError, isDeadlock, TransactionRunner, type TransactionOptions } from '../persistence/transaction-runner.js';
 import { successorOf, WorkflowStore, type NewExecution } from '../persistence/workflow-store.js';
 import { evaluateCondition, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { SignalRendezvous } from '../signals/signal-rendezvous.js';
 import { workflowInternals, type GenevaWorkflow } from '../workflow/geneva-workflow.js';
 import { errorColumns, withMetadata } from './error-record.js';
-import { loadHero } from './hero.js';
 import { isInterrupt, StepIteration } from './step-iteration.js';
 import { WorkflowInstances } from './workflow-instances.js';
 
@@ -44,6 +45,16 @@ export interface ExecuteOptions {
   maxIterations?: number;
   /** The id of the queue job running the execution, recorded on it (`StepExecution.jobId`) when it starts. */
   jobId?: string;
+  /** What the job carries besides the execution id: its workflow and hero (they save lookups). */
+  hints?: StepJobHints;
+  /** Run the steps that come due as each finishes in this call, within the module's `chainSteps` bounds (queue workers do; test helpers run one step). */
+  chain?: boolean;
+}
+
+/** How far the current chain of inline steps has gone. */
+interface Chain {
+  steps: number;
+  startedAt: number;
 }
 
 type PrepareResult = { run: Prepared } | { done: true; error?: unknown };
@@ -54,6 +65,13 @@ type BodyResult =
   | { kind: 'exception'; error: unknown; policy: ExceptionPolicy };
 
 type ExceptionReason = 'exception_policy' | 'precondition';
+
+/** The inline phase 1 of a chained step failed: its transaction is lost, the outcome is recorded again without it. */
+class ChainedPrepareError extends Error {
+  constructor(readonly cause: unknown) {
+    super('The chained step could not start');
+  }
+}
 
 const LOOKUP_ATTEMPTS = 5;
 const IDEMPOTENT: TransactionOptions = { idempotent: true };
@@ -89,7 +107,7 @@ export class ExecutorService {
 
   /** Runs the execution with this id if it is due to run; a duplicate or late job is a logged no-op. */
   async execute(executionId: string, options: ExecuteOptions = {}): Promise<void> {
-    const workflowId = await this.findWorkflowId(executionId);
+    const workflowId = options.hints?.workflowId ?? (await this.findWorkflowId(executionId));
     if (workflowId === null) {
       this.logger.warn(`Step execution ${executionId} does not exist (deleted, or never committed); job ignored`);
       return;
@@ -99,8 +117,27 @@ export class ExecutorService {
       if (prepared.error !== undefined) throw prepared.error;
       return;
     }
-    const result = await this.runBody(prepared.run);
-    await this.finalize(prepared.run, result);
+    const chain: Chain = { steps: 1, startedAt: performance.now() };
+    let run: Prepared | null = prepared.run;
+    while (run) {
+      const result = await this.runBody(run);
+      run = await this.finalize(run, result, this.mayChain(run, result, chain) ? chain : undefined);
+      chain.steps++;
+    }
+  }
+
+  /** Whether the step after this one may start inline, in the transaction that records this one's outcome. */
+  private mayChain(prepared: Prepared, result: BodyResult, chain: Chain): boolean {
+    const { maxSteps, maxDurationMs } = this.options.chainSteps;
+    // Only after a plain completion: flow control (a resumable step's `continue` above all) and
+    // errors keep going through the queue, which is what lets other work in between.
+    return (
+      prepared.run.chain === true &&
+      result.kind === 'completed' &&
+      !this.shuttingDown &&
+      chain.steps < maxSteps &&
+      performance.now() - chain.startedAt < maxDurationMs
+    );
   }
 
   private async findWorkflowId(executionId: string): Promise<string | null> {
@@ -121,18 +158,33 @@ export class ExecutorService {
     // A prepare whose COMMIT went through unacknowledged finds its execution `in_progress` on the
     // retry and runs no body: stuck recovery picks it up (the body then runs once, later).
     try {
-      return await this.transactions.run((manager) => this.prepare(manager, executionId, workflowId, options), undefined, IDEMPOTENT);
+      return await this.transactions.run((manager) => this.store.batched(manager, () => this.prepare(manager, executionId, workflowId, options)), undefined, IDEMPOTENT);
     } catch (error) {
       // The prepare transaction is gone (a database error aborts it on PostgreSQL): record the
       // failure in a transaction of its own, then surface the original error.
-      await this.transactions.run((manager) => this.recordPrepareFailure(manager, executionId, workflowId, error), undefined, IDEMPOTENT);
+      await this.transactions.run((manager) => this.store.batched(manager, () => this.recordPrepareFailure(manager, executionId, workflowId, error)), undefined, IDEMPOTENT);
       throw error;
     }
   }
 
   private async prepare(manager: EntityManager, executionId: string, workflowId: string, options: ExecuteOptions): Promise<PrepareResult> {
-    const workflow = await this.store.lockWorkflow(manager, workflowId);
-    const execution = await this.store.lockExecution(manager, executionId);
+    const { heroType, heroId } = options.hints ?? {};
+    const hint = heroType !== undefined && heroId !== undefined ? { type: heroType, id: heroId } : undefined;
+    const { workflow, execution, signal, hero } = await this.store.lockStep(manager, workflowId, executionId, hint);
+    return this.prepareLocked(manager, workflow, execution, executionId, options, signal, hero);
+  }
+
+  /** Phase 1 once the workflow and execution rows are locked and read. */
+  private async prepareLocked(
+    manager: EntityManager,
+    workflow: WorkflowRecord,
+    execution: StepExecution | null,
+    executionId: string,
+    options: ExecuteOptions,
+    pinned: Signal | null = null,
+    preloadedHero?: object | null,
+  ): Promise<PrepareResult> {
+    const workflowId = workflow.id;
     if (!execution || execution.state !== 'scheduled') {
       // Tagged like every other line about the execution, when it still exists.
       const lateLogger = execution ? new ContextLogger(this.logger, workflow, execution) : this.logger;
@@ -147,7 +199,7 @@ export class ExecutorService {
       return { done: true };
     }
 
-    const hero = await loadHero(manager, workflow.heroType, workflow.heroId);
+    const hero = preloadedHero !== undefined ? preloadedHero : await this.store.readHero(manager, workflow.heroType, workflow.heroId);
     if (hero === null && !definition?.mayProceedWithoutHero) {
       logger.log('Hero is gone: workflow canceled');
       await this.store.transitionExecution(manager, execution, 'canceled', 'canceled');
@@ -177,7 +229,7 @@ export class ExecutorService {
       publish('precondition', () => ({ ...this.eventBase(prepared, started), ...dueKeys(execution), outcome, ...(exception === undefined ? {} : { exception }) }));
     let verdict: 'cancel' | 'skip' | 'wait' | 'pass';
     try {
-      verdict = await this.evaluatePreconditions(manager, prepared, workflow);
+      verdict = await this.evaluatePreconditions(manager, prepared, workflow, pinned);
     } catch (error) {
       event('exception', error);
       logger.error(`Precondition raised ${String(error)}`);
@@ -233,7 +285,12 @@ export class ExecutorService {
   }
 
   /** cancelIf, then skipIf, then (for `waitFor` steps) the signal gate, in that order. */
-  private async evaluatePreconditions(manager: EntityManager, prepared: Prepared, workflow: WorkflowRecord): Promise<'cancel' | 'skip' | 'wait' | 'pass'> {
+  private async evaluatePreconditions(
+    manager: EntityManager,
+    prepared: Prepared,
+    workflow: WorkflowRecord,
+    pinned: Signal | null,
+  ): Promise<'cancel' | 'skip' | 'wait' | 'pass'> {
     const { definition, step, instance, execution } = prepared;
     if (step.waitFor) this.gate.assertSchemaSupportsSignals(workflow, step);
     for (const condition of definition.cancelIf) {
@@ -241,7 +298,7 @@ export class ExecutorService {
     }
     if (step.skipIf !== undefined && (await evaluateCondition(step.skipIf, instance))) return 'skip';
     if (step.waitFor) {
-      const signal = await this.gate.attachOrPark(manager, workflow, execution, step, instance);
+      const signal = await this.gate.attachOrPark(manager, workflow, execution, step, instance, pinned);
       if (signal === null) return 'wait';
       workflowInternals.bind(instance, { hero: instance.hero, record: workflow, execution, signal, logger: prepared.logger });
     }
@@ -249,8 +306,7 @@ export class ExecutorService {
   }
 
   private async recordPrepareFailure(manager: EntityManager, executionId: string, workflowId: string, error: unknown): Promise<void> {
-    const workflow = await this.store.lockWorkflow(manager, workflowId);
-    const execution = await this.store.lockExecution(manager, executionId);
+    const { workflow, execution } = await this.store.lockStep(manager, workflowId, executionId);
     if (!execution || execution.state !== 'scheduled') return;
     const logger = new ContextLogger(this.logger, workflow, execution);
     logger.error(`Preparing the step failed: ${String(error)}`);
@@ -379,15 +435,34 @@ export class ExecutorService {
 
   // ---------------------------------------------------------------- phase 3: finalize
 
-  private async finalize(prepared: Prepared, result: BodyResult): Promise<void> {
+  /**
+   * Records the outcome. With `chain`, when the outcome schedules a step that is due now, that
+   * step's phase 1 runs in the same transaction and the prepared run is returned for the caller to
+   * carry on with; should that fail, the outcome is recorded again alone and the step goes through
+   * the queue (its own phase 1 then deals with the failure).
+   */
+  private async finalize(prepared: Prepared, result: BodyResult, chain?: Chain): Promise<Prepared | null> {
+    if (chain) {
+      try {
+        return await this.finalizeOnce(prepared, result, chain);
+      } catch (error) {
+        if (!(error instanceof ChainedPrepareError)) throw error;
+        prepared.logger.warn(`Starting the next step inline failed (${String(error.cause)}): it goes through the queue`);
+      }
+    }
+    return this.finalizeOnce(prepared, result);
+  }
+
+  private async finalizeOnce(prepared: Prepared, result: BodyResult, chain?: Chain): Promise<Prepared | null> {
     const started = performance.now();
+    let next: Prepared | null = null;
     // Retried after a lost connection, even one lost during COMMIT: the transaction records the
     // outcome only while the execution is still `in_progress` under its lock, so a retry after a
     // COMMIT that did go through finds it closed and changes nothing (the successor it scheduled is
     // then enqueued by stuck-scheduled recovery, its after-commit job having died with the commit).
-    const states = await this.transactions.run(async (manager) => {
-      const workflow = await this.store.lockWorkflow(manager, prepared.workflowId);
-      const execution = await this.store.lockExecution(manager, prepared.executionId);
+    const states = await this.transactions.run((manager) => this.store.batched(manager, async () => {
+      next = null; // a transaction run again after a lost connection starts over
+      const { workflow, execution } = await this.store.lockStep(manager, prepared.workflowId, prepared.executionId);
       if (!execution || execution.state !== 'in_progress') {
         prepared.logger.warn(`Execution is ${execution?.state ?? 'gone'} after the body ran (recovered meanwhile?): outcome discarded`);
         return null;
@@ -409,8 +484,23 @@ export class ExecutorService {
       } else {
         await this.applyOutcome(manager, prepared, workflow, result.kind === 'flow' ? result.intent : undefined);
       }
+      const due = chain ? this.store.takeDueJob(manager) : null;
+      if (due) {
+        const states = { workflowState: workflow.state, stepState: execution.state };
+        try {
+          // The hero's read writes this outcome and the new row with it, in one statement where the dialect allows.
+          const hero = await this.store.readHero(manager, workflow.heroType, workflow.heroId);
+          const started = await this.prepareLocked(manager, workflow, due, due.id, { ...prepared.run, jobId: undefined }, null, hero);
+          if ('run' in started) next = started.run;
+        } catch (error) {
+          // A deadlock or a lost connection is the transaction's: it runs again whole, chain included.
+          if (isDeadlock(error) || isConnectionError(error)) throw error;
+          throw new ChainedPrepareError(error);
+        }
+        return states;
+      }
       return { workflowState: workflow.state, stepState: execution.state };
-    }, undefined, IDEMPOTENT);
+    }), undefined, IDEMPOTENT);
     publish('finalize', () => ({
       ...this.eventBase(prepared, started),
       workflowState: states?.workflowState,
@@ -419,6 +509,7 @@ export class ExecutorService {
     }));
     prepared.logger.log(`Step finished: ${states ? `${states.stepState}, workflow ${states.workflowState}` : 'outcome discarded'}`);
     if (result.kind === 'exception' && states) throw result.error;
+    return next;
   }
 
   /** Records a completed body (no intent) or a flow-control intent, and schedules what follows. */
@@ -557,6 +648,7 @@ export class ExecutorService {
    * do not count). Ordered by creation time and id, so it works with any key type.
    */
   private async consecutiveErrorReattempts(manager: EntityManager, workflowId: string, stepName: string): Promise<number> {
+    await this.store.flush(manager);
     const rows = await manager.find(StepExecution, {
       where: { workflowId, stepName, state: In(['completed', 'failed']) },
       select: { id: true, state: true, outcome: true, metadata: true, createdAt: true },

@@ -2,6 +2,7 @@ import type { ColumnMetadata } from 'typeorm/metadata/ColumnMetadata.js';
 import type { DataSource, EntityManager, EntityMetadata } from 'typeorm';
 import { GenevaDriveError } from '../errors/geneva-drive.error.js';
 import { InvalidHeroError } from '../errors/invalid-hero.error.js';
+import type { HeroRow } from '../persistence/sql/hot-path-sql.js';
 
 /** The stored hero type names an entity this DataSource does not know (renamed or removed). @publicApi */
 export class HeroTypeNotFoundError extends GenevaDriveError {
@@ -61,6 +62,24 @@ function heroLookup(manager: EntityManager, heroType: string, heroId: string): {
   if (!manager.connection.hasMetadata(heroType)) throw new HeroTypeNotFoundError(heroType);
   const metadata = manager.connection.getMetadata(heroType);
   return { metadata, where: { [metadata.primaryColumns[0].propertyName]: heroId } };
+}
+
+/**
+ * The hero's row for the fixed SQL of `start()` (table, key column and value, soft-delete column),
+ * or null for an entity whose rows TypeORM filters further (single-table inheritance): `start()`
+ * then checks the hero the general way.
+ */
+export function heroRow(manager: EntityManager, heroType: string, heroId: string): HeroRow | null {
+  const { metadata } = heroLookup(manager, heroType, heroId);
+  if (metadata.discriminatorColumn || metadata.parentEntityMetadata) return null;
+  const driver = manager.connection.driver;
+  const key = metadata.primaryColumns[0];
+  return {
+    table: metadata.tablePath.split('.').map((part) => driver.escape(part)).join('.'),
+    column: driver.escape(key.databaseName),
+    value: driver.preparePersistentValue(heroId, key),
+    ...(metadata.deleteDateColumn ? { deletedColumn: driver.escape(metadata.deleteDateColumn.databaseName) } : {}),
+  };
 }
 
 /** Loads the hero row, or null when it is gone. */

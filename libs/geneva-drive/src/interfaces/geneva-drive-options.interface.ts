@@ -102,6 +102,15 @@ export interface GenevaDriveModuleOptions {
   housekeepingBatchSize?: number;
   /** Run housekeeping periodically; `false` turns it off. @default { every: '30m' } */
   housekeeping?: { every: Duration } | false;
+  /**
+   * A step due the moment the one before it finishes runs in the same worker, its start committed
+   * with the previous step's outcome: no queue hop and no second lock. A chain hands back to the
+   * queue after `maxSteps` steps or once `maxDuration` has passed since it began, so one workflow
+   * cannot hold a worker; a worker that dies mid-chain leaves the rows housekeeping recovers as
+   * always. `false`, or `jobOptions: { chain: false }` on a step or workflow, sends every step
+   * through the queue. @default { maxSteps: 10, maxDuration: '100ms' }
+   */
+  chainSteps?: { maxSteps?: number; maxDuration?: Duration } | false;
   /** Replaces Nest's `Logger` for every line the engine writes. */
   logger?: LoggerService;
 }
@@ -121,5 +130,7 @@ export interface ResolvedGenevaDriveOptions {
   maxRecoveries: number | null;
   housekeepingBatchSize: number;
   housekeepingEveryMs: number | null;
+  /** `maxSteps: 0` turns chaining off. */
+  chainSteps: { maxSteps: number; maxDurationMs: number };
   logger?: LoggerService;
 }

@@ -5,10 +5,15 @@ import type { Duration } from '../util/duration.js';
 /** A condition on the workflow: a function, the name of a method of the workflow, or a constant. @publicApi */
 export type WorkflowCondition<W = any> = boolean | string | ((workflow: W) => boolean | Promise<boolean>);
 
-/** Options passed to the queue for a step's jobs (Bull's `priority`, `attempts` is always 1). @publicApi */
+/** Options for a step's jobs: the queue's (Bull's `priority`, `lifo`; `attempts` is always 1), and whether it may run inline. @publicApi */
 export interface StepJobOptions {
   priority?: number;
   lifo?: boolean;
+  /**
+   * `false`: the step always goes through the queue, even when it is due the moment the step before
+   * it finishes (see the module's `chainSteps`). @default true
+   */
+  chain?: boolean;
 }
 
 /** Options of `@Step()`. @publicApi */

@@ -6,7 +6,7 @@ const CONNECTION_TRIES = 5;
 const CONNECTION_BACKOFF_MS = 50;
 
 /** A transaction the database chose as a deadlock victim (PostgreSQL 40P01, MySQL/MariaDB 1213). */
-function isDeadlock(error: unknown): boolean {
+export function isDeadlock(error: unknown): boolean {
   const driverError = (error as { driverError?: { code?: string; errno?: number } })?.driverError;
   return driverError?.code === '40P01' || driverError?.code === 'ER_LOCK_DEADLOCK' || driverError?.errno === 1213;
 }

@@ -1,10 +1,10 @@
 import { In, type EntityManager } from 'typeorm';
-import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity.js';
+import type { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import type { StepJobOptions } from '../interfaces/step-options.interface.js';
-import type { QueuePort, StepJob } from '../queue/queue.port.js';
+import type { QueuePort, StepJob, StepJobHints } from '../queue/queue.port.js';
 import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-definition.js';
 import {
   ACTIVE_EXECUTION_STATES,
@@ -16,7 +16,18 @@ import {
 import { assertWorkflowTransition, STOPPED_WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
 import type { AfterCommitSubscriber } from './after-commit.js';
 import { lockRow } from './row-lock.js';
+import { hotPathSqlFor, type HotPathSql, type WriteBatch } from './sql/index.js';
+import type { HeroKey, HeroRow } from './sql/hot-path-sql.js';
+import { loadHero } from '../execution/hero.js';
 import type { SchemaCapabilities } from './schema-capabilities.js';
+
+/** A job scheduled by a batched phase, not sent yet. */
+interface PendingJob {
+  workflow: Pick<WorkflowRecord, 'id' | 'heroType' | 'heroId'>;
+  execution: StepExecution;
+  jobOptions: StepJobOptions;
+  jobId?: string;
+}
 
 /** Options for a new execution. */
 export interface NewExecution {
@@ -27,11 +38,19 @@ export interface NewExecution {
 }
 
 /**
- * The scheduling primitives and every write to workflows and executions. Each method takes the
- * manager of a transaction that already holds the workflow row lock. Changed columns are written
- * with one UPDATE per row per call (the in-memory record is kept in step).
+ * The scheduling primitives and every write to workflows, executions and signal counters. Each
+ * method takes the manager of a transaction that already holds the workflow row lock; the
+ * in-memory records are kept in step with what is written.
+ *
+ * Writes go out at once, or, inside {@link batched}, together when the phase ends (or before its
+ * next read through this store): one statement on PostgreSQL, as few as the dialect allows elsewhere.
  */
 export class WorkflowStore {
+  private sqlOf: HotPathSql | undefined;
+  private readonly batches = new WeakMap<EntityManager, WriteBatch>();
+  /** The jobs a batched phase scheduled, sent when it ends unless the executor runs one inline (see takeDueJob). */
+  private readonly batchJobs = new WeakMap<EntityManager, PendingJob[]>();
+
   constructor(
     private readonly queue: QueuePort,
     private readonly afterCommit: AfterCommitSubscriber,
@@ -54,33 +73,146 @@ export class WorkflowStore {
     return canonical;
   }
 
+  /** The hot path's SQL, built on first use: after boot detected the schema (key type, signal columns). */
+  sql(manager: EntityManager): HotPathSql {
+    return (this.sqlOf ??= hotPathSqlFor(manager.connection));
+  }
+
+  /**
+   * Runs `work` with its writes through this store collected, and writes them together when it
+   * returns (nothing when it throws: its transaction rolls back). Reads through this store write
+   * what is pending first, so the phase always reads its own writes.
+   */
+  async batched<T>(manager: EntityManager, work: () => Promise<T>): Promise<T> {
+    if (this.batches.has(manager)) return work();
+    this.batches.set(manager, { updates: [], inserts: [], consumptions: [] });
+    this.batchJobs.set(manager, []);
+    try {
+      const result = await work();
+      await this.flush(manager);
+      for (const job of this.batchJobs.get(manager)!) await this.send(manager, job);
+      return result;
+    } finally {
+      this.batches.delete(manager);
+      this.batchJobs.delete(manager);
+    }
+  }
+
+  /**
+   * The one job the current batched phase scheduled, when it is due now and may run inline: it is
+   * taken out (never sent), for the executor to run in this transaction and worker. Its row may
+   * still be pending: the next read through this store writes it (and gives it its id).
+   */
+  takeDueJob(manager: EntityManager): StepExecution | null {
+    const jobs = this.batchJobs.get(manager);
+    if (!jobs || jobs.length !== 1) return null;
+    const [job] = jobs;
+    if (job.jobId !== undefined || job.jobOptions.chain === false || job.execution.scheduledFor.getTime() > this.now().getTime()) return null;
+    jobs.length = 0;
+    return job.execution;
+  }
+
+  /** Writes what the phase of `manager` has pending (a no-op outside {@link batched}). */
+  async flush(manager: EntityManager): Promise<void> {
+    const batch = this.batches.get(manager);
+    if (!batch || (batch.updates.length === 0 && batch.inserts.length === 0 && batch.consumptions.length === 0)) return;
+    this.batches.set(manager, { updates: [], inserts: [], consumptions: [] });
+    await this.sql(manager).write(manager, batch);
+  }
+
+  /** Queues a write in the phase's batch, or writes it now outside one. */
+  private async write(manager: EntityManager, add: (batch: WriteBatch) => void): Promise<void> {
+    const pending = this.batches.get(manager);
+    if (pending) return add(pending);
+    const batch: WriteBatch = { updates: [], inserts: [], consumptions: [] };
+    add(batch);
+    await this.sql(manager).write(manager, batch);
+  }
+
+  /** A row update, merged with one already pending for the same row (each row is written once per statement). */
+  async updateRow<T extends { id: string }>(manager: EntityManager, table: 'workflows' | 'executions' | 'signals', id: string, changes: Partial<T>): Promise<void> {
+    const codec = this.sql(manager)[table];
+    await this.write(manager, (batch) => {
+      const pending = batch.updates.find((update) => update.codec === codec && update.id === id);
+      if (pending) Object.assign(pending.changes, changes);
+      else batch.updates.push({ codec, id, changes: { ...changes } });
+    });
+  }
+
+  /** Records a consumption of the signal by an execution of `stepName` (see SignalRendezvous.settle). */
+  async consumeSignal(manager: EntityManager, signalId: string, stepName: string): Promise<void> {
+    // The consumption reads the signal's row as the statement starts: a change to it still pending goes first.
+    if (this.batches.get(manager)?.updates.some((update) => update.codec === this.sql(manager).signals && update.id === signalId)) await this.flush(manager);
+    await this.write(manager, (batch) => batch.consumptions.push({ signalId, stepName, now: this.now() }));
+  }
+
+  /**
+   * The workflow and its execution under their row locks, read in one statement (the start of every
+   * executor transaction). The execution is null when it is gone or not the workflow's.
+   */
+  async lockStep(
+    manager: EntityManager,
+    workflowId: string,
+    executionId: string,
+    hero?: HeroKey,
+  ): Promise<{ workflow: WorkflowRecord; execution: StepExecution | null; signal: Signal | null; hero?: object | null }> {
+    await this.flush(manager);
+    const rows = await this.sql(manager).lockStep(manager, this.workflowId(workflowId), executionId, hero);
+    if (rows) return rows;
+    return { workflow: await this.lockWorkflow(manager, workflowId), execution: await this.lockExecution(manager, executionId), signal: null };
+  }
+
+  /**
+   * The workflow's hero, or null when its row is gone. Read by fixed SQL with the phase's pending
+   * writes (one statement on PostgreSQL), or through TypeORM for an entity that needs it.
+   */
+  async readHero(manager: EntityManager, heroType: string, heroId: string): Promise<object | null> {
+    const sql = this.sql(manager);
+    const codec = sql.heroCodec(heroType);
+    if (!codec) {
+      await this.flush(manager);
+      return loadHero(manager, heroType, heroId);
+    }
+    const pending = this.batches.get(manager);
+    if (pending) this.batches.set(manager, { updates: [], inserts: [], consumptions: [] });
+    const rows = await sql.write(manager, pending ?? { updates: [], inserts: [], consumptions: [] }, sql.heroRead(codec, heroId));
+    return sql.heroFrom(codec, rows);
+  }
+
   async lockWorkflow(manager: EntityManager, id: string): Promise<WorkflowRecord> {
-    const workflow = await lockRow(manager, WorkflowRecord, this.workflowId(id));
+    await this.flush(manager);
+    const workflow = await this.sql(manager).lockWorkflow(manager, this.workflowId(id));
     if (!workflow) throw new WorkflowNotFoundError(id);
     return workflow;
   }
 
-  lockExecution(manager: EntityManager, id: string): Promise<StepExecution | null> {
+  async lockExecution(manager: EntityManager, id: string): Promise<StepExecution | null> {
+    await this.flush(manager);
     return lockRow(manager, StepExecution, id);
   }
 
   async insertWorkflow(manager: EntityManager, values: Pick<WorkflowRecord, 'type' | 'heroType' | 'heroId' | 'allowMultiple'>): Promise<WorkflowRecord> {
+    const workflow = this.newWorkflow(manager, values, null);
+    await manager.insert(WorkflowRecord, workflow);
+    workflow.id = String(workflow.id);
+    return workflow;
+  }
+
+  /** A new `ready` workflow, not written yet. */
+  private newWorkflow(manager: EntityManager, values: Pick<WorkflowRecord, 'type' | 'heroType' | 'heroId' | 'allowMultiple'>, nextStepName: string | null): WorkflowRecord {
     const now = this.now();
     // Every nullable column explicitly null, so the record `start` returns reads like the row.
-    const workflow = this.schema.withNewId(manager.create(WorkflowRecord, {
+    return this.schema.withNewId(manager.create(WorkflowRecord, {
       ...values,
       state: 'ready',
       currentStepName: null,
-      nextStepName: null,
+      nextStepName,
       startedAt: null,
       transitionedAt: null,
       finishedAt: null,
       createdAt: now,
       updatedAt: now,
     }));
-    await manager.insert(WorkflowRecord, workflow);
-    workflow.id = String(workflow.id);
-    return workflow;
   }
 
   /** Moves the workflow through its state machine, stamping the lifecycle timestamps, plus `patch`. */
@@ -106,7 +238,7 @@ export class WorkflowStore {
   async updateWorkflow(manager: EntityManager, workflow: WorkflowRecord, changes: Partial<WorkflowRecord>): Promise<void> {
     if (Object.keys(changes).length === 0) return;
     changes.updatedAt = this.now();
-    await manager.update(WorkflowRecord, { id: workflow.id }, changes as QueryDeepPartialEntity<WorkflowRecord>);
+    await this.updateRow<WorkflowRecord>(manager, 'workflows', workflow.id, changes);
     Object.assign(workflow, changes);
   }
 
@@ -126,12 +258,13 @@ export class WorkflowStore {
       changes[TERMINAL_TIMESTAMP[to as keyof typeof TERMINAL_TIMESTAMP]] = now;
       changes.finishedAt = now;
     }
-    await manager.update(StepExecution, { id: execution.id }, changes as QueryDeepPartialEntity<StepExecution>);
+    await this.updateRow<StepExecution>(manager, 'executions', execution.id, changes);
     Object.assign(execution, changes);
   }
 
   /** The workflow's active execution (scheduled, waiting or in progress), if any. */
-  currentExecution(manager: EntityManager, workflowId: string): Promise<StepExecution | null> {
+  async currentExecution(manager: EntityManager, workflowId: string): Promise<StepExecution | null> {
+    await this.flush(manager);
     return manager
       .createQueryBuilder(StepExecution, 'e')
       .where('e.workflowId = :workflowId', { workflowId })
@@ -146,6 +279,7 @@ export class WorkflowStore {
    * skip of a paused workflow, or a test helper running a step out of order).
    */
   async supersedeActive(manager: EntityManager, workflowId: string): Promise<void> {
+    await this.flush(manager);
     const now = this.now();
     await manager
       .createQueryBuilder()
@@ -169,15 +303,43 @@ export class WorkflowStore {
     workflowChanges: Partial<WorkflowRecord> = {},
   ): Promise<StepExecution> {
     const execution = await this.insertExecution(manager, workflow.id, stepName, options);
-    await this.updateWorkflow(manager, workflow, { ...workflowChanges, nextStepName: stepName });
-    await this.enqueue(manager, execution, jobOptionsFor(definition, definition?.step(stepName)));
+    const changes = workflow.nextStepName === stepName ? workflowChanges : { ...workflowChanges, nextStepName: stepName };
+    await this.updateWorkflow(manager, workflow, changes);
+    await this.enqueue(manager, workflow, execution, jobOptionsFor(definition, definition?.step(stepName)));
     return execution;
+  }
+
+  /**
+   * `start()`'s writes: the workflow, `ready` with `nextStepName` at its first step, and that step's
+   * execution, whose job is enqueued after the outermost commit (at once without a transaction: the
+   * writes are one statement on PostgreSQL). Null, with nothing written, when the hero row is gone.
+   */
+  async startWorkflow(
+    manager: EntityManager,
+    values: Pick<WorkflowRecord, 'type' | 'heroType' | 'heroId' | 'allowMultiple'>,
+    definition: WorkflowDefinition,
+    first: StepDefinition,
+    hero: HeroRow,
+  ): Promise<WorkflowRecord | null> {
+    const workflow = this.newWorkflow(manager, values, first.name);
+    const execution = this.newExecution(manager, workflow.id, first.name, { waitMs: first.waitMs });
+    if (!(await this.sql(manager).insertStart(manager, workflow, execution, hero))) return null;
+    await this.enqueue(manager, workflow, execution, jobOptionsFor(definition, first));
+    return workflow;
   }
 
   /** Inserts a `scheduled` execution, nothing else (no pointer update, no job). */
   async insertExecution(manager: EntityManager, workflowId: string, stepName: string, options: NewExecution = {}): Promise<StepExecution> {
+    const execution = this.newExecution(manager, workflowId, stepName, options);
+    const codec = this.sql(manager).executions;
+    await this.write(manager, (batch) => batch.inserts.push({ codec, row: execution, inserted: (id) => (execution.id = id) }));
+    return execution;
+  }
+
+  /** A new `scheduled` execution, not written yet (its id is set on uuid keys only). */
+  private newExecution(manager: EntityManager, workflowId: string, stepName: string, options: NewExecution): StepExecution {
     const now = this.now();
-    const execution = this.schema.withNewId(manager.create(StepExecution, {
+    return this.schema.withNewId(manager.create(StepExecution, {
       workflowId,
       stepName,
       state: 'scheduled',
@@ -189,17 +351,33 @@ export class WorkflowStore {
       createdAt: now,
       updatedAt: now,
     }));
-    await manager.insert(StepExecution, execution as QueryDeepPartialEntity<StepExecution>);
-    execution.id = String(execution.id);
-    return execution;
   }
 
   /**
    * Enqueues the execution's job after the outermost commit (or at once when configured so). `jobId`
    * replaces the execution id as the job's identity in the queue (see StepJob.jobId).
    */
-  async enqueue(manager: EntityManager, execution: StepExecution, jobOptions: StepJobOptions, jobId?: string): Promise<void> {
-    const job: StepJob = { executionId: execution.id, runAt: execution.scheduledFor, jobOptions, ...(jobId === undefined ? {} : { jobId }) };
+  async enqueue(
+    manager: EntityManager,
+    workflow: Pick<WorkflowRecord, 'id' | 'heroType' | 'heroId'>,
+    execution: StepExecution,
+    jobOptions: StepJobOptions,
+    jobId?: string,
+  ): Promise<void> {
+    const job: PendingJob = { workflow, execution, jobOptions, jobId };
+    const pending = this.batchJobs.get(manager);
+    if (pending) pending.push(job);
+    else await this.send(manager, job);
+  }
+
+  private async send(manager: EntityManager, { workflow, execution, jobOptions, jobId }: PendingJob): Promise<void> {
+    const job: StepJob = {
+      executionId: execution.id,
+      hints: jobHints(workflow),
+      runAt: execution.scheduledFor,
+      jobOptions,
+      ...(jobId === undefined ? {} : { jobId }),
+    };
     if (!this.enqueueAfterCommit) {
       await this.queue.enqueue(job);
       return;
@@ -232,6 +410,7 @@ export class WorkflowStore {
 
   /** The step of the workflow's most recent execution among `stepNames`, or null. */
   private async latestExecutedOf(manager: EntityManager, workflowId: string, stepNames: readonly string[]): Promise<string | null> {
+    await this.flush(manager);
     const latest = await manager.findOne(StepExecution, {
       where: { workflowId, stepName: In([...stepNames]) },
       select: { id: true, stepName: true, createdAt: true },
@@ -252,6 +431,11 @@ export class WorkflowStore {
     if (stepName === null) throw new Error(`Workflow ${workflow.id} has no step to reschedule`);
     return this.createExecution(manager, workflow, definition, stepName, options, this.transitionChanges(workflow, 'ready', patch));
   }
+}
+
+/** What a job of the workflow tells the executor (StepJob.hints). */
+export function jobHints(workflow: Pick<WorkflowRecord, 'id' | 'heroType' | 'heroId'>): StepJobHints {
+  return { workflowId: workflow.id, heroType: workflow.heroType, heroId: workflow.heroId };
 }
 
 export function jobOptionsFor(definition: WorkflowDefinition | undefined, step: StepDefinition | undefined): StepJobOptions {

@@ -45,7 +45,8 @@ function stepProcessor(name: string, concurrency: number): Type {
     constructor(private readonly gate: StepJobGate) {}
 
     handle(job: Job<StepJobData>): Promise<void> {
-      return this.gate.run(job.data.executionId, String(job.id));
+      const { executionId, ...hints } = job.data;
+      return this.gate.run(executionId, String(job.id), hints);
     }
   }
   Inject(STEP_JOB_GATE)(GenevaDriveStepProcessor, undefined, 0);

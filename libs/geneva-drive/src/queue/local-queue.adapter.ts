@@ -2,7 +2,13 @@ import type { LoggerService } from '@nestjs/common';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import type { TransactionRunner } from '../persistence/transaction-runner.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
-import type { QueuePort, StepJob, StepJobHandler } from './queue.port.js';
+import type { QueuePort, StepJob, StepJobHandler, StepJobHints } from './queue.port.js';
+
+interface ReadyJob {
+  executionId: string;
+  jobId: string;
+  hints?: StepJobHints;
+}
 
 // setTimeout cannot wait longer than 2^31-1 ms (~24.8 days); longer waits re-arm.
 const MAX_TIMER_MS = 2_147_483_647;
@@ -16,7 +22,7 @@ const MAX_TIMER_MS = 2_147_483_647;
 export class LocalQueueAdapter implements QueuePort {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly intervals: NodeJS.Timeout[] = [];
-  private readonly ready: Array<{ executionId: string; jobId: string }> = [];
+  private readonly ready: ReadyJob[] = [];
   private readonly running = new Set<Promise<void>>();
   private handler: StepJobHandler | undefined;
   private stopped = false;
@@ -29,7 +35,7 @@ export class LocalQueueAdapter implements QueuePort {
 
   async enqueue(job: StepJob): Promise<boolean> {
     if (this.stopped) return false;
-    return this.arm(job.executionId, job.jobId ?? job.executionId, job.runAt.getTime());
+    return this.arm({ executionId: job.executionId, jobId: job.jobId ?? job.executionId, hints: job.hints }, job.runAt.getTime());
   }
 
   async start(handler: StepJobHandler): Promise<void> {
@@ -38,12 +44,14 @@ export class LocalQueueAdapter implements QueuePort {
     const due = await this.transactions.dataSource
       .createQueryBuilder(StepExecution, 'e')
       .innerJoin('geneva_drive_workflows', 'w', 'w.id = e.workflow_id')
-      .select(['e.id', 'e.scheduledFor', 'e.jobId'])
+      .select(['e.id', 'e.workflowId', 'e.scheduledFor', 'e.jobId'])
       .where("e.state = 'scheduled'")
       .andWhere("w.state IN ('ready', 'performing')")
       .getMany();
     // A woken execution keeps its wake-up job id; any other stands for its first job.
-    for (const execution of due) this.arm(execution.id, execution.jobId ?? execution.id, execution.scheduledFor.getTime());
+    for (const execution of due) {
+      this.arm({ executionId: execution.id, jobId: execution.jobId ?? execution.id, hints: { workflowId: execution.workflowId } }, execution.scheduledFor.getTime());
+    }
   }
 
   async repeat(name: string, everyMs: number, task: () => Promise<unknown>): Promise<void> {
@@ -63,13 +71,20 @@ export class LocalQueueAdapter implements QueuePort {
   }
 
   /** Arms a timer for the execution; false when one is already armed or due (one job per execution at a time: duplicates collapse). */
-  private arm(executionId: string, jobId: string, at: number): boolean {
-    if (this.timers.has(executionId) || this.ready.some((job) => job.executionId === executionId)) return false;
-    const delay = Math.max(0, at - Date.now());
+  private arm(job: ReadyJob, at: number): boolean {
+    const { executionId } = job;
+    if (this.timers.has(executionId) || this.ready.some((ready) => ready.executionId === executionId)) return false;
+    const delay = at - Date.now();
+    if (delay <= 0) {
+      // Due now: no timer between the commit that enqueued it and its start.
+      this.ready.push(job);
+      this.drain();
+      return true;
+    }
     const timer = setTimeout(() => {
       this.timers.delete(executionId);
-      if (delay > MAX_TIMER_MS) return void this.arm(executionId, jobId, at);
-      this.ready.push({ executionId, jobId });
+      if (delay > MAX_TIMER_MS) return void this.arm(job, at);
+      this.ready.push(job);
       this.drain();
     }, Math.min(delay, MAX_TIMER_MS));
     this.timers.set(executionId, timer);
@@ -78,8 +93,8 @@ export class LocalQueueAdapter implements QueuePort {
 
   private drain(): void {
     while (!this.stopped && this.handler && this.running.size < this.concurrency && this.ready.length > 0) {
-      const { executionId, jobId } = this.ready.shift()!;
-      const run = this.handler(executionId, jobId)
+      const { executionId, jobId, hints } = this.ready.shift()!;
+      const run = this.handler(executionId, jobId, hints)
         .catch(async (error) => {
           const logger = await ContextLogger.forExecution(this.logger, this.transactions.dataSource.manager, executionId);
           logger.warn(`Step job ${jobId} ended with ${String(error)}`);

@@ -46,7 +46,7 @@ export function queueRegistration(declared: QueueAdapterOptions | undefined): Qu
                   "geneva-drive: a 'bull' queue returned by forRootAsync's factory cannot be registered with @nestjs/bull: declare `queue` beside useFactory (connection settings that need injection go to BullModule.forRootAsync)",
                 );
               }
-              return new BullQueueAdapter(bullQueue, gate, queue, logger);
+              return new BullQueueAdapter(bullQueue, gate, queue, logger, options.chainSteps.maxSteps > 0);
             case 'manual':
               return new ManualQueueAdapter();
             default:

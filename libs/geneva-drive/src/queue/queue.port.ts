@@ -3,6 +3,12 @@ import type { StepJobOptions } from '../interfaces/step-options.interface.js';
 /** One step job: run execution `executionId` at `runAt`. The job id is the execution id unless `jobId` says otherwise. */
 export interface StepJob {
   executionId: string;
+  /**
+   * What the job tells the executor besides its execution, so that it need not look them up: the
+   * workflow (locked first) and its hero (read with the lock). Adapters keep them with the job and
+   * hand them back; a job without them (queued by an older version) still runs.
+   */
+  hints?: StepJobHints;
   runAt: Date;
   jobOptions: StepJobOptions;
   /**
@@ -12,11 +18,19 @@ export interface StepJob {
   jobId?: string;
 }
 
+/** See StepJob.hints. */
+export interface StepJobHints {
+  workflowId?: string;
+  heroType?: string;
+  heroId?: string;
+}
+
 /**
  * Runs one execution; the queue calls it when a job is due, with the job's id in the queue (the
- * execution id, or StepJob.jobId), which is recorded on the execution as `jobId`.
+ * execution id, or StepJob.jobId), which is recorded on the execution as `jobId`, and the job's
+ * hints.
  */
-export type StepJobHandler = (executionId: string, jobId?: string) => Promise<void>;
+export type StepJobHandler = (executionId: string, jobId?: string, hints?: StepJobHints) => Promise<void>;
 
 /**
  * Where step jobs go. The database is the source of truth; the queue only wakes executions up, so

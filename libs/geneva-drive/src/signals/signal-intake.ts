@@ -1,14 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity.js';
 import { Signal } from '../entities/signal.entity.js';
+import type { StepExecution } from '../entities/step-execution.entity.js';
 import { InvalidSignalError, SignalPayloadTooLargeError, SignalsNotMigratedError } from '../errors/signal.errors.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import { GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
 import { latestRowsLock } from '../persistence/row-lock.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
-import { isUniqueViolation } from '../persistence/unique-violation.js';
 import { WorkflowStore } from '../persistence/workflow-store.js';
 import { decodePayload, encodedSize, encodePayload, hasUnstorableCharacters } from '../util/payload-codec.js';
 
@@ -75,11 +74,17 @@ export class SignalIntake {
   }
 
   /**
-   * Inserts a keyed signal inside a savepoint: a unique violation (a redelivery) rolls back only the
-   * savepoint, so neither this transaction nor a caller's enclosing one is poisoned; the original
-   * row is returned.
+   * Inserts the signal; a redelivery of a known key writes nothing (and raises nothing, so a
+   * caller's enclosing transaction is not poisoned) and returns the original row. With
+   * `withWaiting`, the workflow's parked executions come back too, read by the same statement where
+   * the dialect allows (the rendezvous dispatches to them).
    */
-  async insert(manager: EntityManager, workflowId: string, prepared: PreparedSignal): Promise<{ signal: Signal; duplicate: boolean }> {
+  async insert(
+    manager: EntityManager,
+    workflowId: string,
+    prepared: PreparedSignal,
+    withWaiting = false,
+  ): Promise<{ signal: Signal; duplicate: boolean; waiting: StepExecution[] }> {
     const now = this.store.now();
     const signal = this.schema.withNewId(manager.create(Signal, {
       workflowId,
@@ -94,22 +99,11 @@ export class SignalIntake {
       createdAt: now,
       updatedAt: now,
     }));
-    const values = signal as QueryDeepPartialEntity<Signal>;
-    if (prepared.idempotencyKey === null) {
-      // Without a key nothing can collide (NULL keys are distinct in the unique index): no savepoint.
-      await manager.insert(Signal, values);
-    } else {
-      try {
-        await manager.transaction((savepoint) => savepoint.insert(Signal, values));
-      } catch (error) {
-        if (!isUniqueViolation(error)) throw error;
-        const existing = await this.findExisting(manager, workflowId, prepared);
-        if (!existing) throw error;
-        return { signal: existing, duplicate: true };
-      }
-    }
-    signal.id = String(signal.id);
-    return { signal, duplicate: false };
+    const { inserted, waiting } = await this.store.sql(manager).insertSignal(manager, signal, withWaiting);
+    if (inserted) return { signal, duplicate: false, waiting };
+    const existing = await this.findExisting(manager, workflowId, prepared);
+    if (!existing) throw new Error(`Signal "${prepared.name}" of workflow ${workflowId} was neither written nor found`);
+    return { signal: existing, duplicate: true, waiting: [] };
   }
 
   /** The row an earlier delivery of this keyed signal wrote, locked; null for a keyless signal. */

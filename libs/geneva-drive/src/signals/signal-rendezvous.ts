@@ -12,9 +12,6 @@ import type { WorkflowRegistry } from '../registry/workflow.registry.js';
 import type { GenevaWorkflow } from '../workflow/geneva-workflow.js';
 import type { WorkflowInstances } from '../execution/workflow-instances.js';
 
-/** The executions index on (workflow_id, state), created by the first migration. */
-const EXECUTIONS_BY_WORKFLOW_STATE = 'geneva_drive_step_executions_workflow_state';
-
 /**
  * The rendezvous of signals and waiting steps — both sides, and the settlement of claims. Every
  * method runs inside a transaction that holds the workflow row lock, which is what makes the meeting
@@ -41,7 +38,7 @@ export class SignalRendezvous {
 
   /**
    * For a `waitFor` step about to start: the pinned signal if the execution carries one (woken by
-   * dispatch, or inherited by a successor), else the oldest attachable matching signal (claimed and
+   * dispatch, or inherited by a successor; `pinned` when its row was read with the lock), else the oldest attachable matching signal (claimed and
    * pinned now), else park the execution as `waiting` and return null.
    */
   async attachOrPark(
@@ -50,12 +47,14 @@ export class SignalRendezvous {
     execution: StepExecution,
     step: StepDefinition,
     instance: GenevaWorkflow<any>,
+    pinned: Signal | null = null,
   ): Promise<Signal | null> {
-    if (execution.signalId) return manager.findOneOrFail(Signal, { where: { id: execution.signalId } });
+    if (execution.signalId) return pinned?.id === execution.signalId ? pinned : manager.findOneOrFail(Signal, { where: { id: execution.signalId } });
     const signal = await this.firstMatching(manager, workflow.id, step, instance);
     if (signal) {
       await this.claim(manager, signal);
-      await manager.update(StepExecution, { id: execution.id }, { signalId: signal.id, updatedAt: this.store.now() });
+      // Pinned by the UPDATE that starts the execution, when the phase writes its batch.
+      await this.store.updateRow<StepExecution>(manager, 'executions', execution.id, { signalId: signal.id, updatedAt: this.store.now() });
       execution.signalId = signal.id;
       return signal;
     }
@@ -66,27 +65,16 @@ export class SignalRendezvous {
   // ------------------------------------------------------------ sender side: dispatch
 
   /**
-   * Wakes every parked execution of the workflow whose matcher accepts the signal: claim, pin,
+   * Wakes every parked execution of the workflow (`parked`, or read now) whose matcher accepts the signal: claim, pin,
    * `waiting → scheduled` due now, job enqueued after commit. Returns how many woke. Matchers run on
    * a fresh workflow instance bound to the locked record; a matcher that throws aborts the delivery.
    */
-  async dispatch(manager: EntityManager, workflow: WorkflowRecord, signal: Signal): Promise<number> {
+  async dispatch(manager: EntityManager, workflow: WorkflowRecord, signal: Signal, parked?: StepExecution[]): Promise<number> {
     const definition = this.registry.findByName(workflow.type);
     if (!definition || !this.schema.hasSignals) return 0;
-    const query = manager
-      .createQueryBuilder(StepExecution, 'e')
-      .where('e.workflowId = :workflowId', { workflowId: workflow.id })
-      .andWhere('e.state = :state', { state: 'waiting' })
-      .orderBy('e.createdAt', 'ASC')
-      .addOrderBy('e.id', 'ASC');
-    const lock = latestRowsLock(manager);
-    // The locking read must lock this workflow's rows only (they are already ours: every writer holds
-    // the workflow lock). Left to itself, MySQL/MariaDB may scan the (state, scheduled_for) index
-    // instead and lock every parked execution of every workflow, with the gaps between them: two
-    // deliveries to two workflows then deadlock (ER_LOCK_DEADLOCK) as each moves its row out of the
-    // other's locked range. USE INDEX is emitted on MySQL/MariaDB only.
-    if (lock) query.setLock(lock.mode).useIndex(EXECUTIONS_BY_WORKFLOW_STATE);
-    const waiting = await query.getMany();
+    await this.store.flush(manager);
+    // `parked`: read by the statement that inserted the signal (SignalIntake.insert).
+    const waiting = parked ?? (await this.store.sql(manager).waitingExecutions(manager, workflow.id));
     let woken = 0;
     for (const execution of waiting) {
       const step = definition.step(execution.stepName);
@@ -105,7 +93,7 @@ export class SignalRendezvous {
         scheduledFor: this.store.now(),
         jobId,
       });
-      await this.store.enqueue(manager, execution, jobOptionsFor(definition, step), jobId);
+      await this.store.enqueue(manager, workflow, execution, jobOptionsFor(definition, step), jobId);
       woken++;
     }
     return woken;
@@ -126,7 +114,7 @@ export class SignalRendezvous {
       // An id of its own, like a signal's wake-up: the job that parked the execution may still be in the queue.
       const jobId = `${execution.id}-resume`;
       await this.store.transitionExecution(manager, execution, 'scheduled', null, { scheduledFor: this.store.now(), jobId });
-      await this.store.enqueue(manager, execution, jobOptionsFor(definition, step), jobId);
+      await this.store.enqueue(manager, workflow, execution, jobOptionsFor(definition, step), jobId);
       return 1;
     }
     const instance = await this.instances.createBound(manager, definition, workflow, execution, { withHero: step.waitFor.needsWorkflow !== false });
@@ -138,7 +126,7 @@ export class SignalRendezvous {
 
   /** The execution completed cleanly: its pinned signal records a consumption. */
   async settleOnSuccess(manager: EntityManager, execution: StepExecution): Promise<void> {
-    if (execution.signalId) await this.recordConsumption(manager, execution.signalId, []);
+    if (execution.signalId) await this.store.consumeSignal(manager, execution.signalId, execution.stepName);
   }
 
   /**
@@ -152,13 +140,14 @@ export class SignalRendezvous {
     if (!this.schema.hasSignals) return;
     let signalId = execution.signalId;
     if (!signalId) {
+      await this.store.flush(manager);
       const holder = await manager.findOne(StepExecution, {
         where: { workflowId: execution.workflowId, stepName: execution.stepName, state: In(['failed', 'canceled']), signalId: Not(IsNull()) },
         order: { createdAt: 'DESC', id: 'DESC' },
       });
       signalId = holder?.signalId ?? null;
     }
-    if (signalId) await this.recordConsumption(manager, signalId, [execution.stepName]);
+    if (signalId) await this.store.consumeSignal(manager, signalId, execution.stepName);
   }
 
   private async claim(manager: EntityManager, signal: Signal): Promise<void> {
@@ -168,42 +157,8 @@ export class SignalRendezvous {
       changes.state = 'claimed';
       changes.claimedAt = now;
     }
-    await manager.update(Signal, { id: signal.id }, changes);
+    await this.store.updateRow<Signal>(manager, 'signals', signal.id, changes);
     Object.assign(signal, changes);
-  }
-
-  /**
-   * `consumed += 1`; the signal becomes `consumed` once no attached chain is still unresolved.
-   * `resolvedSteps` count as resolved whatever their latest row says (an operator skip of a failed step).
-   */
-  private async recordConsumption(manager: EntityManager, signalId: string, resolvedSteps: string[]): Promise<void> {
-    const signal = await manager.findOne(Signal, { where: { id: signalId } });
-    if (!signal || signal.state === 'consumed') return;
-    const now = this.store.now();
-    const changes: Partial<Signal> = { consumed: Number(signal.consumed) + 1, updatedAt: now };
-    if (signal.state === 'claimed' && (await this.fullyResolved(manager, signalId, resolvedSteps))) {
-      changes.state = 'consumed';
-      changes.consumedAt = now;
-    }
-    await manager.update(Signal, { id: signalId }, changes);
-  }
-
-  private async fullyResolved(manager: EntityManager, signalId: string, resolvedSteps: string[]): Promise<boolean> {
-    const pinned = await manager.find(StepExecution, {
-      where: { signalId },
-      select: { id: true, stepName: true, state: true, outcome: true, createdAt: true },
-      order: { createdAt: 'ASC', id: 'ASC' },
-    });
-    const latestByStep = new Map<string, StepExecution>();
-    for (const execution of pinned) {
-      if (ACTIVE_EXECUTION_STATES.includes(execution.state)) return false;
-      latestByStep.set(execution.stepName, execution);
-    }
-    for (const [stepName, latest] of latestByStep) {
-      if (resolvedSteps.includes(stepName)) continue;
-      if (latest.outcome !== 'success' && latest.outcome !== 'skipped') return false;
-    }
-    return true;
   }
 
   /** Oldest-first attachable (not consumed) signal of the workflow the step's matcher accepts. */
@@ -215,6 +170,7 @@ export class SignalRendezvous {
       .orderBy('s.createdAt', 'ASC')
       .addOrderBy('s.id', 'ASC');
     if (step.waitFor!.signalName) query.andWhere('s.name = :name', { name: step.waitFor!.signalName });
+    await this.store.flush(manager);
     const lock = latestRowsLock(manager);
     if (lock) query.setLock(lock.mode);
     for (const signal of await query.getMany()) {

@@ -57,19 +57,21 @@ export class SignalService {
     options: SignalOptions<Payload> = {},
   ): Promise<Signal<Payload>> {
     const { workflowId, prepared } = this.intake.prepareCall(workflow, name, options);
-    const result = await this.transactions.run(async (manager) => {
+    // Batched: a wake's claim and the execution it schedules are written together.
+    const result = await this.transactions.run((manager) => this.store.batched(manager, async () => {
       const record = await this.store.lockWorkflow(manager, workflowId);
       const terminal = !record.isOngoing();
       if (terminal && prepared.idempotencyKey === null) throw new WorkflowNotOngoingError(record.id, record.state, name);
-      const { signal, duplicate } = terminal
-        ? { signal: await this.intake.findExisting(manager, record.id, prepared), duplicate: true }
-        : await this.intake.insert(manager, record.id, prepared);
+      // A paused workflow buffers: resume delivers.
+      const delivers = !record.isPaused() && this.schema.hasSignals;
+      const { signal, duplicate, waiting } = terminal
+        ? { signal: await this.intake.findExisting(manager, record.id, prepared), duplicate: true, waiting: [] }
+        : await this.intake.insert(manager, record.id, prepared, delivers);
       if (!signal) throw new WorkflowNotOngoingError(record.id, record.state, name);
       signal.duplicateDelivery = duplicate;
-      // A paused workflow buffers: resume delivers.
-      const woken = duplicate || record.isPaused() ? 0 : await this.rendezvous.dispatch(manager, record, signal);
+      const woken = duplicate || !delivers ? 0 : await this.rendezvous.dispatch(manager, record, signal, waiting);
       return { signal, woken };
-    }, options?.manager).catch((error: unknown) => {
+    }), options?.manager).catch((error: unknown) => {
       if (error instanceof WorkflowNotOngoingError) publish('signal', () => ({ workflowId, signalId: null, name, duplicate: false, woken: 0, disposition: 'rejected' }));
       throw error;
     });

@@ -7,7 +7,7 @@ import { WorkflowAlreadyOngoingError } from '../errors/workflow-already-ongoing.
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import { InvalidHeroError } from '../errors/invalid-hero.error.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
-import { heroExists, heroReference } from '../execution/hero.js';
+import { heroExists, heroReference, heroRow } from '../execution/hero.js';
 import { rejectUnknownKeys } from '../util/unknown-keys.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
@@ -67,23 +67,34 @@ export class WorkflowService {
     rejectUnknownKeys(START, options, START_OPTION_KEYS);
     const ref = heroReference(this.transactions.dataSource, definition.name, hero, definition.heroEntity?.(), true);
     const signals = this.intake.prepareStartSignals(options.signals);
-    return this.transactions.run(async (manager) => {
-      // A hero that was never saved, or is gone: its workflow would be canceled at its first step.
-      if (!(await heroExists(manager, ref.heroType, ref.heroId))) {
-        throw new InvalidHeroError(definition.name, `${ref.heroType} ${ref.heroId} has no row: save it first (inside the transaction of the manager you pass, if any)`);
+    const values = { type: definition.name, ...ref, allowMultiple: options.allowMultiple ?? false };
+    const first = definition.firstStep;
+    const manager = this.transactions.dataSource.manager;
+    const heroInTable = heroRow(manager, ref.heroType, ref.heroId);
+    // A hero that was never saved, or is gone: its workflow would be canceled at its first step.
+    const heroMissing = () =>
+      new InvalidHeroError(definition.name, `${ref.heroType} ${ref.heroId} has no row: save it first (inside the transaction of the manager you pass, if any)`);
+    const alreadyOngoing = (error: unknown): never => {
+      if (isUniqueViolation(error)) throw new WorkflowAlreadyOngoingError(definition.name, ref.heroType, ref.heroId, { cause: error });
+      throw error;
+    };
+    const insert = async (manager: EntityManager): Promise<WorkflowRecord> => {
+      if (first && heroInTable) {
+        const workflow = await this.store.startWorkflow(manager, values, definition, first, heroInTable).catch(alreadyOngoing);
+        if (!workflow) throw heroMissing();
+        for (const signal of signals) await this.intake.insert(manager, workflow.id, signal);
+        return workflow;
       }
-      const workflow = await this.store
-        .insertWorkflow(manager, { type: definition.name, ...ref, allowMultiple: options.allowMultiple ?? false })
-        .catch((error: unknown) => {
-          if (isUniqueViolation(error)) throw new WorkflowAlreadyOngoingError(definition.name, ref.heroType, ref.heroId, { cause: error });
-          throw error;
-        });
+      if (!(await heroExists(manager, ref.heroType, ref.heroId))) throw heroMissing();
+      const workflow = await this.store.insertWorkflow(manager, values).catch(alreadyOngoing);
       for (const signal of signals) await this.intake.insert(manager, workflow.id, signal);
-      const first = definition.firstStep;
       if (!first) await this.store.transitionWorkflow(manager, workflow, 'finished');
       else await this.store.createExecution(manager, workflow, definition, first.name, { waitMs: first.waitMs });
       return workflow;
-    }, options.manager);
+    };
+    // One statement needs no transaction of its own: its job is enqueued once it has returned.
+    if (first && heroInTable && signals.length === 0 && !options.manager && this.store.sql(manager).startsInOneStatement) return insert(manager);
+    return this.transactions.run(insert, options.manager);
   }
 
   /** The workflow with this id; `WorkflowNotFoundError` when there is none, or when the id is malformed. */
@@ -150,7 +161,7 @@ export class WorkflowService {
       const current = await this.store.currentExecution(manager, record.id);
       const definition = this.registry.findByName(record.type);
       if (current?.state === 'scheduled') {
-        await this.store.enqueue(manager, current, jobOptionsFor(definition, definition?.step(current.stepName)));
+        await this.store.enqueue(manager, record, current, jobOptionsFor(definition, definition?.step(current.stepName)));
       } else if (current?.state === 'waiting') {
         await this.rendezvous.redeliver(manager, record, current);
       } else if (record.nextStepName !== null) {

@@ -1,0 +1,337 @@
+import type { DataSource, EntityManager, ObjectLiteral } from 'typeorm';
+import { Signal } from '../../entities/signal.entity.js';
+import { StepExecution } from '../../entities/step-execution.entity.js';
+import { WorkflowRecord } from '../../entities/workflow.entity.js';
+import { ACTIVE_EXECUTION_STATES } from '../../state/step-execution-state.js';
+import { EntityCodec } from './entity-codec.js';
+
+/** A row update of the batch: the changed properties of one row. */
+export interface RowUpdate<T extends ObjectLiteral = ObjectLiteral> {
+  codec: EntityCodec<T>;
+  id: string;
+  changes: Partial<T>;
+}
+
+/** A row insert of the batch; `inserted` receives the id the database gave it (bigint keys). */
+export interface RowInsert<T extends ObjectLiteral = ObjectLiteral> {
+  codec: EntityCodec<T>;
+  row: T;
+  inserted(id: string): void;
+}
+
+/** A consumption of a signal by an execution of `stepName` that resolved cleanly (see SignalRendezvous). */
+export interface SignalConsumption {
+  signalId: string;
+  stepName: string;
+  now: Date;
+}
+
+/** The writes of one transaction phase, flushed together before the phase's reads or its COMMIT. */
+export interface WriteBatch {
+  updates: RowUpdate[];
+  inserts: RowInsert[];
+  consumptions: SignalConsumption[];
+}
+
+/** A hero to read with the lock or with a batch's writes, by entity name and key. */
+export interface HeroKey {
+  type: string;
+  id: string;
+}
+
+/** A read that rides on the statement of a batch's writes (PostgreSQL) or follows it. */
+export interface TrailingRead {
+  /** The SELECT, its parameters bound through `bind`. */
+  sql(bind: (value: unknown) => string): string;
+}
+
+/** The hero row a new workflow needs: inserted only if `SELECT 1 FROM table WHERE column = value` finds it. */
+export interface HeroRow {
+  table: string;
+  column: string;
+  value: unknown;
+  /** A soft-deleted hero (a `@DeleteDateColumn` set) is no hero. */
+  deletedColumn?: string;
+}
+
+/** A statement and its parameters. */
+export interface Statement {
+  sql: string;
+  params: unknown[];
+}
+
+/**
+ * The hot path's fixed SQL, one implementation per dialect (postgres.ts, mysql.ts, sqlite.ts): the
+ * locking read that opens every executor transaction, and the writes of a phase in as few round
+ * trips as the dialect allows. Everything runs through the transaction's `EntityManager`, so a
+ * caller's transaction still co-commits and the after-commit hooks still fire.
+ */
+export abstract class HotPathSql {
+  readonly workflows: EntityCodec<WorkflowRecord>;
+  readonly executions: EntityCodec<StepExecution>;
+  readonly signals: EntityCodec<Signal>;
+  private readonly lockSql = new Map<string, { sql: string; order: Array<'workflow' | 'execution' | 'hero'> }>();
+  private lockWorkflowSql: string | undefined;
+  private readonly heroCodecs = new Map<string, EntityCodec<ObjectLiteral> | null>();
+
+  constructor(protected readonly dataSource: DataSource) {
+    this.workflows = new EntityCodec(dataSource, WorkflowRecord);
+    this.executions = new EntityCodec(dataSource, StepExecution);
+    this.signals = new EntityCodec(dataSource, Signal);
+  }
+
+  /** The placeholder of the `index`-th (1-based) parameter. */
+  protected abstract placeholder(index: number): string;
+
+  /**
+   * Takes the rows' locks (PostgreSQL and MySQL: FOR UPDATE; SQLite: none, the write lock is held).
+   * `of` names the tables to lock where a read also joins rows it must not lock (PostgreSQL).
+   */
+  protected abstract lockClause(of?: string): string;
+
+  /** The join of the locking read (MySQL reads the workflow first, in the order every writer locks). */
+  protected join(): string {
+    return 'JOIN';
+  }
+
+  /**
+   * Runs the batch: one statement per write unless the dialect can merge them. `then`, a read, runs
+   * after the writes — in their statement where the dialect allows — and its rows are returned.
+   */
+  abstract write(manager: EntityManager, batch: WriteBatch, then?: TrailingRead): Promise<Array<Record<string, unknown>>>;
+
+  /** Whether the lock read may also read the hero: its lock must not reach the hero row (PostgreSQL's `FOR UPDATE OF`; SQLite locks no rows). */
+  protected readonly heroWithLock: boolean = true;
+
+  /** The codec of a hero entity read by fixed SQL, or null when it must be read through TypeORM (see EntityCodec.isPlain). */
+  heroCodec(heroType: string): EntityCodec<ObjectLiteral> | null {
+    let codec = this.heroCodecs.get(heroType);
+    if (codec === undefined) {
+      const known = this.dataSource.hasMetadata(heroType);
+      codec = known && EntityCodec.isPlain(this.dataSource, heroType) ? new EntityCodec(this.dataSource, heroType) : null;
+      this.heroCodecs.set(heroType, codec);
+    }
+    return codec;
+  }
+
+  /** `SELECT <hero> FROM <hero table> h WHERE <key> = ...` (soft-deleted rows excluded, as findOne does). */
+  heroRead(codec: EntityCodec<ObjectLiteral>, heroId: string): TrailingRead {
+    return { sql: (bind) => `SELECT ${codec.selectList('h')} FROM ${codec.table} h WHERE ${this.heroMatch(codec, bind(codec.param(codec.primaryKey, heroId)))}` };
+  }
+
+  /** The hero an `heroRead` row holds, or null for no row. */
+  heroFrom(codec: EntityCodec<ObjectLiteral>, rows: Array<Record<string, unknown>>): object | null {
+    const row = rows[0];
+    return row && row[`h_${codec.primaryKey}`] != null ? codec.fromRow(row, 'h') : null;
+  }
+
+  private heroMatch(codec: EntityCodec<ObjectLiteral>, key: string): string {
+    const deleted = codec.deleteDateProperty;
+    return `h.${codec.column(codec.primaryKey)} = ${key}${deleted ? ` AND h.${codec.column(deleted)} IS NULL` : ''}`;
+  }
+
+  /** Makes sure `manager`'s transaction holds what `lockStep` relies on (SQLite: the write lock). */
+  protected async beforeLock(_manager: EntityManager, _workflowId: string): Promise<void> {}
+
+  /**
+   * Reads the workflow and its execution under their row locks, and the signal the execution is
+   * pinned to (a woken step's), in one statement. Null when the workflow or execution is gone or the
+   * execution is not the workflow's. `signal` is null without a pin or without the signals migration.
+   */
+  async lockStep(
+    manager: EntityManager,
+    workflowId: string,
+    executionId: string,
+    hero?: HeroKey,
+  ): Promise<{ workflow: WorkflowRecord; execution: StepExecution; signal: Signal | null; hero?: object | null } | null> {
+    await this.beforeLock(manager, workflowId);
+    const pins = this.executions.has('signalId');
+    const heroCodec = hero && this.heroWithLock ? this.heroCodec(hero.type) : null;
+    const key = heroCodec ? hero!.type : '';
+    let lock = this.lockSql.get(key);
+    if (lock === undefined) {
+      // Parameters in the order they appear: `?` placeholders bind by position.
+      const order: Array<'workflow' | 'execution' | 'hero'> = [];
+      const at = (name: 'workflow' | 'execution' | 'hero') => this.placeholder(order.push(name));
+      const sql =
+        `SELECT ${this.workflows.selectList('w')}, ${this.executions.selectList('e')}${pins ? `, ${this.signals.selectList('s')}` : ''}` +
+        `${heroCodec ? `, ${heroCodec.selectList('h')}` : ''} FROM ${this.workflows.table} w ${this.join()} ${this.executions.table} e ` +
+        `ON e.${this.executions.column('id')} = ${at('execution')} AND e.${this.executions.column('workflowId')} = w.${this.workflows.column('id')} ` +
+        (pins ? `LEFT JOIN ${this.signals.table} s ON s.${this.signals.column('id')} = e.${this.executions.column('signalId')} ` : '') +
+        (heroCodec ? `LEFT JOIN ${heroCodec.table} h ON ${this.heroMatch(heroCodec, at('hero'))} ` : '') +
+        `WHERE w.${this.workflows.column('id')} = ${at('workflow')}${this.lockClause('w, e')}`;
+      lock = { sql, order };
+      this.lockSql.set(key, lock);
+    }
+    const values = { workflow: workflowId, execution: executionId, hero: heroCodec ? heroCodec.param(heroCodec.primaryKey, hero!.id) : undefined };
+    const rows: Array<Record<string, unknown>> = await manager.query(lock.sql, lock.order.map((name) => values[name]));
+    if (rows.length === 0) return null;
+    const workflow = this.workflows.fromRow(rows[0], 'w');
+    const execution = this.executions.fromRow(rows[0], 'e');
+    const signal = pins && execution.signalId !== null ? this.signals.fromRow(rows[0], 's') : null;
+    // The hero read is the workflow's only when the job named the workflow's own hero.
+    const ownHero = heroCodec && workflow.heroType === hero!.type && workflow.heroId === hero!.id;
+    return { workflow, execution, signal: signal?.id ? signal : null, ...(ownHero ? { hero: this.heroFrom(heroCodec, rows) } : {}) };
+  }
+
+  /** The workflow under its row lock. */
+  async lockWorkflow(manager: EntityManager, workflowId: string): Promise<WorkflowRecord | null> {
+    await this.beforeLock(manager, workflowId);
+    this.lockWorkflowSql ??= `SELECT ${this.workflows.selectList('w')} FROM ${this.workflows.table} w WHERE w.${this.workflows.column('id')} = ${this.placeholder(1)}${this.lockClause()}`;
+    const rows: Array<Record<string, unknown>> = await manager.query(this.lockWorkflowSql, [workflowId]);
+    return rows.length === 0 ? null : this.workflows.fromRow(rows[0], 'w');
+  }
+
+  /**
+   * Inserts a signal unless its idempotency key is taken (a redelivery: nothing written, no error,
+   * so neither the engine's nor a caller's transaction is poisoned). With `withWaiting`, also reads
+   * the workflow's parked executions, oldest first (see {@link waitingExecutions}). The signal
+   * receives its id; `inserted` is false for a redelivery.
+   */
+  async insertSignal(manager: EntityManager, signal: Signal, withWaiting: boolean): Promise<{ inserted: boolean; waiting: StepExecution[] }> {
+    const params: unknown[] = [];
+    const result: unknown = await manager.query(this.insertIgnoringDuplicate(signal, params), params);
+    const id = this.insertedId(result, signal.id);
+    if (id === null) return { inserted: false, waiting: [] };
+    signal.id = id;
+    return { inserted: true, waiting: withWaiting ? await this.waitingExecutions(manager, signal.workflowId) : [] };
+  }
+
+  /**
+   * The workflow's parked executions, oldest first, read as they are now (under the workflow lock,
+   * which every writer of an execution holds).
+   */
+  async waitingExecutions(manager: EntityManager, workflowId: string): Promise<StepExecution[]> {
+    const e = this.executions;
+    const rows: Array<Record<string, unknown>> = await manager.query(
+      `SELECT ${e.selectList('e')} FROM ${e.table} e${this.waitingIndexHint()} WHERE e.${e.column('workflowId')} = ${this.placeholder(1)} ` +
+        `AND e.${e.column('state')} = 'waiting' ORDER BY e.${e.column('createdAt')}, e.${e.column('id')}${this.latestRowsClause()}`,
+      [workflowId],
+    );
+    return rows.map((row) => e.fromRow(row, 'e'));
+  }
+
+  /** The signal's INSERT, a no-op when its idempotency key is taken. */
+  protected insertIgnoringDuplicate(signal: Signal, params: unknown[]): string {
+    return `${this.insertStatement({ codec: this.signals, row: signal, inserted: () => undefined }, params, false)} ON CONFLICT DO NOTHING${this.returning ? ` RETURNING ${this.signals.column('id')}` : ''}`;
+  }
+
+  /** What makes a read inside a transaction see the latest committed rows (MySQL's REPEATABLE READ snapshot would not). */
+  protected latestRowsClause(): string {
+    return '';
+  }
+
+  /** An index hint for the read of parked executions (MySQL: see mysql.ts). */
+  protected waitingIndexHint(): string {
+    return '';
+  }
+
+  /** Whether `start()` writes in one statement, with no transaction of its own (PostgreSQL). */
+  readonly startsInOneStatement: boolean = false;
+
+  /** Whether INSERT ... RETURNING gives the new id (MySQL reports `insertId` instead). */
+  protected readonly returning: boolean = true;
+
+  /**
+   * Inserts a new workflow and its first execution (none for a workflow without steps) when the hero
+   * row exists; false, with nothing written, when it does not. The rows receive their ids.
+   */
+  async insertStart(manager: EntityManager, workflow: WorkflowRecord, execution: StepExecution | null, hero: HeroRow): Promise<boolean> {
+    const params: unknown[] = [];
+    const result: unknown = await manager.query(this.insertWorkflowStatement(workflow, hero, params, this.returning), params);
+    const id = this.insertedId(result, workflow.id);
+    if (id === null) return false;
+    workflow.id = id;
+    if (execution) {
+      execution.workflowId = id;
+      const insertParams: unknown[] = [];
+      const row = { codec: this.executions, row: execution, inserted: (value: string) => (execution.id = value) } as RowInsert;
+      const inserted: unknown = await manager.query(this.insertStatement(row, insertParams, this.returning), insertParams);
+      execution.id = this.insertedId(inserted, execution.id)!;
+    }
+    return true;
+  }
+
+  /** The id of a row an INSERT wrote (from RETURNING, or MySQL's insertId), or null when it wrote none. */
+  protected insertedId(result: unknown, given: string | undefined): string | null {
+    if (Array.isArray(result)) return result.length === 0 ? null : given ?? String(Object.values(result[0] as object)[0]);
+    const { insertId, affectedRows } = result as { insertId?: number | string; affectedRows?: number };
+    if (affectedRows === 0) return null;
+    return given ?? String(insertId);
+  }
+
+  /** `INSERT INTO workflows (...) SELECT <values> WHERE EXISTS (<the hero row>)`. */
+  protected insertWorkflowStatement(workflow: WorkflowRecord, hero: HeroRow, params: unknown[], returning: boolean): string {
+    const columns = this.workflows.writable(workflow, 'insert').filter(({ column, value }) => column !== this.workflows.column('id') || value != null);
+    const values = columns.map(({ value }) => this.bind(params, value)).join(', ');
+    const exists = `SELECT 1 FROM ${hero.table} h WHERE h.${hero.column} = ${this.bind(params, hero.value)}${hero.deletedColumn ? ` AND h.${hero.deletedColumn} IS NULL` : ''}`;
+    return (
+      `INSERT INTO ${this.workflows.table} (${columns.map(({ column }) => column).join(', ')}) SELECT ${values}${this.fromNothing()} WHERE EXISTS (${exists})` +
+      (returning ? ` RETURNING ${this.workflows.column('id')}` : '')
+    );
+  }
+
+  /** What a SELECT without a table needs before WHERE (MySQL: `FROM DUAL`). */
+  protected fromNothing(): string {
+    return '';
+  }
+
+  // ------------------------------------------------------------ statement builders
+
+  protected updateStatement(update: RowUpdate, params: unknown[], alias?: string): string | null {
+    const columns = update.codec.writable(update.changes, 'update');
+    if (columns.length === 0) return null;
+    const target = alias ? `${alias}.` : '';
+    const sets = columns.map(({ column, value }) => `${target}${column} = ${this.bind(params, value)}`).join(', ');
+    return `UPDATE ${update.codec.table}${alias ? ` ${alias}` : ''} SET ${sets} WHERE ${target}${update.codec.column('id')} = ${this.bind(params, update.id)}`;
+  }
+
+  /** `INSERT ... VALUES`, or `INSERT ... SELECT <values> FROM <from>` when the insert must wait for what `from` reads. */
+  protected insertStatement(insert: RowInsert, params: unknown[], returning: boolean, from?: string): string {
+    const columns = insert.codec.writable(insert.row, 'insert').filter(({ column, value }) => column !== insert.codec.column('id') || value != null);
+    const values = columns.map(({ value }) => this.bind(params, value)).join(', ');
+    const source = from === undefined ? `VALUES (${values})` : `SELECT ${values} FROM ${from}`;
+    return `INSERT INTO ${insert.codec.table} (${columns.map(({ column }) => column).join(', ')}) ${source}${returning ? ` RETURNING ${insert.codec.column('id')}` : ''}`;
+  }
+
+  /**
+   * `consumed + 1`, and the signal becomes `consumed` when no other execution pinned to it is
+   * unresolved: none active, and the latest of every other step pinned to it completed or skipped.
+   * The consuming step is resolved by definition (it is the workflow's latest execution of that step).
+   * `consumed_at` is assigned before `state` so that MySQL, which assigns left to right, reads the old state.
+   */
+  protected consumptionStatement(consumption: SignalConsumption, params: unknown[]): string {
+    const e = this.executions;
+    const s = this.signals;
+    const now = () => this.bind(params, s.param('updatedAt', consumption.now));
+    // Built once per use: with `?` placeholders every occurrence binds its own parameters.
+    const settles = () => {
+      const stepName = this.bind(params, e.param('stepName', consumption.stepName));
+      const active = ACTIVE_EXECUTION_STATES.map((state) => this.bind(params, state)).join(', ');
+      const later =
+        `SELECT 1 FROM ${e.table} q WHERE q.${e.column('signalId')} = p.${e.column('signalId')} AND q.${e.column('stepName')} = p.${e.column('stepName')} ` +
+        `AND (q.${e.column('createdAt')} > p.${e.column('createdAt')} OR (q.${e.column('createdAt')} = p.${e.column('createdAt')} AND q.${e.column('id')} > p.${e.column('id')}))`;
+      const unresolved =
+        `SELECT 1 FROM ${e.table} p WHERE p.${e.column('signalId')} = s.${s.column('id')} AND p.${e.column('stepName')} <> ${stepName} ` +
+        `AND (p.${e.column('state')} IN (${active}) OR ((p.${e.column('outcome')} IS NULL OR p.${e.column('outcome')} NOT IN ('success', 'skipped')) AND NOT EXISTS (${later})))`;
+      return `s.${s.column('state')} = 'claimed' AND NOT EXISTS (${unresolved})`;
+    };
+    return (
+      `UPDATE ${s.table} AS s SET ${s.column('consumedAt')} = CASE WHEN ${settles()} THEN ${now()} ELSE s.${s.column('consumedAt')} END, ` +
+      `${s.column('state')} = CASE WHEN ${settles()} THEN 'consumed' ELSE s.${s.column('state')} END, ` +
+      `${s.column('consumed')} = s.${s.column('consumed')} + 1, ${s.column('updatedAt')} = ${now()} ` +
+      `WHERE s.${s.column('id')} = ${this.bind(params, consumption.signalId)} AND s.${s.column('state')} <> 'consumed'`
+    );
+  }
+
+  /** Runs a trailing read on its own. */
+  protected read(manager: EntityManager, read: TrailingRead): Promise<Array<Record<string, unknown>>> {
+    const params: unknown[] = [];
+    return manager.query(read.sql((value) => this.bind(params, value)), params);
+  }
+
+  protected bind(params: unknown[], value: unknown): string {
+    params.push(value);
+    return this.placeholder(params.length);
+  }
+}

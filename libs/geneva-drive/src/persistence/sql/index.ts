@@ -1,0 +1,23 @@
+import type { DataSource } from 'typeorm';
+import type { HotPathSql } from './hot-path-sql.js';
+import { MysqlHotPathSql } from './mysql.js';
+import { PostgresHotPathSql } from './postgres.js';
+import { SqliteHotPathSql } from './sqlite.js';
+
+export type { HotPathSql, WriteBatch } from './hot-path-sql.js';
+
+/** The hot path's SQL for the DataSource's dialect. Built after the schema was detected (key type, signal columns). */
+export function hotPathSqlFor(dataSource: DataSource): HotPathSql {
+  switch (dataSource.options.type) {
+    case 'postgres':
+      return new PostgresHotPathSql(dataSource);
+    case 'mysql':
+    case 'mariadb':
+      return new MysqlHotPathSql(dataSource);
+    case 'better-sqlite3':
+    case 'sqljs':
+      return new SqliteHotPathSql(dataSource);
+    default:
+      throw new Error(`geneva-drive has no SQL for the "${dataSource.options.type}" driver (PostgreSQL, MySQL/MariaDB and SQLite are supported)`);
+  }
+}

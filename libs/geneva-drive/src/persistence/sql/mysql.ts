@@ -1,0 +1,104 @@
+import type { EntityManager } from 'typeorm';
+import type { Signal } from '../../entities/signal.entity.js';
+import { isUniqueViolation } from '../unique-violation.js';
+import type { StepExecution } from '../../entities/step-execution.entity.js';
+import { HotPathSql, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
+
+/**
+ * MySQL/MariaDB: the row updates of a phase in one multi-table UPDATE; inserts and the signal
+ * consumption (whose subqueries read the executions table) each in a statement of their own, the
+ * consumption first so it reads what PostgreSQL's single statement reads.
+ */
+export class MysqlHotPathSql extends HotPathSql {
+  protected placeholder(): string {
+    return '?';
+  }
+
+  protected lockClause(): string {
+    return ' FOR UPDATE';
+  }
+
+  protected join(): string {
+    return 'STRAIGHT_JOIN';
+  }
+
+  protected readonly returning = false;
+
+  /**
+   * A plain INSERT: a redelivery's duplicate key fails that statement alone (MySQL rolls back the
+   * statement, not the transaction), so neither the engine's nor a caller's transaction is harmed.
+   * (`ON DUPLICATE KEY` cannot tell a redelivery from a new row, mysql2 counting found rows.)
+   */
+  async insertSignal(manager: EntityManager, signal: Signal, withWaiting: boolean): Promise<{ inserted: boolean; waiting: StepExecution[] }> {
+    try {
+      return await super.insertSignal(manager, signal, withWaiting);
+    } catch (error) {
+      if (signal.idempotencyKey !== null && isUniqueViolation(error)) return { inserted: false, waiting: [] };
+      throw error;
+    }
+  }
+
+  protected insertIgnoringDuplicate(signal: Signal, params: unknown[]): string {
+    return this.insertStatement({ codec: this.signals, row: signal, inserted: () => undefined }, params, false);
+  }
+
+  /** FOR UPDATE, valid on MySQL and MariaDB alike; the rows read are already ours under the workflow lock. */
+  protected latestRowsClause(): string {
+    return ' FOR UPDATE';
+  }
+
+  /**
+   * The locking read must lock this workflow's rows only. Left to itself, MySQL/MariaDB may scan the
+   * (state, scheduled_for) index instead and lock every parked execution of every workflow, with the
+   * gaps between them: two deliveries to two workflows then deadlock as each moves its row out of
+   * the other's locked range.
+   */
+  protected waitingIndexHint(): string {
+    return ' USE INDEX (geneva_drive_step_executions_workflow_state)';
+  }
+
+  protected fromNothing(): string {
+    return ' FROM DUAL';
+  }
+
+  /** A lock read joining the hero would lock the hero's row too (MariaDB has no `FOR UPDATE OF`). */
+  protected readonly heroWithLock = false;
+
+  async write(manager: EntityManager, batch: WriteBatch, then?: TrailingRead): Promise<Array<Record<string, unknown>>> {
+    for (const consumption of batch.consumptions) {
+      const params: unknown[] = [];
+      await manager.query(this.consumptionStatement(consumption, params), params);
+    }
+    const update = this.mergedUpdate(batch);
+    if (update) await manager.query(update.sql, update.params);
+    for (const insert of batch.inserts) {
+      const params: unknown[] = [];
+      const result: { insertId?: number | string } = await manager.query(this.insertStatement(insert, params, false), params);
+      if (insert.row.id == null) insert.inserted(String(result.insertId));
+    }
+    return then ? this.read(manager, then) : [];
+  }
+
+  /** `UPDATE t0 u0, t1 u1 SET u0.a = ?, u1.b = ? WHERE u0.id = ? AND u1.id = ?`: one round trip for every row. */
+  private mergedUpdate(batch: WriteBatch): Statement | null {
+    const targets: string[] = [];
+    const sets: string[] = [];
+    const wheres: string[] = [];
+    const setParams: unknown[] = [];
+    const whereParams: unknown[] = [];
+    batch.updates.forEach((update, index) => {
+      const columns = update.codec.writable(update.changes, 'update');
+      if (columns.length === 0) return;
+      const alias = `u${index}`;
+      targets.push(`${update.codec.table} ${alias}`);
+      for (const { column, value } of columns) {
+        sets.push(`${alias}.${column} = ?`);
+        setParams.push(value);
+      }
+      wheres.push(`${alias}.${update.codec.column('id')} = ?`);
+      whereParams.push(update.id);
+    });
+    if (targets.length === 0) return null;
+    return { sql: `UPDATE ${targets.join(', ')} SET ${sets.join(', ')} WHERE ${wheres.join(' AND ')}`, params: [...setParams, ...whereParams] };
+  }
+}
