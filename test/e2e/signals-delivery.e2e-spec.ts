@@ -642,7 +642,8 @@ describeEachDatabase('signals: delivery', (kind) => {
       // PostgreSQL inserts the signal and reads the parked executions in one statement (WITH s AS
       // (INSERT ...)), and writes the claim with the wake in another (WITH p0 AS (UPDATE ...)).
       const insert = index(/^(WITH s AS \()?INSERT INTO\W+geneva_drive_signals/i);
-      const wake = queries.findIndex((q, i) => i > insert && /UPDATE\W+geneva_drive_step_executions/i.test(q) && /signal_id/i.test(q));
+      // MySQL writes them with one multi-table UPDATE.
+      const wake = queries.findIndex((q, i) => i > insert && /UPDATE\b.*geneva_drive_step_executions/is.test(q) && /signal_id/i.test(q));
       const commit = queries.findIndex((q, i) => i > insert && /^COMMIT/i.test(q));
       expect(lock).toBeGreaterThanOrEqual(0);
       expect(insert).toBeGreaterThan(lock);

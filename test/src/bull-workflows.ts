@@ -59,7 +59,8 @@ export class QueueStepError extends Error {
 /** The first step always throws (default policy: pause); the second must never run. */
 @Workflow({ hero: () => TestHero })
 export class QueueFailingWorkflow extends JournalingWorkflow {
-  @Step()
+  // Always a job of the queue, never started where it was enqueued: the Bull spec watches its attempts.
+  @Step({ jobOptions: { chain: false } })
   async explode() {
     this.note('explode');
     throw new QueueStepError(`boom in workflow ${this.record.id}`);
