@@ -8,7 +8,7 @@
  * webhook can deterministically arrive before the payment step parks.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type { INestApplication } from '@nestjs/common';
+import { Logger, type INestApplication } from '@nestjs/common';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { Test } from '@nestjs/testing';
 import Bull from 'bull';
@@ -104,6 +104,8 @@ function exampleAppSuite(backend: Backend): void {
 
   beforeAll(async () => {
     const env = await backend.setUp();
+    // The application's levels, set before its module is declared: declaring it already logs (the dashboard left unmounted).
+    Logger.overrideLogger(['error', 'warn']);
     const moduleRef = await Test.createTestingModule({ imports: [AppModule.forEnvironment(env)] })
       .overrideProvider(Warehouse)
       .useValue(warehouse)

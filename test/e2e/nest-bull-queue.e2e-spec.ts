@@ -147,12 +147,9 @@ function nestBullSuite(kind: DatabaseKind): void {
   });
 
   it("forRootAsync: a bull queue returned by the factory is refused at boot, saying where it goes", async () => {
-    await prepareDatabase(kind);
+    // The compilation fails, leaving no application to close: without TypeORM, no connection stays open.
     const build = Test.createTestingModule({
-      imports: [
-        TypeOrmModule.forRoot({ ...dataSourceOptions(kind), migrations: [], migrationsRun: false }),
-        GenevaDriveModule.forRootAsync({ useFactory: () => ({ queue: { adapter: 'bull' as const, redis: redisUrl() }, housekeeping: false as const }) }),
-      ],
+      imports: [GenevaDriveModule.forRootAsync({ useFactory: () => ({ queue: { adapter: 'bull' as const, redis: redisUrl() }, housekeeping: false as const }) })],
     })
       .setLogger(engineLogger())
       .compile();

@@ -23,7 +23,7 @@ import type { ChildProcess } from 'node:child_process';
 import { InvalidStateError, StepExecution, WorkflowService } from 'geneva-drive';
 import { sleep } from '../src/bull-wait.js';
 import type { DatabaseKind } from '../utils/databases.js';
-import { describeProof, outputOf, proofSuite, scaled, snapshot, waitForWorkflows, type ProofSnapshot } from './src/proof-harness.js';
+import { describeProof, outputOf, proofFigures, proofSuite, scaled, snapshot, waitForWorkflows, type ProofSnapshot } from './src/proof-harness.js';
 import { goKey } from './src/proof-workflows.js';
 
 const WORKERS = scaled(1, 2);
@@ -191,7 +191,7 @@ function operatorSuite(kind: DatabaseKind, entry: () => string, children: Set<Ch
     const calls = sender.calls();
     const refusedSignals = calls.filter((c) => !c.ok);
     const ended = Object.fromEntries(['finished', 'canceled'].map((state) => [state, snap.workflows.filter((w) => w.state === state).length]));
-    console.info(
+    proofFigures(
       `operator-races [${kind}] ${WORKFLOWS} workflows: applied ${JSON.stringify(applied)}, ${refused} refused (InvalidStateError), ` +
         `${refusedSignals.length} signals refused, ended ${JSON.stringify(ended)}, ${snap.signals.filter((s) => s.state !== 'consumed').length} signals unconsumed; ` +
         `boot ${booted - began} ms, stream ${streamEnded - booted} ms, total ${Date.now() - began} ms`,

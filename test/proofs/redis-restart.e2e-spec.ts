@@ -23,6 +23,7 @@ import {
   callProblems,
   describeProof,
   outputOf,
+  proofFigures,
   proofSuite,
   scaled,
   sideEffectProblems,
@@ -78,7 +79,7 @@ function redisRestartSuite(kind: DatabaseKind, entry: () => string, children: Se
     const effects = sideEffectProblems(snap, started, ['prepare', 'awaitGo', 'work']);
     const calls = sender.calls();
     const callsDuring = outages.map(({ from, to }) => calls.filter((c) => c.startedAt >= from && c.startedAt <= to).length);
-    console.info(
+    proofFigures(
       `redis-restart [${kind}] ${WORKFLOWS} workflows, ${calls.length} calls (longest ${Math.max(...calls.map((c) => c.ms))} ms), outages ${outages.map((o) => o.to - o.from).join(',')} ms ` +
         `with ${callsDuring.join(',')} calls begun in them; housekeeping ${hk.runs} runs (${hk.scheduledRecovered} re-enqueues, ${hk.unrecoverable.length} failed), ` +
         `${snap.executions.filter((e) => e.outcome === 'recovered').length} recovered, ${effects.duplicates} duplicated side effects; ` +

@@ -22,6 +22,7 @@ import {
   callProblems,
   describeProof,
   outputOf,
+  proofFigures,
   proofSuite,
   scaled,
   sideEffectProblems,
@@ -98,7 +99,7 @@ function chaosSuite(kind: DatabaseKind, entry: () => string, children: Set<Child
     const recovered = snap.executions.filter((e) => e.outcome === 'recovered');
     const effects = sideEffectProblems(snap, started, ['prepare', 'awaitGo', 'work']);
     const workerJobFailures = everyone.flatMap((c) => c.of('job')).filter((j) => j.event === 'failed');
-    console.info(
+    proofFigures(
       `sigkill-chaos [${kind}] ${WORKFLOWS} workflows: ${kills.length} kills (active jobs ${kills.map((k) => `${k.activeJobs}${k.midBody ? '*' : ''}`).join(',')}; * in a body), ` +
         `${recovered.length} executions recovered, ${effects.duplicates} duplicated side effects, ${sampled.samples} samples, ` +
         `housekeeping ${hk.runs} runs; boot ${booted - began} ms, chaos ${chaosMs} ms, total ${Date.now() - began} ms`,

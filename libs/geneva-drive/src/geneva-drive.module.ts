@@ -79,20 +79,22 @@ function engineProviders(declaredDataSource: string | undefined, queue: QueueAda
 @Module({})
 export class GenevaDriveModule extends ConfigurableModuleClass {
   static forRoot(options: typeof OPTIONS_TYPE = {}): DynamicModule {
-    return GenevaDriveModule.withEngine(super.forRoot(options), options.dataSource, options.queue);
+    const { isGlobal: _, ...moduleOptions } = options;
+    return GenevaDriveModule.withEngine(super.forRoot(options), options.dataSource, options.queue, moduleOptions);
   }
 
   /** A `bull` queue is declared beside `useFactory` (`queue`), as it is registered with @nestjs/bull when the module is declared. */
   static forRootAsync(options: typeof ASYNC_OPTIONS_TYPE & { queue?: QueueAdapterOptions }): DynamicModule {
-    return GenevaDriveModule.withEngine(super.forRootAsync(options), options.dataSource, options.queue);
+    return GenevaDriveModule.withEngine(super.forRootAsync(options), options.dataSource, options.queue, { queue: options.queue });
   }
 
-  private static withEngine(module: DynamicModule, dataSource: string | undefined, queue: QueueAdapterOptions | undefined): DynamicModule {
+  /** `declared`: the options known when the module is declared (all of forRoot's, the queue beside forRootAsync's factory). */
+  private static withEngine(module: DynamicModule, dataSource: string | undefined, queue: QueueAdapterOptions | undefined, declared: GenevaDriveModuleOptions): DynamicModule {
     // Registers the entities for `autoLoadEntities` on that DataSource (TypeOrmModule reads them when
     // it creates it). Its repository providers are not imported: the engine needs none, and they
     // would turn a missing DataSource into Nest's dependency error instead of DataSourceNotFoundError.
     TypeOrmModule.forFeature(GENEVA_DRIVE_ENTITIES, dataSource);
-    const registration = queueRegistration(queue);
+    const registration = queueRegistration(queue, () => resolveOptions(declared, dataSource));
     return {
       ...module,
       imports: [...(module.imports ?? []), DiscoveryModule, ...registration.imports],

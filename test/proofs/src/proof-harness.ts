@@ -12,7 +12,7 @@ import type { DataSource } from 'typeorm';
 import { HousekeepingService, Signal, StepExecution, WorkflowRecord, type HousekeepingSummary } from 'geneva-drive';
 import { ChildHandle, compileChildEntry, forkCompiled, ROOT } from '../../src/child-process.js';
 import { sleep, waitUntil } from '../../src/bull-wait.js';
-import { createTestApp, type TestApp } from '../../src/test-app.js';
+import { createTestApp, informationLine, type TestApp } from '../../src/test-app.js';
 import { describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../../utils/databases.js';
 import type { CallReport, ProofChildMessage, ProofParentMessage } from './proof-process.js';
 import { CREATE_SIDE_EFFECTS_TABLE, goKey, PROOF_WORKFLOWS, readSideEffects } from './proof-workflows.js';
@@ -20,6 +20,12 @@ import { OwnRedis } from './redis-server.js';
 
 /** `GD_PROOF_SCALE=full` runs the long proofs (npm run test:proofs); anything else the short run of npm test. */
 export const FULL_SCALE = process.env.GD_PROOF_SCALE === 'full';
+
+/** A proof's figures: printed by the full run, like the other measured figures only with GD_TEST_LOGS=1 in the short one. */
+export function proofFigures(message: string): void {
+  if (FULL_SCALE) console.info(message);
+  else informationLine(message);
+}
 
 /** Picks the short or the full value of a size. */
 export const scaled = <T>(short: T, full: T): T => (FULL_SCALE ? full : short);

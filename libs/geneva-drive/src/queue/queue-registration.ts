@@ -29,10 +29,10 @@ export interface QueueRegistration {
  * `declared` is the queue known when the module is declared (`forRoot`'s option, or the one beside
  * `forRootAsync`'s factory): a Bull queue must be, to be registered with @nestjs/bull.
  */
-export function queueRegistration(declared: QueueAdapterOptions | undefined): QueueRegistration {
+export function queueRegistration(declared: QueueAdapterOptions | undefined, checkDeclaredOptions: () => unknown): QueueRegistration {
   const bull = declared?.adapter === 'bull' ? declared : undefined;
   return {
-    imports: bull ? [lazyModule(() => loadBullQueueModule(bull))] : [],
+    imports: bull ? [lazyModule(() => loadBullQueueModule(bull, checkDeclaredOptions))] : [],
     providers: [
       {
         provide: QUEUE_PORT,
@@ -60,8 +60,13 @@ export function queueRegistration(declared: QueueAdapterOptions | undefined): Qu
   };
 }
 
-/** `bull` first, so an application with neither package is told about the queue library itself. */
-async function loadBullQueueModule(options: BullQueueAdapterOptions): Promise<DynamicModule> {
+/**
+ * Options that will stop the boot are refused before the queue is registered: a Bull queue connects
+ * to Redis as soon as Nest creates it, and a boot that fails then has no application to close it.
+ * `bull` first, so an application with neither package is told about the queue library itself.
+ */
+async function loadBullQueueModule(options: BullQueueAdapterOptions, checkDeclaredOptions: () => unknown): Promise<DynamicModule> {
+  checkDeclaredOptions();
   const feature = "The queue adapter 'bull'";
   await importOptional('bull', feature, () => import('bull'));
   const { bullQueueModule } = await importOptional('@nestjs/bull', feature, () => import('./bull-queue.module.js'));
