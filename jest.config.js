@@ -10,6 +10,7 @@ export default {
     '^geneva-drive/testing$': '<rootDir>/libs/geneva-drive/src/testing/index.ts',
     '^geneva-drive/dashboard$': '<rootDir>/libs/geneva-drive/src/dashboard/index.ts',
     '^geneva-drive/terminus$': '<rootDir>/libs/geneva-drive/src/terminus/index.ts',
+    '^geneva-drive/metrics$': '<rootDir>/libs/geneva-drive/src/metrics/index.ts',
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },
   transform: {

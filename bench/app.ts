@@ -205,11 +205,16 @@ export class BenchLogger implements LoggerService {
   }
 }
 
-/** A TypeORM logger that records the statements issued while `recording` is set (and nothing else). */
+/**
+ * A TypeORM logger that records the statements issued while `recording` is set, and tells `observer`
+ * of each one, in the issuing call's async context (and does nothing else).
+ */
 export class QueryRecorder implements TypeOrmLogger {
   recording: Array<{ query: string; parameters: unknown[] }> | null = null;
+  observer: ((query: string) => void) | undefined;
   logQuery(query: string, parameters?: unknown): void {
     this.recording?.push({ query, parameters: Array.isArray(parameters) ? parameters : [] });
+    this.observer?.(query);
   }
   logQueryError(): void {}
   logQuerySlow(): void {}

@@ -5,8 +5,9 @@
  * A parked workflow is exactly what the engine leaves behind when a `waitFor` step finds no signal
  * (compare `SignalRendezvous.attachOrPark`): the workflow `ready` with `next_step_name` = the step,
  * `current_step_name` and `started_at` null; one execution of that step in state `waiting` with
- * `waiting_since` set and no signal pinned. Ids are explicit (max + 1 onwards); PostgreSQL's
- * sequences are moved past them afterwards, MySQL and SQLite (AUTOINCREMENT) advance by themselves.
+ * `waiting_since` set and no signal pinned. A finished workflow has one completed execution. Ids
+ * are explicit (max + 1 onwards); PostgreSQL's sequences are moved past them afterwards, MySQL and
+ * SQLite (AUTOINCREMENT) advance by themselves.
  */
 import type { DataSource } from 'typeorm';
 import { HERO_TABLE } from './app.js';
@@ -38,11 +39,24 @@ export class BulkWriter {
    * Inserts `count` workflows of `type`, each with its own hero, parked on `stepName`; returns the
    * workflow ids.
    */
-  async insertParked(count: number, type: string, heroType: string, stepName: string, parkedAt: Date): Promise<string[]> {
+  insertParked(count: number, type: string, heroType: string, stepName: string, parkedAt: Date): Promise<string[]> {
+    return this.insertWorkflows(count, type, heroType, stepName, parkedAt, 'parked');
+  }
+
+  /**
+   * Inserts `count` workflows of `type` that finished at `finishedAt`, `stepName` their last step
+   * (one completed execution each); returns the workflow ids.
+   */
+  insertFinished(count: number, type: string, heroType: string, stepName: string, finishedAt: Date): Promise<string[]> {
+    return this.insertWorkflows(count, type, heroType, stepName, finishedAt, 'finished');
+  }
+
+  private async insertWorkflows(count: number, type: string, heroType: string, stepName: string, date: Date, shape: 'parked' | 'finished'): Promise<string[]> {
     const heroIds = await this.insertHeroes(count);
     const firstWorkflow = await this.nextId(WORKFLOWS);
     const firstExecution = await this.nextId(EXECUTIONS);
-    const at = this.timestamp(parkedAt);
+    const at = this.timestamp(date);
+    const parked = shape === 'parked';
     const ids: string[] = [];
     for (let start = 0; start < count; start += CHUNK) {
       const end = Math.min(count, start + CHUNK);
@@ -52,10 +66,13 @@ export class BulkWriter {
         const workflowId = firstWorkflow + i;
         ids.push(String(workflowId));
         workflows.push([
-          String(workflowId), this.text(type), this.text(heroType), this.text(String(heroIds[i])), `'ready'`,
-          'NULL', this.text(stepName), this.boolean(false), 'NULL', 'NULL', 'NULL', at, at,
+          String(workflowId), this.text(type), this.text(heroType), this.text(String(heroIds[i])), parked ? `'ready'` : `'finished'`,
+          'NULL', this.text(stepName), this.boolean(false), parked ? 'NULL' : at, parked ? 'NULL' : at, parked ? 'NULL' : at, at, at,
         ]);
-        executions.push([String(firstExecution + i), String(workflowId), this.text(stepName), `'waiting'`, at, at, at, at]);
+        executions.push([
+          String(firstExecution + i), String(workflowId), this.text(stepName), parked ? `'waiting'` : `'completed'`, parked ? 'NULL' : `'success'`,
+          at, parked ? 'NULL' : at, parked ? 'NULL' : at, parked ? at : 'NULL', at, at,
+        ]);
       }
       await this.dataSource.transaction(async (manager) => {
         const runner = { query: (sql: string) => manager.query(sql) };
@@ -63,7 +80,9 @@ export class BulkWriter {
           'id', 'type', 'hero_type', 'hero_id', 'state', 'current_step_name', 'next_step_name', 'allow_multiple',
           'started_at', 'transitioned_at', 'finished_at', 'created_at', 'updated_at',
         ], workflows);
-        await this.insert(runner, EXECUTIONS, ['id', 'workflow_id', 'step_name', 'state', 'scheduled_for', 'waiting_since', 'created_at', 'updated_at'], executions);
+        await this.insert(runner, EXECUTIONS, [
+          'id', 'workflow_id', 'step_name', 'state', 'outcome', 'scheduled_for', 'completed_at', 'finished_at', 'waiting_since', 'created_at', 'updated_at',
+        ], executions);
       });
     }
     await this.fixSequences([WORKFLOWS, EXECUTIONS]);

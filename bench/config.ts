@@ -5,13 +5,14 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { TypeOrmModuleOptions } from '@nestjs/typeorm';
+import Bull from 'bull';
 import { DataSource, type DataSourceOptions } from 'typeorm';
 import type { QueueAdapterOptions } from 'geneva-drive';
 
 export type DatabaseKind = 'sqlite' | 'postgres' | 'mysql';
 export type QueueKind = 'local' | 'bull';
-export type Scenario = 'engine' | 'shape' | 'dashboard';
-const SCENARIOS: readonly Scenario[] = ['engine', 'shape', 'dashboard'];
+export type Scenario = 'engine' | 'shape' | 'scale' | 'dashboard';
+const SCENARIOS: readonly Scenario[] = ['engine', 'shape', 'scale', 'dashboard'];
 
 export interface BenchOptions {
   db: DatabaseKind;
@@ -22,6 +23,8 @@ export interface BenchOptions {
   /** Print the query plans of the statements one signal() issues at the large population. */
   explain: boolean;
   seed: number;
+  /** Timed runs of each shape and scale measurement; the reported figure is their median. */
+  runs: number;
   /** Which scenario groups run: the engine's own measurements, the comparison shape, or both. */
   scenarios: ReadonlyArray<Scenario>;
 }
@@ -39,7 +42,8 @@ export interface Sizes {
   populationWarmup: number;
   /** The comparison shape (a → b waiting for a signal): workflows per timed run of each arrival order. */
   shapeWorkflows: number;
-  /** Signals fired at once at as many parked workflows. */
+  /** Signals sent one at a time, and fired at once, at as many parked workflows. */
+  sequentialSignals: number;
   simultaneousSignals: number;
   /** Workflows of each arrival order whose statements and Redis commands are counted. */
   costWorkflows: number;
@@ -53,20 +57,23 @@ export interface Sizes {
 
 export function sizesFor(quick: boolean): Sizes {
   return quick
-    ? { throughputWorkflows: 200, latencySignals: 100, latencyWarmup: 10, smallPopulation: 1_000, largePopulation: 10_000, populationSignals: 100, populationWarmup: 10, shapeWorkflows: 200, simultaneousSignals: 50, costWorkflows: 50, idleParked: 1_000, idleSeconds: 5, dashboardWorkflows: 10_000, dashboardRequests: 30 }
-    : { throughputWorkflows: 2_000, latencySignals: 500, latencyWarmup: 20, smallPopulation: 1_000, largePopulation: 100_000, populationSignals: 200, populationWarmup: 20, shapeWorkflows: 2_000, simultaneousSignals: 200, costWorkflows: 100, idleParked: 10_000, idleSeconds: 30, dashboardWorkflows: 100_000, dashboardRequests: 100 };
+    ? { throughputWorkflows: 200, latencySignals: 100, latencyWarmup: 10, smallPopulation: 1_000, largePopulation: 10_000, populationSignals: 100, populationWarmup: 10, shapeWorkflows: 200, sequentialSignals: 50, simultaneousSignals: 50, costWorkflows: 50, idleParked: 1_000, idleSeconds: 5, dashboardWorkflows: 10_000, dashboardRequests: 30 }
+    : { throughputWorkflows: 2_000, latencySignals: 500, latencyWarmup: 20, smallPopulation: 1_000, largePopulation: 100_000, populationSignals: 200, populationWarmup: 20, shapeWorkflows: 2_000, sequentialSignals: 200, simultaneousSignals: 200, costWorkflows: 100, idleParked: 10_000, idleSeconds: 30, dashboardWorkflows: 100_000, dashboardRequests: 100 };
 }
 
-const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull] [--quick] [--concurrency=N] [--explain] [--seed=N] [--scenarios=engine,shape,dashboard]
+const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull] [--quick] [--concurrency=N] [--runs=N] [--explain] [--seed=N] [--scenarios=engine,shape,scale,dashboard]
   engine: steps/second, signal → step start, signal() against the parked population
-  shape:  a → b (waitFor) in both arrival orders, signals at once, statements and Redis commands per workflow, idle cost
+  shape:  a → b (waitFor) in both arrival orders, signals one at a time and at once, statements (by kind and phase) and Redis commands per workflow, CPU per workflow, idle cost
+  scale:  the shape with 1 sender process and 2 worker processes (PostgreSQL or MySQL with --queue=bull; skipped otherwise)
   dashboard: the operator dashboard's workflow list page over 100k workflows
+  --runs=N      timed runs of each shape and scale measurement, median reported (default 3)
   GD_PG_URL     default postgres://postgres@127.0.0.1:5432/test   (the bench uses database gd_bench on that server)
   GD_MYSQL_URL  default mysql://root@127.0.0.1:3306/test
+  GD_BENCH_DATABASE  default gd_bench: the database (and SQLite file name) the bench drops and recreates
   REDIS_URL     default redis://127.0.0.1:6379                     (--queue=bull; a unique prefix, obliterated after)`;
 
 export function parseArgs(argv: string[]): BenchOptions {
-  const options: BenchOptions = { db: 'sqlite', queue: 'local', quick: false, concurrency: 4, explain: false, seed: 20_240_601, scenarios: [...SCENARIOS] };
+  const options: BenchOptions = { db: 'sqlite', queue: 'local', quick: false, concurrency: 4, explain: false, seed: 20_240_601, runs: 3, scenarios: [...SCENARIOS] };
   for (const arg of argv) {
     const [key, value] = arg.split('=', 2);
     switch (key) {
@@ -89,6 +96,9 @@ export function parseArgs(argv: string[]): BenchOptions {
         break;
       case '--seed':
         options.seed = positiveInteger(key, value);
+        break;
+      case '--runs':
+        options.runs = positiveInteger(key, value);
         break;
       case '--scenarios': {
         const names = (value ?? '').split(',').filter(Boolean);
@@ -121,8 +131,15 @@ export class UsageError extends Error {
 
 /** The repository root (this file runs from bench/dist/). */
 export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const SQLITE_FILE = `${PROJECT_ROOT}.tmp/gd_bench.sqlite`;
-export const BENCH_DATABASE = 'gd_bench';
+/** Its own name keeps two benches on one server (or checkout) from dropping each other's database. */
+export const BENCH_DATABASE = benchDatabaseName(process.env.GD_BENCH_DATABASE ?? 'gd_bench');
+export const SQLITE_FILE = `${PROJECT_ROOT}.tmp/${BENCH_DATABASE}.sqlite`;
+
+function benchDatabaseName(name: string): string {
+  // Interpolated into DROP/CREATE DATABASE: a plain identifier only.
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(name)) throw new UsageError(`GD_BENCH_DATABASE must be a lower-case identifier, not "${name}"`);
+  return name;
+}
 
 function serverUrl(kind: 'postgres' | 'mysql', database?: string): string {
   const raw = kind === 'postgres' ? (process.env.GD_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test') : (process.env.GD_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test');
@@ -174,8 +191,17 @@ export async function recreateDatabase(kind: DatabaseKind): Promise<void> {
 }
 
 /** A unique Bull prefix per run, so a bench never touches another run's (or an app's) keys. */
-export function bullQueue(concurrency: number): { options: QueueAdapterOptions; prefix: string; name: string } {
-  const prefix = `gd_bench_${process.pid}_${Date.now().toString(36)}`;
+export function bullQueue(concurrency: number, prefix = `gd_bench_${process.pid}_${Date.now().toString(36)}`): { options: QueueAdapterOptions; prefix: string; name: string } {
   const name = 'geneva-drive-bench';
   return { options: { adapter: 'bull', redis: redisUrl(), name, prefix, concurrency }, prefix, name };
+}
+
+/** Removes every key of a Bull prefix. */
+export async function obliterate(name: string, prefix: string): Promise<void> {
+  const queue = new Bull(name, redisUrl(), { prefix });
+  try {
+    await queue.obliterate({ force: true });
+  } finally {
+    await queue.close();
+  }
 }

@@ -4,18 +4,21 @@
  * left idle, and what one workflow costs in SQL statements and Redis commands. Every run checks the
  * database afterwards, like the other scenarios.
  */
-import { cpuUsage, memoryUsage } from 'node:process';
-import { readFileSync } from 'node:fs';
+import { memoryUsage } from 'node:process';
 import { In } from 'typeorm';
 import { Redis } from 'ioredis';
 import { Signal, StepExecution, WorkflowRecord, type Signal as SignalRow } from 'geneva-drive';
 import { BenchHero, BenchPaymentWorkflow, PAYMENT_SIGNAL, PAYMENT_WORKFLOW, probe } from './app.js';
+import { openWindow, type WindowCost } from './load.js';
+import { PhaseTracker } from './phases.js';
 import { assert, type BenchContext } from './scenarios.js';
 import { forEachLimited, summarize, type Summary } from './stats.js';
 
 /** Calls in flight at once (start() and signal()), as in the other throughput scenario. */
 const LANES = 16;
 const TIMEOUT_MS = 120_000;
+/** PostgreSQL's longest delay in reporting a backend's statistics (10 s), and a margin. */
+const PG_STATS_FLUSH_MS = 11_000;
 
 /**
  * Budgets of the hot path, per workflow of this shape (BEGIN/COMMIT counted). The bench fails when
@@ -29,8 +32,18 @@ export const STATEMENT_BUDGET: Record<'postgres' | 'mysql' | 'sqlite', { signalF
 /** Redis commands per workflow on Bull: half of what two and three Bull jobs cost before (44 / 66). */
 export const REDIS_BUDGET = { signalFirst: 22, signalAfter: 33 };
 
+/** 1-minute load average as a timed run began and as it ended. */
+export interface RunLoad {
+  start: number;
+  end: number;
+}
+
 export interface ShapeRun {
   workflows: number;
+  load: RunLoad;
+  /** CPU per workflow over the run: this process (sender and worker), and the database server (not on SQLite). */
+  nodeCpuMsPerWorkflow: number;
+  serverCpuMsPerWorkflow?: number;
   /** First start() to the last workflow finished. */
   wallMs: number;
   workflowsPerSecond: number;
@@ -42,8 +55,9 @@ export interface ShapeRun {
   wokenPerSecond?: number;
 }
 
-export interface SimultaneousResult {
+export interface SignalsResult {
   signals: number;
+  load: RunLoad;
   /** Each signal() call's start to its woken body's first line, all calls fired at once. */
   signalToStepStart: Summary;
   signalCall: Summary;
@@ -63,14 +77,19 @@ export interface IdleResult {
   parked: number;
   /** Seconds the parked population was left alone. */
   idleSeconds: number;
-  /** Seconds to start and park the population through the API. */
-  setupSeconds: number;
+  /** Seconds from the first start() to the last park, through the API and the queue, and the rate. */
+  parkSeconds: number;
+  parkedPerSecond: number;
+  load: RunLoad;
   nodeCpuPercent: number;
-  /** PostgreSQL only: CPU of the bench database's backends, and its commits per second. */
-  postgresCpuPercent?: number;
+  /** CPU of the database server: PostgreSQL's backends of the bench database, or the whole mariadbd (absent on SQLite). */
+  serverCpuPercent?: number;
+  /** PostgreSQL only: commits per second in the bench database. */
   xactCommitPerSecond?: number;
   /** Statements this process issued while idle. */
   statementsWhileIdle: number;
+  /** Bull only: Redis commands on this run's keys while idle. */
+  redisCommandsWhileIdle?: number;
   rssBeforeMiB: number;
   rssAfterMiB: number;
 }
@@ -113,24 +132,40 @@ async function signalAfter(ctx: BenchContext, list: BenchHero[]): Promise<{ ids:
   return { ids, lastParkedAt: Math.max(...parkedAt), wakeStartedAt };
 }
 
+function load(cost: WindowCost): RunLoad {
+  return { start: cost.loadStart, end: cost.loadEnd };
+}
+
+function cpuPerWorkflow(cost: WindowCost, n: number): Pick<ShapeRun, 'nodeCpuMsPerWorkflow' | 'serverCpuMsPerWorkflow'> {
+  return { nodeCpuMsPerWorkflow: round(cost.nodeCpuMs / n), ...(cost.serverCpuMs === undefined ? {} : { serverCpuMsPerWorkflow: round(cost.serverCpuMs / n) }) };
+}
+
 export async function runSignalFirst(ctx: BenchContext, n: number): Promise<ShapeRun> {
   const list = await heroes(ctx, n);
+  const window = await openWindow(ctx.dataSource, ctx.options.db);
   const started = performance.now();
   const ids = await signalFirst(ctx, list);
   const wallMs = performance.now() - started;
+  const cost = await window.close();
   await verify(ctx, ids);
-  return { workflows: n, wallMs, workflowsPerSecond: n / (wallMs / 1000) };
+  return { workflows: n, load: load(cost), ...cpuPerWorkflow(cost, n), wallMs, workflowsPerSecond: n / (wallMs / 1000) };
 }
 
 export async function runSignalAfter(ctx: BenchContext, n: number): Promise<ShapeRun> {
   const list = await heroes(ctx, n);
+  const window = await openWindow(ctx.dataSource, ctx.options.db);
   const started = performance.now();
   const { ids, lastParkedAt, wakeStartedAt } = await signalAfter(ctx, list);
   const end = performance.now();
+  const cost = await window.close();
   await verify(ctx, ids);
+  return { workflows: n, load: load(cost), ...cpuPerWorkflow(cost, n), ...afterRates(n, started, lastParkedAt, wakeStartedAt, end) };
+}
+
+/** The rates of a signal-after run from its four instants (performance.now()). */
+export function afterRates(n: number, started: number, lastParkedAt: number, wakeStartedAt: number, end: number): Omit<ShapeRun, 'workflows' | 'load' | 'nodeCpuMsPerWorkflow' | 'serverCpuMsPerWorkflow'> {
   const parkMs = lastParkedAt - started;
   return {
-    workflows: n,
     wallMs: end - started,
     workflowsPerSecond: n / ((end - started) / 1000),
     parkMs,
@@ -140,15 +175,30 @@ export async function runSignalAfter(ctx: BenchContext, n: number): Promise<Shap
   };
 }
 
+/** `n` workflows parked, then signaled one at a time, each after the previous one finished. */
+export async function runSequential(ctx: BenchContext, n: number): Promise<SignalsResult> {
+  const ids = await parked(ctx, n);
+  const window = await openWindow(ctx.dataSource, ctx.options.db);
+  const latency: number[] = [];
+  const call: number[] = [];
+  for (const [i, id] of ids.entries()) {
+    const done = finished(id);
+    const t0 = performance.now();
+    await ctx.signals.signal(id, PAYMENT_SIGNAL, { payload: { seq: i } });
+    call.push(performance.now() - t0);
+    latency.push((await probe.paymentBodies.wait(id, TIMEOUT_MS, 'the woken body')) - t0);
+    await done;
+  }
+  const cost = await window.close();
+  await verify(ctx, ids);
+  return { signals: n, load: load(cost), signalToStepStart: summarize(latency), signalCall: summarize(call) };
+}
+
 /** `n` workflows parked, then `n` signal() calls fired at once. */
-export async function runSimultaneous(ctx: BenchContext, n: number): Promise<SimultaneousResult> {
-  const list = await heroes(ctx, n);
-  const ids: string[] = [];
-  await forEachLimited(list, LANES, async (hero) => {
-    ids.push((await ctx.workflows.start(BenchPaymentWorkflow, hero)).id);
-  });
-  await Promise.all(ids.map((id) => probe.paymentParked.wait(id, TIMEOUT_MS, 'the parked step')));
+export async function runSimultaneous(ctx: BenchContext, n: number): Promise<SignalsResult> {
+  const ids = await parked(ctx, n);
   const done = ids.map(finished);
+  const window = await openWindow(ctx.dataSource, ctx.options.db);
   const calls = await Promise.all(
     ids.map(async (id, i) => {
       const t0 = performance.now();
@@ -158,12 +208,58 @@ export async function runSimultaneous(ctx: BenchContext, n: number): Promise<Sim
   );
   const bodies = await Promise.all(ids.map((id) => probe.paymentBodies.wait(id, TIMEOUT_MS, 'the woken body')));
   await Promise.all(done);
+  const cost = await window.close();
   await verify(ctx, ids);
   return {
     signals: n,
+    load: load(cost),
     signalToStepStart: summarize(calls.map((call, i) => bodies[i] - call.t0)),
     signalCall: summarize(calls.map((call) => call.callMs)),
   };
+}
+
+/** `n` workflows started through the API and parked by the queue; their ids. */
+async function parked(ctx: BenchContext, n: number, timeoutMs = TIMEOUT_MS): Promise<string[]> {
+  return (await parkTimed(ctx, n, timeoutMs)).ids;
+}
+
+/** As parked(), with the time from the first start() to the last park (the heroes are inserted before the clock). */
+async function parkTimed(ctx: BenchContext, n: number, timeoutMs: number): Promise<{ ids: string[]; parkMs: number }> {
+  const list = await heroes(ctx, n);
+  const ids: string[] = [];
+  const started = performance.now();
+  await forEachLimited(list, LANES, async (hero) => {
+    ids.push((await ctx.workflows.start(BenchPaymentWorkflow, hero)).id);
+  });
+  const parkedAt = await Promise.all(ids.map((id) => probe.paymentParked.wait(id, timeoutMs, 'the parked step')));
+  return { ids, parkMs: Math.max(...parkedAt) - started };
+}
+
+/**
+ * Statements per workflow by named phase (see PhaseTracker): `n` workflows of one arrival order,
+ * one at a time, every statement of the process attributed.
+ */
+export async function countPhases(ctx: BenchContext, order: 'signalFirst' | 'signalAfter', n: number): Promise<{ workflows: number; statementsPerWorkflow: number; byPhase: Record<string, number> }> {
+  const list = await heroes(ctx, n);
+  const tracker = new PhaseTracker(ctx.recorder, PAYMENT_WORKFLOW);
+  const ids: string[] = [];
+  tracker.start();
+  let counts: Map<string, number>;
+  try {
+    for (const [i, hero] of list.entries()) {
+      const workflow = await tracker.call('start()', () => ctx.workflows.start(BenchPaymentWorkflow, hero));
+      ids.push(workflow.id);
+      const done = finished(workflow.id);
+      if (order === 'signalAfter') await probe.paymentParked.wait(workflow.id, TIMEOUT_MS, 'the parked step');
+      await tracker.call('signal()', () => ctx.signals.signal(workflow, PAYMENT_SIGNAL, { payload: { seq: i }, idempotencyKey: `evt-${workflow.id}` }));
+      await done;
+    }
+  } finally {
+    counts = tracker.stop();
+  }
+  await verify(ctx, ids);
+  const total = [...counts.values()].reduce((sum, count) => sum + count, 0);
+  return { workflows: n, statementsPerWorkflow: round(total / n), byPhase: Object.fromEntries([...counts].map(([phase, count]) => [phase, round(count / n)])) };
 }
 
 /**
@@ -197,46 +293,44 @@ export async function countCost(ctx: BenchContext, order: 'signalFirst' | 'signa
 }
 
 /** `n` workflows started and parked through the API, then left alone for `idleSeconds`. */
-export async function measureIdle(ctx: BenchContext, n: number, idleSeconds: number): Promise<IdleResult> {
-  const setupStarted = performance.now();
-  const list = await heroes(ctx, n);
-  const ids: string[] = [];
-  await forEachLimited(list, LANES, async (hero) => {
-    ids.push((await ctx.workflows.start(BenchPaymentWorkflow, hero)).id);
-  });
-  await Promise.all(ids.map((id) => probe.paymentParked.wait(id, TIMEOUT_MS * 5, 'the parked step')));
-  const setupSeconds = (performance.now() - setupStarted) / 1000;
-  // Let the last commits and job completions settle before the window opens.
-  await new Promise((resolve) => setTimeout(resolve, 1_000));
+export async function measureIdle(ctx: BenchContext, n: number, idleSeconds: number, bull?: { prefix: string; url: string }): Promise<IdleResult> {
+  const { parkMs } = await parkTimed(ctx, n, TIMEOUT_MS * 5);
+  // Let the last commits and job completions settle before the window opens. On PostgreSQL also let
+  // the backends report the setup's commits: an idle backend flushes its pending statistics to
+  // pg_stat_database up to 10 s late (PGSTAT_IDLE_INTERVAL), which would count as idle commits.
+  await new Promise((resolve) => setTimeout(resolve, ctx.options.db === 'postgres' ? PG_STATS_FLUSH_MS : 1_000));
 
-  const postgres = ctx.options.db === 'postgres' ? await PostgresLoad.open(ctx) : undefined;
+  const monitor = bull ? await RedisMonitor.start(bull.url, bull.prefix) : undefined;
   const rssBefore = memoryUsage().rss;
-  const cpuBefore = cpuUsage();
-  const windowStart = performance.now();
+  const window = await openWindow(ctx.dataSource, ctx.options.db);
   ctx.recorder.recording = [];
   await new Promise((resolve) => setTimeout(resolve, idleSeconds * 1000));
   const statementsWhileIdle = ctx.recorder.recording.length;
   ctx.recorder.recording = null;
-  const elapsedMs = performance.now() - windowStart;
-  const cpu = cpuUsage(cpuBefore);
-  const pg = await postgres?.close(elapsedMs);
+  const cost = await window.close();
+  const redis = await monitor?.stop();
 
-  const parked = await ctx.dataSource.getRepository(StepExecution).count({ where: { stepName: 'b', state: 'waiting' } });
-  assert(parked >= n, `expected at least ${n} parked executions of ${PAYMENT_WORKFLOW} after the idle window, found ${parked}`);
+  const parkedNow = await ctx.dataSource.getRepository(StepExecution).count({ where: { stepName: 'b', state: 'waiting' } });
+  assert(parkedNow >= n, `expected at least ${n} parked executions of ${PAYMENT_WORKFLOW} after the idle window, found ${parkedNow}`);
+  const percent = (cpuMs: number) => round((cpuMs / cost.elapsedMs) * 100);
   return {
     parked: n,
     idleSeconds,
-    setupSeconds,
-    nodeCpuPercent: round(((cpu.user + cpu.system) / 1000 / elapsedMs) * 100),
-    ...(pg ?? {}),
+    parkSeconds: round(parkMs / 1000),
+    parkedPerSecond: round(n / (parkMs / 1000)),
+    load: load(cost),
+    nodeCpuPercent: percent(cost.nodeCpuMs),
+    ...(cost.serverCpuMs === undefined ? {} : { serverCpuPercent: percent(cost.serverCpuMs) }),
+    ...(cost.commits === undefined ? {} : { xactCommitPerSecond: round(cost.commits / (cost.elapsedMs / 1000)) }),
     statementsWhileIdle,
+    ...(redis ? { redisCommandsWhileIdle: redis.total } : {}),
     rssBeforeMiB: round(rssBefore / 2 ** 20),
     rssAfterMiB: round(memoryUsage().rss / 2 ** 20),
   };
 }
 
 /** Every workflow finished, its signal consumed once, two completed executions and nothing else. */
-async function verify(ctx: BenchContext, ids: string[]): Promise<void> {
+export async function verify(ctx: BenchContext, ids: string[]): Promise<void> {
   const workflows = await ctx.dataSource.getRepository(WorkflowRecord).count({ where: { id: In(ids), state: 'finished' } });
   const signals: SignalRow[] = await ctx.dataSource.getRepository(Signal).find({ where: { workflowId: In(ids) } });
   const executions = await ctx.dataSource.getRepository(StepExecution).find({ where: { workflowId: In(ids) }, select: { state: true, outcome: true } });
@@ -257,7 +351,7 @@ export function statementKind(sql: string): string {
   return `${verb} ${table.replace(/^geneva_drive_/, '')}${/FOR UPDATE/i.test(text) ? ' FOR UPDATE' : ''}`;
 }
 
-function round(value: number): number {
+export function round(value: number): number {
   return Math.round(value * 100) / 100;
 }
 
@@ -265,6 +359,8 @@ function round(value: number): number {
 class RedisMonitor {
   private total = 0;
   private readonly byCommand: Record<string, number> = {};
+  private stopping = false;
+  private failure: unknown;
 
   private constructor(
     private readonly connection: Redis,
@@ -282,60 +378,21 @@ class RedisMonitor {
       const command = args[0].toUpperCase();
       counter.byCommand[command] = (counter.byCommand[command] ?? 0) + 1;
     });
+    // Lines still in flight when the connection closes make ioredis report a command queue error:
+    // harmless then, and a real failure (the count would be short) before.
+    monitor.on('error', (error: unknown) => {
+      if (!counter.stopping) counter.failure ??= error;
+    });
     return counter;
   }
 
   async stop(): Promise<{ total: number; byCommand: Record<string, number> }> {
     // MONITOR lines trail the commands a little: give the last ones time to arrive.
     await new Promise((resolve) => setTimeout(resolve, 300));
+    this.stopping = true;
     this.monitor.disconnect();
     this.connection.disconnect();
+    if (this.failure !== undefined) throw new Error(`bench: Redis MONITOR failed, its count is incomplete: ${String(this.failure)}`);
     return { total: this.total, byCommand: this.byCommand };
   }
-}
-
-/** CPU of the PostgreSQL backends serving the bench database, and its commit rate, over a window. */
-class PostgresLoad {
-  private constructor(
-    private readonly ctx: BenchContext,
-    private readonly pids: number[],
-    private readonly ticksBefore: number,
-    private readonly commitsBefore: number,
-  ) {}
-
-  static async open(ctx: BenchContext): Promise<PostgresLoad> {
-    const pids = (await ctx.dataSource.query(`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)).map((row: { pid: number }) => row.pid);
-    return new PostgresLoad(ctx, pids, cpuTicks(pids), await commits(ctx));
-  }
-
-  async close(elapsedMs: number): Promise<{ postgresCpuPercent: number; xactCommitPerSecond: number }> {
-    const ticks = cpuTicks(this.pids) - this.ticksBefore;
-    // The reads above and below are two commits of their own.
-    const committed = (await commits(this.ctx)) - this.commitsBefore - 1;
-    return {
-      postgresCpuPercent: round(((ticks * (1000 / CLOCK_TICKS_PER_SECOND)) / elapsedMs) * 100),
-      xactCommitPerSecond: round(Math.max(0, committed) / (elapsedMs / 1000)),
-    };
-  }
-}
-
-/** USER_HZ: /proc reports CPU time in these ticks (100 on Linux x86-64 and arm64). */
-const CLOCK_TICKS_PER_SECOND = 100;
-
-function cpuTicks(pids: number[]): number {
-  let total = 0;
-  for (const pid of pids) {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-      total += Number(fields[11]) + Number(fields[12]); // utime, stime
-    } catch {
-      // The backend exited: its time is lost to the count, which can only understate.
-    }
-  }
-  return total;
-}
-
-async function commits(ctx: BenchContext): Promise<number> {
-  const [row] = await ctx.dataSource.query(`SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`);
-  return Number(row.xact_commit);
 }

@@ -11,6 +11,7 @@ import { DashboardUnguardedError, GenevaDriveDashboardModule } from 'geneva-driv
 import { GenevaDriveTesting } from 'geneva-drive/testing';
 import { createDashboardApp, parkedInvoice as parkInvoice, DASHBOARD_TOKEN, FragileFlow, InvoiceFlow, saveHero, type DashboardApp } from '../src/dashboard-app.js';
 import { engineLogger } from '../src/test-app.js';
+import { AddGenevaDriveListIndexes1730000000003 } from '../../libs/geneva-drive/src/migrations/index.js';
 import { dataSourceOptions, describeEachDatabase } from '../utils/databases.js';
 
 const AUTH = { Authorization: `Bearer ${DASHBOARD_TOKEN}` };
@@ -107,6 +108,10 @@ describeEachDatabase('dashboard over HTTP', (kind) => {
     expect(await ids({})).toEqual([fragile.id, fresh.id, parked.id]);
     expect(await ids({ type: 'InvoiceFlow' })).toEqual([fresh.id, parked.id]);
     expect(await ids({ state: 'paused' })).toEqual([fragile.id]);
+    expect(await ids({ type: 'InvoiceFlow', state: 'ready' })).toEqual([fresh.id, parked.id]);
+    expect(await ids({ type: 'InvoiceFlow', state: 'ready', after: fresh.id })).toEqual([parked.id]);
+    expect(await ids({ type: 'InvoiceFlow', state: 'ready', q: fresh.heroId })).toEqual([fresh.id]);
+    expect(await ids({ type: 'InvoiceFlow', state: 'paused' })).toEqual([]);
     expect(await ids({ waitingFor: 'payment_confirmed' })).toEqual([parked.id]);
     expect(await ids({ failedStep: 'explode' })).toEqual([fragile.id]);
     expect(await ids({ heroType: 'TestHero', heroId: fresh.heroId })).toEqual([fresh.id]);
@@ -121,6 +126,21 @@ describeEachDatabase('dashboard over HTTP', (kind) => {
     const html = await request(d.url).get('/geneva/workflows').query({ state: 'sleeping' }).set(AUTH).expect(400);
     expect(html.text).toContain('Invalid state &quot;sleeping&quot;: expected one of ready, performing, paused, finished, canceled');
     await request(d.url).get('/geneva/api/workflows').query({ createdFrom: 'yesterday' }).set(AUTH).expect(400);
+  });
+
+  it('filters by type and state on a database whose list indexes are not added yet', async () => {
+    const older = await createDashboardApp(kind, { allowUnauthenticated: true });
+    const runner = older.dataSource.createQueryRunner();
+    await new AddGenevaDriveListIndexes1730000000003().down(runner);
+    try {
+      const fresh = await older.workflows.start(InvoiceFlow, await saveHero(older.dataSource, 'fresh'));
+      const list = await request(older.url).get('/geneva/api/workflows').query({ type: 'InvoiceFlow', state: 'ready' }).expect(200);
+      expect(list.body.rows.map((row: { id: string }) => row.id)).toEqual([fresh.id]);
+    } finally {
+      await new AddGenevaDriveListIndexes1730000000003().up(runner);
+      await runner.release();
+      await older.close();
+    }
   });
 
   it('pages with a next link when there are more rows than a page', async () => {

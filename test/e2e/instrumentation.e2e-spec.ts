@@ -16,6 +16,7 @@ import {
   Step,
   StepExecution,
   Workflow,
+  WorkflowNotOngoingError,
   WorkflowService,
   type FinalizeEvent,
   type PreconditionEvent,
@@ -69,6 +70,7 @@ interface Recorded {
   message: Record<string, unknown>;
 }
 
+const DUE_KEYS = ['scheduledFor', 'woken'];
 const EXECUTION_KEYS = ['durationMs', 'executionId', 'stepName', 'workflowClass', 'workflowId'];
 const keysOf = (message: object) => Object.keys(message).sort();
 
@@ -138,10 +140,10 @@ describeEachDatabase('instrumentation and hooks', (kind) => {
       const [precondition, step, finalize] = recorded.map((event) => event.message);
 
       for (const message of [precondition, step, finalize]) expectIdentity(message, wf, first.id);
-      expect(keysOf(precondition)).toEqual([...EXECUTION_KEYS, 'outcome'].sort());
+      expect(keysOf(precondition)).toEqual([...EXECUTION_KEYS, ...DUE_KEYS, 'outcome'].sort());
       expect(keysOf(step)).toEqual([...EXECUTION_KEYS, 'hooksDurationMs', 'outcome'].sort());
       expect(keysOf(finalize)).toEqual([...EXECUTION_KEYS, 'stepState', 'workflowState'].sort());
-      expect((precondition as unknown as PreconditionEvent).outcome).toBe('passed');
+      expect(precondition).toMatchObject({ outcome: 'passed', scheduledFor: first.scheduledFor, woken: false });
       expect((step as unknown as StepEvent).outcome).toBe('completed');
       expect(finalize).toMatchObject({ workflowState: 'ready', stepState: 'completed' });
     });
@@ -184,7 +186,7 @@ describeEachDatabase('instrumentation and hooks', (kind) => {
       expect(channels()).toEqual(['precondition']);
       const precondition = only<PreconditionEvent>('precondition');
       expect(precondition.outcome).toBe('skipped');
-      expect(keysOf(precondition)).toEqual([...EXECUTION_KEYS, 'outcome'].sort());
+      expect(keysOf(precondition)).toEqual([...EXECUTION_KEYS, ...DUE_KEYS, 'outcome'].sort());
       expectIdentity(precondition, wf, first.id);
       expect(policyJournal).toEqual([]);
     });
@@ -206,7 +208,7 @@ describeEachDatabase('instrumentation and hooks', (kind) => {
       const precondition = only<PreconditionEvent>('precondition');
       expect(precondition.outcome).toBe('exception');
       expect(precondition.exception).toBe(error);
-      expect(keysOf(precondition)).toEqual([...EXECUTION_KEYS, 'exception', 'outcome'].sort());
+      expect(keysOf(precondition)).toEqual([...EXECUTION_KEYS, ...DUE_KEYS, 'exception', 'outcome'].sort());
       expectIdentity(precondition, wf, first.id);
     });
 
@@ -283,23 +285,34 @@ describeEachDatabase('instrumentation and hooks', (kind) => {
       recorded.length = 0;
       await executor.execute(first.id);
       expect(channels()).toEqual(['precondition']);
-      expect(only<PreconditionEvent>('precondition')).toMatchObject({ outcome: 'waiting', executionId: first.id, stepName: 'awaitGo', workflowClass: 'InstrumentedSignal' });
+      expect(only<PreconditionEvent>('precondition')).toMatchObject({ outcome: 'waiting', executionId: first.id, stepName: 'awaitGo', workflowClass: 'InstrumentedSignal', scheduledFor: first.scheduledFor, woken: false });
 
       recorded.length = 0;
       const signals = app.moduleRef.get(SignalService);
       const signal = await signals.signal(wf, 'go', { idempotencyKey: 'evt-1' });
       expect(channels()).toEqual(['signal']);
-      expect(recorded[0].message).toEqual({ workflowId: wf.id, signalId: signal.id, name: 'go', duplicate: false, woken: 1 });
+      expect(recorded[0].message).toEqual({ workflowId: wf.id, signalId: signal.id, name: 'go', duplicate: false, woken: 1, disposition: 'woke' });
 
       recorded.length = 0;
       await signals.signal(wf, 'go', { idempotencyKey: 'evt-1' });
-      expect(recorded.map((event) => event.message)).toEqual([{ workflowId: wf.id, signalId: signal.id, name: 'go', duplicate: true, woken: 0 }]);
+      expect(recorded.map((event) => event.message)).toEqual([{ workflowId: wf.id, signalId: signal.id, name: 'go', duplicate: true, woken: 0, disposition: 'duplicate' }]);
+
+      recorded.length = 0;
+      await signals.signal(wf, 'later', { idempotencyKey: 'evt-2' }); // no step waits for it
+      expect(recorded.map((event) => event.message)).toEqual([expect.objectContaining({ name: 'later', duplicate: false, woken: 0, disposition: 'buffered' })]);
 
       recorded.length = 0;
       await app.gd.speedrunWorkflow(wf);
       expect(channels()).toEqual(['precondition', 'step', 'finalize']);
-      expect(only<PreconditionEvent>('precondition').outcome).toBe('passed');
+      // Woken: due from the delivery on, which set scheduledFor.
+      const woken = await executions.findOneByOrFail({ id: first.id });
+      expect(only<PreconditionEvent>('precondition')).toMatchObject({ outcome: 'passed', executionId: first.id, scheduledFor: woken.scheduledFor, woken: true });
+      expect(woken.scheduledFor.getTime()).toBeGreaterThan(first.scheduledFor.getTime());
       expect(policyJournal).toEqual(['awaitGo:go']);
+
+      recorded.length = 0;
+      await expect(signals.signal(wf, 'go')).rejects.toThrow(WorkflowNotOngoingError);
+      expect(recorded.map((event) => event.message)).toEqual([{ workflowId: wf.id, signalId: null, name: 'go', duplicate: false, woken: 0, disposition: 'rejected' }]);
     });
 
     it('housekeeping publishes its summary', async () => {

@@ -3,11 +3,13 @@
  * uniqueness guarantees, cascades and the up/down cycle behave the same on PostgreSQL, MySQL/MariaDB
  * and SQLite.
  */
-import { DataSource, QueryFailedError, type EntityTarget, type FindOptionsWhere } from 'typeorm';
+import { DataSource, QueryFailedError, type EntityTarget, type FindOptionsWhere, type MigrationInterface } from 'typeorm';
 import { Signal, StepExecution, WorkflowRecord } from '../../libs/geneva-drive/src/entities/index.js';
 import {
+  AddGenevaDriveListIndexes1730000000003,
   CreateGenevaDriveTables1730000000000,
   ExactGenevaDriveIdentifiers1730000000002,
+  genevaDriveMigrations,
 } from '../../libs/geneva-drive/src/migrations/index.js';
 import { SchemaCapabilities } from '../../libs/geneva-drive/src/persistence/schema-capabilities.js';
 import type { StepExecutionState } from '../../libs/geneva-drive/src/state/index.js';
@@ -23,6 +25,8 @@ import { CreateTestFixtures1600000000000, TestHero, UuidHero } from '../utils/fi
 import { releasedMigrations } from '../utils/released-migrations/index.js';
 
 const GENEVA_TABLES = ['geneva_drive_workflows', 'geneva_drive_step_executions', 'geneva_drive_signals'];
+/** The indexes AddGenevaDriveListIndexes1730000000003 adds. */
+const LIST_INDEXES = ['geneva_drive_workflows_type_state', 'geneva_drive_workflows_hero_id'];
 
 /** Identity strings of the rows the exactness checks start from (each also spelled differently). */
 const BASE = { type: 'Bílling', heroType: 'Hérö', heroId: 'Hérö-1', stepName: 'shíp', name: CAFE_NFC, key: 'Évt_1NqXaB' };
@@ -203,6 +207,28 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     return row.type;
   }
 
+  /** The names of the indexes on geneva_drive_workflows. */
+  async function indexNames(): Promise<string[]> {
+    const rows: Array<{ name: string }> =
+      kind === 'sqlite'
+        ? await dataSource.query(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'geneva_drive_workflows'`)
+        : kind === 'postgres'
+          ? await dataSource.query(`SELECT indexname AS name FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'geneva_drive_workflows'`)
+          : await dataSource.query(
+              'SELECT DISTINCT INDEX_NAME AS name FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?',
+              ['geneva_drive_workflows'],
+            );
+    return rows.map((row) => row.name).sort();
+  }
+
+  /** A schema snapshot without the list indexes: what the schema was before AddGenevaDriveListIndexes1730000000003. */
+  function withoutListIndexes(snapshot: unknown[]): unknown[] {
+    return snapshot.filter((row) => {
+      const { name, indexname, INDEX_NAME } = row as { name?: string; indexname?: string; INDEX_NAME?: string };
+      return !LIST_INDEXES.includes(name ?? indexname ?? INDEX_NAME ?? '');
+    });
+  }
+
   describe('fully migrated', () => {
     beforeAll(async () => {
       await prepareDatabase(kind);
@@ -221,6 +247,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
         'CreateGenevaDriveTables1730000000000',
         'AddGenevaDriveSignals1730000000001',
         'ExactGenevaDriveIdentifiers1730000000002',
+        'AddGenevaDriveListIndexes1730000000003',
       ]);
       for (const table of [...GENEVA_TABLES, 'test_heroes', 'test_uuid_heroes']) {
         expect(await hasTable(table)).toBe(true);
@@ -443,6 +470,9 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     });
 
     it('goes down and up again', async () => {
+      expect(await indexNames()).toEqual(expect.arrayContaining(LIST_INDEXES));
+      await dataSource.undoLastMigration(); // the list indexes
+      expect((await indexNames()).filter((name) => LIST_INDEXES.includes(name))).toEqual([]);
       await dataSource.undoLastMigration(); // exact identifiers: back to the first release's columns
       if (kind === 'mysql') expect(await mysqlDataType('geneva_drive_signals', 'idempotency_key')).toBe('varchar');
       expect(await hasTable('geneva_drive_signals')).toBe(true);
@@ -468,6 +498,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       await expectUniqueViolation(insertExecution(workflowId, 'waiting'), 'geneva_drive_step_executions_one_active');
       await truncateAll(dataSource);
       await expectVariantsKeptApart(await insertBaseRows());
+      expect(await indexNames()).toEqual(expect.arrayContaining(LIST_INDEXES));
     });
   });
 
@@ -513,13 +544,13 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
   });
 
   /**
-   * Replaces this worker's database with the first release's schema (its migrations, verbatim) and
-   * opens `dataSource` on it with today's migrations listed: `migrations` (default: all of them).
-   * Returns the schema a new install gets today, to compare with.
+   * Replaces this worker's database with an older schema, built by the migrations `from` (default:
+   * the first release's, verbatim) and opens `dataSource` on it with today's migrations listed:
+   * `migrations` (default: all of them). Returns the schema a new install gets today, to compare with.
    */
   async function openReleasedSchema(
     primaryKey: 'bigint' | 'uuid',
-    options: { withoutSignals?: boolean; migrations?: Array<new () => object> } = {},
+    options: { withoutSignals?: boolean; migrations?: Array<new () => object>; from?: Array<new () => MigrationInterface> } = {},
   ): Promise<unknown[]> {
     await prepareDatabase(kind, { primaryKey });
     dataSource = await new DataSource(dataSourceOptions(kind)).initialize();
@@ -527,7 +558,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     await dataSource.destroy();
     const released = await new DataSource({
       ...dataSourceOptions(kind),
-      migrations: [CreateTestFixtures1600000000000, ...releasedMigrations(primaryKey, options)],
+      migrations: [CreateTestFixtures1600000000000, ...(options.from ?? releasedMigrations(primaryKey, options))],
     }).initialize();
     try {
       await released.dropDatabase();
@@ -562,9 +593,9 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     afterAll(() => dataSource?.destroy());
 
     it('keeps every row, then tells apart what the old collation merged, and goes down and up again', async () => {
-      // Only MySQL/MariaDB had the inexact columns; elsewhere the upgrade changes nothing.
-      if (kind === 'mysql') expect(released).not.toEqual(fresh);
-      else expect(released).toEqual(fresh);
+      // Only MySQL/MariaDB had the inexact columns; elsewhere only the list indexes are new.
+      if (kind === 'mysql') expect(released).not.toEqual(withoutListIndexes(fresh));
+      else expect(released).toEqual(withoutListIndexes(fresh));
 
       const workflowId = await insertBaseRows();
       const before = await rowsOf(workflowId);
@@ -580,10 +611,12 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       expect(await rowsOf(workflowId)).toEqual(before);
       await expectVariantsKeptApart(workflowId);
 
+      await dataSource.undoLastMigration(); // the list indexes
+      expect(await schemaSnapshot()).toEqual(withoutListIndexes(fresh));
       if (kind === 'mysql') {
         // Down cannot merge the signals the exact columns kept apart: it refuses before changing anything.
         await expectUniqueViolation(dataSource.undoLastMigration(), 'geneva_drive_signals_dedup');
-        expect(await schemaSnapshot()).toEqual(fresh);
+        expect(await schemaSnapshot()).toEqual(withoutListIndexes(fresh));
       }
       // Without the variants, down restores the first release's columns, the rows intact.
       const keepOnly = (entity: EntityTarget<object>, rows: Array<{ id: string }>) =>
@@ -600,6 +633,100 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       expect(await rowsOf(workflowId)).toEqual(before);
     });
   });
+
+  describe.each(['bigint', 'uuid'] as const)('adding the list indexes to a database in use (%s keys)', (primaryKey) => {
+    let fresh: unknown[];
+    let previous: unknown[];
+
+    beforeAll(async () => {
+      const before = genevaDriveMigrations({ primaryKey }).filter((migration) => migration !== AddGenevaDriveListIndexes1730000000003);
+      fresh = await openReleasedSchema(primaryKey, { from: before });
+      previous = await schemaSnapshot();
+    });
+    afterAll(() => dataSource?.destroy());
+
+    it('keeps every row, lists them as before, and goes down and up again', async () => {
+      expect(previous).toEqual(withoutListIndexes(fresh));
+      expect(previous).not.toEqual(fresh);
+      const ids = await insertListRows();
+      const rows = await Promise.all(ids.map(rowsOf));
+      const listed = await listPages();
+
+      expect(await dataSource.showMigrations()).toBe(true); // the list indexes are pending
+      await dataSource.runMigrations();
+      expect(await dataSource.showMigrations()).toBe(false);
+      expect(await schemaSnapshot()).toEqual(fresh);
+      expect(await Promise.all(ids.map(rowsOf))).toEqual(rows);
+      expect(await listPages()).toEqual(listed);
+      // The hero-id index is not unique: one hero id in several workflows.
+      const another = await insertWorkflow({ type: 'RefundWorkflow', heroId: 'hero-7' });
+
+      await dataSource.undoLastMigration();
+      expect(await schemaSnapshot()).toEqual(previous);
+      expect(await Promise.all(ids.map(rowsOf))).toEqual(rows);
+      await dataSource.runMigrations();
+      expect(await schemaSnapshot()).toEqual(fresh);
+      const relisted = await listPages();
+      expect(relisted.byTypeAndState).toEqual(listed.byTypeAndState);
+      expect(new Set(relisted.byHeroId)).toEqual(new Set([...listed.byHeroId, another]));
+    });
+
+    /** Workflows of two types in every state, each with an execution and a signal; returns their ids. */
+    async function insertListRows(): Promise<string[]> {
+      const ids: string[] = [];
+      for (const type of ['OrderWorkflow', 'ShippingWorkflow']) {
+        for (const state of ['ready', 'performing', 'paused', 'finished', 'canceled'] as const) {
+          for (let i = 0; i < 3; i++) {
+            const id = await insertWorkflow({ type, state, heroId: `hero-${ids.length % 10}`, heroType: `Hero${ids.length}` });
+            await insertExecution(id, state === 'finished' ? 'completed' : 'scheduled');
+            await insertSignal(id, 'payment_confirmed', `evt_${ids.length}`);
+            ids.push(id);
+          }
+        }
+      }
+      return ids;
+    }
+
+    /** What the list's queries answer: by type and state, newest first, and by hero id. */
+    async function listPages() {
+      const ids = (qb: ReturnType<typeof listQuery>) => qb.getMany().then((found) => found.map((row) => row.id));
+      const listQuery = () => dataSource.getRepository(WorkflowRecord).createQueryBuilder('w').orderBy('w.id', 'DESC').limit(5);
+      return {
+        byTypeAndState: await ids(listQuery().where('w.type = :type AND w.state = :state', { type: 'ShippingWorkflow', state: 'paused' })),
+        byHeroId: await ids(listQuery().where('w.heroId = :heroId', { heroId: 'hero-7' })),
+      };
+    }
+  });
+
+  // SQLite plans with the statistics of its last ANALYZE; an index added after it has none.
+  if (kind === 'sqlite') {
+    describe('adding the list indexes to an analysed SQLite database', () => {
+      beforeAll(async () => {
+        const before = genevaDriveMigrations().filter((migration) => migration !== AddGenevaDriveListIndexes1730000000003);
+        await openReleasedSchema('bigint', { from: before });
+      });
+      afterAll(() => dataSource?.destroy());
+
+      it('analyses the new indexes: a type is read in id order, a (type, state) pair and a hero id through their index', async () => {
+        const rows = Array.from({ length: 2000 }, (_, i) => `('${i % 2 ? 'OrderWorkflow' : 'ShippingWorkflow'}', 'TestHero', '${i}', '${i % 5 ? 'finished' : 'ready'}', 0, '2024-01-01 00:00:00.000', '2024-01-01 00:00:00.000')`);
+        await dataSource.query(`INSERT INTO geneva_drive_workflows (type, hero_type, hero_id, state, allow_multiple, created_at, updated_at) VALUES ${rows.join(', ')}`);
+        await dataSource.query('ANALYZE');
+
+        await dataSource.runMigrations();
+
+        const plan = async (where: string, parameters: Record<string, string>) => {
+          const [sql, values] = dataSource.getRepository(WorkflowRecord).createQueryBuilder('w').where(where, parameters).orderBy('w.id', 'DESC').limit(51).getQueryAndParameters();
+          const steps: Array<{ detail: string }> = await dataSource.query(`EXPLAIN QUERY PLAN ${sql}`, values);
+          return steps.map((step) => step.detail).join('; ');
+        };
+        expect(await plan('w.type = :type', { type: 'OrderWorkflow' })).toBe('SEARCH w USING INDEX geneva_drive_workflows_type (type=?)');
+        expect(await plan('w.type = :type AND w.state = :state', { type: 'OrderWorkflow', state: 'ready' })).toBe(
+          'SEARCH w USING INDEX geneva_drive_workflows_type_state (type=? AND state=?)',
+        );
+        expect(await plan('w.heroId = :heroId', { heroId: '7' })).toBe('SEARCH w USING INDEX geneva_drive_workflows_hero_id (hero_id=?)');
+      });
+    });
+  }
 
   describe("upgrading the first release's schema without the signals migration", () => {
     let fresh: unknown[];

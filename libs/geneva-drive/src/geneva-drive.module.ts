@@ -16,6 +16,7 @@ import { TransactionRunner } from './persistence/transaction-runner.js';
 import { WorkflowStore } from './persistence/workflow-store.js';
 import { declaredQueue, queueRegistration } from './queue/queue-registration.js';
 import type { QueuePort } from './queue/queue.port.js';
+import { EngineView } from './registry/engine-view.js';
 import { WorkflowExplorer } from './registry/workflow.explorer.js';
 import { WorkflowRegistry } from './registry/workflow.registry.js';
 import { SignalIntake } from './signals/signal-intake.js';
@@ -57,6 +58,7 @@ function engineProviders(declaredDataSource: string | undefined, queue: QueueAda
       inject: [WorkflowStore, SchemaCapabilities, WorkflowRegistry, WorkflowInstances],
     },
     WorkflowRegistry,
+    EngineView,
     WorkflowExplorer,
     WorkflowInstances,
     ExecutorService,
@@ -95,7 +97,8 @@ export class GenevaDriveModule extends ConfigurableModuleClass {
       ...module,
       imports: [...(module.imports ?? []), DiscoveryModule, ...registration.imports],
       providers: [...(module.providers ?? []), ...engineProviders(dataSource, queue), ...registration.providers],
-      exports: [WorkflowService, SignalService, ExecutorService, HousekeepingService, QUEUE_PORT, ...registration.exports],
+      // EngineView is for the dashboard and the CLI (not exported by the package's entry points).
+      exports: [WorkflowService, SignalService, ExecutorService, HousekeepingService, QUEUE_PORT, EngineView, ...registration.exports],
     };
   }
 }

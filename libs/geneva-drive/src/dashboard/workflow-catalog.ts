@@ -1,8 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { ModuleRef } from '@nestjs/core';
-import { GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
-import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
-import { WorkflowRegistry } from '../registry/workflow.registry.js';
+import { EngineView, type EngineThresholds } from '../registry/engine-view.js';
 import { describeMatcher } from '../signals/signal-matcher.js';
 
 /** One step of a workflow class, as an operator sees it. */
@@ -16,16 +13,10 @@ export interface StepSummary {
   resumable: boolean;
 }
 
-/**
- * Read-only view of the engine's workflow definitions and thresholds. The engine does not export its
- * registry or resolved options, so they are looked up (never changed) through the module graph.
- */
+/** The engine's workflow definitions and thresholds, as the dashboard and the CLI show them. */
 @Injectable()
 export class WorkflowCatalog {
-  private registry?: WorkflowRegistry;
-  private engineOptions?: ResolvedGenevaDriveOptions;
-
-  constructor(private readonly moduleRef: ModuleRef) {}
+  constructor(private readonly engine: EngineView) {}
 
   /** Registered workflow type names, sorted. */
   types(): string[] {
@@ -34,7 +25,7 @@ export class WorkflowCatalog {
 
   /** The steps of a type in run order; null when the type has no class in this application. */
   steps(type: string): StepSummary[] | null {
-    const definition = this.engine().findByName(type);
+    const definition = this.engine.definition(type);
     if (!definition) return null;
     return definition.steps.map((step) => ({
       name: step.name,
@@ -67,17 +58,11 @@ export class WorkflowCatalog {
     return [...new Set(this.types().flatMap((type) => this.signalNames(type)))].sort();
   }
 
-  get options(): ResolvedGenevaDriveOptions {
-    this.engineOptions ??= this.moduleRef.get<ResolvedGenevaDriveOptions>(GENEVA_DRIVE_OPTIONS, { strict: false });
-    return this.engineOptions;
+  get thresholds(): EngineThresholds {
+    return this.engine.thresholds;
   }
 
   private definitions() {
-    return this.engine().all();
-  }
-
-  private engine(): WorkflowRegistry {
-    this.registry ??= this.moduleRef.get(WorkflowRegistry, { strict: false });
-    return this.registry;
+    return this.engine.definitions();
   }
 }

@@ -112,6 +112,8 @@ export interface WorkflowDetail {
   signalNames: string[];
 }
 
+/** The index of the list filtered by type and state (AddGenevaDriveListIndexes1730000000003). */
+const WORKFLOWS_BY_TYPE_STATE = 'geneva_drive_workflows_type_state';
 const ID_PATTERN = /^(\d{1,20}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i;
 const OVERVIEW_LIMIT = 10;
 
@@ -121,6 +123,8 @@ const OVERVIEW_LIMIT = 10;
  */
 @Injectable()
 export class WorkflowReader {
+  private typeStateIndex?: Promise<boolean>;
+
   constructor(
     @Inject(DASHBOARD_DATA_SOURCE) private readonly dataSource: DataSource,
     private readonly workflows: WorkflowService,
@@ -140,7 +144,7 @@ export class WorkflowReader {
       .addOrderBy('w.state')
       .getRawMany<{ type: string; state: string; count: string | number }>()
       .then(identifierRows);
-    const options = this.catalog.options;
+    const options = this.catalog.thresholds;
     const now = Date.now();
     const waitingByType = await this.executionsByType('waiting');
     const overdueMs = options.waitingVisibilityThresholdMs;
@@ -194,10 +198,36 @@ export class WorkflowReader {
       if (!ID_PATTERN.test(filters.after)) throw new DashboardInputError('after', filters.after, 'a workflow id');
       qb.andWhere('w.id < :after', { after: filters.after });
     }
+    // Left to itself, MySQL/MariaDB intersects the (type) and (state) indexes and sorts every matching
+    // row (index_merge + filesort: 0.3–0.6 s over 90k rows) instead of reading (type, state, id) backwards
+    // for one page. A hero filter has a more selective index of its own. USE INDEX is MySQL/MariaDB only.
+    if (filters.type && filters.state && !filters.heroId && !filters.q && (await this.hasTypeStateIndex())) qb.useIndex(WORKFLOWS_BY_TYPE_STATE);
     const rows = (await qb.getMany()).map(toRow);
     const more = rows.length > pageSize;
     if (more) rows.length = pageSize;
     return { rows, nextAfter: more ? rows[rows.length - 1].id : null };
+  }
+
+  /**
+   * MySQL/MariaDB: whether the type-and-state index exists (a database whose list-index migration has
+   * not run yet has none, and USE INDEX of a missing index is an error there). Asked once; the other
+   * databases need no hint.
+   */
+  private hasTypeStateIndex(): Promise<boolean> {
+    if (!['mysql', 'mariadb'].includes(this.dataSource.options.type)) return Promise.resolve(false);
+    this.typeStateIndex ??= this.dataSource
+      .query('SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = ? LIMIT 1', [
+        'geneva_drive_workflows',
+        WORKFLOWS_BY_TYPE_STATE,
+      ])
+      .then(
+        (rows: unknown[]) => rows.length > 0,
+        () => {
+          this.typeStateIndex = undefined; // asked again next time
+          return false;
+        },
+      );
+    return this.typeStateIndex;
   }
 
   /** Everything the workflow page shows. Throws WorkflowNotFoundError for an unknown id. */

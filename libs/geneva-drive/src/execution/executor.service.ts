@@ -11,7 +11,7 @@ import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS } from '../geneva-drive.const
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
 import type { StepJobHints } from '../queue/queue.port.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
-import { publish } from '../instrumentation/geneva-drive.events.js';
+import { dueKeys, publish } from '../instrumentation/geneva-drive.events.js';
 import { isConnectionError, isDeadlock, TransactionRunner, type TransactionOptions } from '../persistence/transaction-runner.js';
 import { successorOf, WorkflowStore, type NewExecution } from '../persistence/workflow-store.js';
 import { evaluateCondition, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
@@ -226,7 +226,7 @@ export class ExecutorService {
 
     const started = performance.now();
     const event = (outcome: string, exception?: unknown) =>
-      publish('precondition', () => ({ ...this.eventBase(prepared, started), outcome, ...(exception === undefined ? {} : { exception }) }));
+      publish('precondition', () => ({ ...this.eventBase(prepared, started), ...dueKeys(execution), outcome, ...(exception === undefined ? {} : { exception }) }));
     let verdict: 'cancel' | 'skip' | 'wait' | 'pass';
     try {
       verdict = await this.evaluatePreconditions(manager, prepared, workflow, pinned);

@@ -26,6 +26,19 @@ export interface ExecutionEvent {
 export interface PreconditionEvent extends ExecutionEvent {
   outcome: 'passed' | 'canceled' | 'skipped' | 'waiting' | 'exception';
   exception?: unknown;
+  /** When the execution was due: the queue delay runs from it to the start of this phase. */
+  scheduledFor: Date;
+  /**
+   * The execution had parked and a delivery woke it (a signal, or `resume` with a buffered one):
+   * `scheduledFor` is then the moment of that wake-up.
+   */
+  woken: boolean;
+}
+
+/** The keys of a `PreconditionEvent` that tell when the execution was due and whether a delivery woke it. */
+export function dueKeys(execution: { scheduledFor: Date; waitingSince?: Date | null; signalId?: string | null }): Pick<PreconditionEvent, 'scheduledFor' | 'woken'> {
+  // Only a delivery takes a parked execution back to `scheduled` with a signal pinned; a parked row keeps its waitingSince.
+  return { scheduledFor: execution.scheduledFor, woken: Boolean(execution.waitingSince) && Boolean(execution.signalId) };
 }
 
 /**
@@ -47,14 +60,26 @@ export interface FinalizeEvent extends ExecutionEvent {
   exception?: unknown;
 }
 
-/** `geneva-drive:signal`: one delivery. @publicApi */
+/** `geneva-drive:signal`: one delivery, or one the workflow refused. @publicApi */
 export interface SignalEvent {
   workflowId: string;
-  signalId: string;
+  /** Null when the signal was rejected (nothing was written). */
+  signalId: string | null;
   name: string;
   duplicate: boolean;
   /** Parked executions this delivery woke. */
   woken: number;
+  /**
+   * `woke`: it woke a parked step; `buffered`: stored for a step that has not parked yet (or a paused
+   * workflow); `duplicate`: a redelivery of a known idempotency key; `rejected`: the workflow is
+   * finished or canceled (`WorkflowNotOngoingError`).
+   */
+  disposition: 'woke' | 'buffered' | 'duplicate' | 'rejected';
+}
+
+/** The disposition of a committed delivery. */
+export function deliveryDisposition(duplicate: boolean, woken: number): SignalEvent['disposition'] {
+  return duplicate ? 'duplicate' : woken > 0 ? 'woke' : 'buffered';
 }
 
 const channels = {

@@ -3,7 +3,7 @@ import type { EntityManager } from 'typeorm';
 import { Signal } from '../entities/signal.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { WorkflowNotOngoingError } from '../errors/signal.errors.js';
-import { publish } from '../instrumentation/geneva-drive.events.js';
+import { deliveryDisposition, publish } from '../instrumentation/geneva-drive.events.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { idOf, WorkflowStore } from '../persistence/workflow-store.js';
@@ -71,13 +71,17 @@ export class SignalService {
       signal.duplicateDelivery = duplicate;
       const woken = duplicate || !delivers ? 0 : await this.rendezvous.dispatch(manager, record, signal, parked ?? waiting);
       return { signal, woken };
-    }), options?.manager);
+    }), options?.manager).catch((error: unknown) => {
+      if (error instanceof WorkflowNotOngoingError) publish('signal', () => ({ workflowId, signalId: null, name, duplicate: false, woken: 0, disposition: 'rejected' }));
+      throw error;
+    });
     publish('signal', () => ({
       workflowId,
       signalId: result.signal.id,
       name,
       duplicate: result.signal.duplicateDelivery,
       woken: result.woken,
+      disposition: deliveryDisposition(result.signal.duplicateDelivery, result.woken),
     }));
     return result.signal as Signal<Payload>;
   }
