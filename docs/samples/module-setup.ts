@@ -95,6 +95,7 @@ export const spelledOut = GenevaDriveModule.forRoot({
   maxRecoveries: 3,
   housekeepingBatchSize: 1000,
   housekeeping: { every: '30m' },
+  chainSteps: { maxSteps: 10, maxDuration: '100ms' },
   logger: new Logger('GenevaDrive'),
   isGlobal: true,
 });

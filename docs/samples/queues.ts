@@ -36,7 +36,7 @@ export class TimerQueue implements QueuePort {
     const id = job.jobId ?? job.executionId;
     if (this.timers.has(id)) return; // one job per id, as the engine expects
     const delay = Math.max(0, job.runAt.getTime() - Date.now());
-    this.timers.set(id, setTimeout(() => this.run(id, job.executionId), delay));
+    this.timers.set(id, setTimeout(() => this.run(id, job), delay));
   }
 
   async start(handler: StepJobHandler): Promise<void> {
@@ -53,10 +53,10 @@ export class TimerQueue implements QueuePort {
     await Promise.allSettled([...this.running]);
   }
 
-  private run(id: string, executionId: string): void {
+  private run(id: string, job: StepJob): void {
     this.timers.delete(id);
     if (!this.handler) return; // an enqueue-only process; housekeeping recovers the execution
-    const running = this.handler(executionId)
+    const running = this.handler(job.executionId, id, job.hints)
       .catch(() => undefined) // the outcome is already recorded by the engine
       .finally(() => this.running.delete(running));
     this.running.add(running);

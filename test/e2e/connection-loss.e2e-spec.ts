@@ -13,7 +13,9 @@
  * Killed before COMMIT, nothing committed, so every engine transaction may run again. Killed at
  * COMMIT, the client cannot know whether it committed: only idempotent work (finalize, which
  * re-checks under the lock that the execution is still in progress) runs again, while `start()`
- * reports the error rather than risk a second workflow. SQLite has no connection to lose.
+ * reports the error rather than risk a second workflow. On PostgreSQL, `start()` without a manager is
+ * one statement with no transaction of its own: a loss there is like a loss at COMMIT. SQLite has no
+ * connection to lose.
  */
 import diagnostics from 'node:diagnostics_channel';
 import { afterAll, beforeAll, beforeEach, expect, it } from '@jest/globals';
@@ -26,7 +28,8 @@ import { createTestApp, type TestApp } from '../src/test-app.js';
 import { describeEachDatabase, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 
-type KillPoint = 'first statement' | 'commit';
+/** A transaction's first statement or its COMMIT, or the next statement run outside any transaction. */
+type KillPoint = 'first statement' | 'commit' | 'single statement';
 
 /** Kills the connection of the next engine transaction at `point`, once per `arm`. */
 class ConnectionKiller implements EntitySubscriberInterface {
@@ -44,12 +47,12 @@ class ConnectionKiller implements EntitySubscriberInterface {
   }
 
   async beforeQuery(event: BeforeQueryEvent): Promise<void> {
-    if (this.armed === null || !event.queryRunner?.isTransactionActive) return;
+    if (this.armed === null || (this.armed === 'single statement') === Boolean(event.queryRunner?.isTransactionActive)) return;
     const query = event.query.trim().toUpperCase();
     if (query.startsWith('START TRANSACTION') || query.startsWith('BEGIN') || query.startsWith('SET TRANSACTION')) return;
     if ((this.armed === 'commit') !== query.startsWith('COMMIT')) return;
     this.armed = null;
-    const [{ id }] = await event.queryRunner.query(this.kind === 'postgres' ? 'SELECT pg_backend_pid() AS id' : 'SELECT CONNECTION_ID() AS id');
+    const [{ id }] = await event.queryRunner!.query(this.kind === 'postgres' ? 'SELECT pg_backend_pid() AS id' : 'SELECT CONNECTION_ID() AS id');
     const backend = Number(id);
     // Another pooled connection kills this one: only this backend, and only on this test database.
     if (this.kind === 'postgres') {
@@ -136,25 +139,40 @@ describeEachDatabase('connection loss inside engine transactions', (kind) => {
     expect((await ctx.workflows.executionHistory(wf))[0]).toMatchObject({ state: 'completed', outcome: 'success' });
   });
 
-  it('start() without a manager whose connection is killed mid-transaction is run again: one workflow, one first execution', async () => {
-    const ada = await hero('Ada');
-    ctx.killer.arm('first statement');
-    const wf = await ctx.workflows.start(ChoreWorkflow, ada);
-    expect(ctx.killer.killed).toHaveLength(1);
-    expect(await ctx.app.dataSource.getRepository(WorkflowRecord).count()).toBe(1);
-    expect(await ctx.app.dataSource.getRepository(StepExecution).findBy({ workflowId: wf.id })).toEqual([expect.objectContaining({ stepName: 'sweep', state: 'scheduled' })]);
-  });
+  if (kind === 'mysql') {
+    // MySQL has no single-statement start(): it is a transaction, killed before or at its COMMIT.
+    it('start() without a manager whose connection is killed mid-transaction is run again: one workflow, one first execution', async () => {
+      const ada = await hero('Ada');
+      ctx.killer.arm('first statement');
+      const wf = await ctx.workflows.start(ChoreWorkflow, ada);
+      expect(ctx.killer.killed).toHaveLength(1);
+      expect(await ctx.app.dataSource.getRepository(WorkflowRecord).count()).toBe(1);
+      expect(await ctx.app.dataSource.getRepository(StepExecution).findBy({ workflowId: wf.id })).toEqual([expect.objectContaining({ stepName: 'sweep', state: 'scheduled' })]);
+    });
 
-  it('start() whose connection is killed at COMMIT is not run again (it might have committed): the caller gets the connection error', async () => {
-    const ada = await hero('Ada');
-    ctx.killer.arm('commit');
-    const error = await ctx.workflows.start(ChoreWorkflow, ada).then(() => undefined, (thrown: unknown) => thrown);
-    expect(ctx.killer.killed).toHaveLength(1);
-    expect(isConnectionError(error)).toBe(true);
-    // Here the COMMIT never reached the server: nothing was written, and the caller may simply try again.
-    expect(await ctx.app.dataSource.getRepository(WorkflowRecord).count()).toBe(0);
-    await expect(ctx.workflows.start(ChoreWorkflow, ada)).resolves.toMatchObject({ state: 'ready' });
-  });
+    it('start() whose connection is killed at COMMIT is not run again (it might have committed): the caller gets the connection error', async () => {
+      const ada = await hero('Ada');
+      ctx.killer.arm('commit');
+      const error = await ctx.workflows.start(ChoreWorkflow, ada).then(() => undefined, (thrown: unknown) => thrown);
+      expect(ctx.killer.killed).toHaveLength(1);
+      expect(isConnectionError(error)).toBe(true);
+      // Here the COMMIT never reached the server: nothing was written, and the caller may simply try again.
+      expect(await ctx.app.dataSource.getRepository(WorkflowRecord).count()).toBe(0);
+      await expect(ctx.workflows.start(ChoreWorkflow, ada)).resolves.toMatchObject({ state: 'ready' });
+    });
+  } else {
+    it('start() without a manager is one statement on PostgreSQL: its connection killed, it is not run again (it might have committed), the caller gets the connection error', async () => {
+      const ada = await hero('Ada');
+      ctx.killer.arm('single statement');
+      const error = await ctx.workflows.start(ChoreWorkflow, ada).then(() => undefined, (thrown: unknown) => thrown);
+      expect(ctx.killer.killed).toHaveLength(1);
+      expect(isConnectionError(error)).toBe(true);
+      // Here the statement never reached the server: nothing was written, and the caller may simply try again.
+      expect(await ctx.app.dataSource.getRepository(WorkflowRecord).count()).toBe(0);
+      await expect(ctx.workflows.start(ChoreWorkflow, ada)).resolves.toMatchObject({ state: 'ready' });
+      expect(await ctx.app.dataSource.getRepository(StepExecution).count()).toBe(1);
+    });
+  }
 
   it('a transaction whose statement is running when the server kills its connection is run again on a new connection', async () => {
     const runner = new TransactionRunner(ctx.app.dataSource);

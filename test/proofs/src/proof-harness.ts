@@ -117,8 +117,16 @@ export function describeProof(title: string, suite: (kind: DatabaseKind, entry: 
   body();
 }
 
-export async function spawnProofChild(entry: string, role: 'worker' | 'sender', target: ProofTarget, children: Set<ChildProcess>, concurrency = 3): Promise<ProofChild> {
+export async function spawnProofChild(
+  entry: string,
+  role: 'worker' | 'sender',
+  target: ProofTarget,
+  children: Set<ChildProcess>,
+  concurrency = 3,
+  options: { chainSteps?: boolean } = {},
+): Promise<ProofChild> {
   const child = forkCompiled(entry, {
+    GD_PROOF_CHAIN: options.chainSteps === false ? '0' : '1',
     GD_PROOF_ROLE: role,
     GD_PROOF_DB: target.kind,
     GD_PROOF_REDIS: target.redis,
@@ -150,7 +158,17 @@ export interface ProofSuite {
  * (it runs housekeeping with thresholds of 2 s and reads the database; the workers run the steps) —
  * and the side effects table. afterAll stops the loops and the children and cleans up.
  */
-export function proofSuite(kind: DatabaseKind, entry: () => string, children: Set<ChildProcess>, name: string, options: { ownRedis?: boolean } = {}): ProofSuite {
+/**
+ * `chainSteps: false`: every step of the children goes through the queue (a proof of lost queue
+ * jobs needs jobs in the queue to lose; chained steps have none).
+ */
+export function proofSuite(
+  kind: DatabaseKind,
+  entry: () => string,
+  children: Set<ChildProcess>,
+  name: string,
+  options: { ownRedis?: boolean; chainSteps?: boolean } = {},
+): ProofSuite {
   let app: TestApp;
   let target: ProofTarget;
   let admin: Bull.Queue | undefined;
@@ -193,7 +211,7 @@ export function proofSuite(kind: DatabaseKind, entry: () => string, children: Se
       return redis;
     },
     everyone,
-    spawn: (role) => spawnProofChild(entry(), role, target, children).then((child) => (everyone.push(child), child)),
+    spawn: (role) => spawnProofChild(entry(), role, target, children, undefined, { chainSteps: options.chainSteps }).then((child) => (everyone.push(child), child)),
     watch: () => {
       const watched = { sampler: sampleActiveExecutions(app.dataSource), housekeeping: housekeepingLoop(app.moduleRef.get(HousekeepingService)) };
       loops.push(watched.sampler, watched.housekeeping);

@@ -118,6 +118,7 @@ async function main(): Promise<void> {
           concurrency: role === 'worker' ? Number(process.env.GD_PROOF_CONCURRENCY ?? '3') : 0,
         },
         housekeeping: false,
+        ...(process.env.GD_PROOF_CHAIN === '0' ? { chainSteps: false as const } : {}),
       }),
     ],
     providers: [...PROOF_WORKFLOWS],

@@ -179,6 +179,14 @@ export class WorkflowStore {
     return sql.heroFrom(codec, rows);
   }
 
+  /** `signal()`'s lock: the workflow, and its parked executions where the dialect reads them with it (see HotPathSql.lockForSignal). */
+  async lockForSignal(manager: EntityManager, id: string): Promise<{ workflow: WorkflowRecord; waiting?: StepExecution[] }> {
+    await this.flush(manager);
+    const locked = await this.sql(manager).lockForSignal(manager, this.workflowId(id));
+    if (!locked) throw new WorkflowNotFoundError(id);
+    return locked;
+  }
+
   async lockWorkflow(manager: EntityManager, id: string): Promise<WorkflowRecord> {
     await this.flush(manager);
     const workflow = await this.sql(manager).lockWorkflow(manager, this.workflowId(id));

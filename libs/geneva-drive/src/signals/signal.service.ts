@@ -59,17 +59,17 @@ export class SignalService {
     const { workflowId, prepared } = this.intake.prepareCall(workflow, name, options);
     // Batched: a wake's claim and the execution it schedules are written together.
     const result = await this.transactions.run((manager) => this.store.batched(manager, async () => {
-      const record = await this.store.lockWorkflow(manager, workflowId);
+      const { workflow: record, waiting: parked } = await this.store.lockForSignal(manager, workflowId);
       const terminal = !record.isOngoing();
       if (terminal && prepared.idempotencyKey === null) throw new WorkflowNotOngoingError(record.id, record.state, name);
       // A paused workflow buffers: resume delivers.
       const delivers = !record.isPaused() && this.schema.hasSignals;
       const { signal, duplicate, waiting } = terminal
         ? { signal: await this.intake.findExisting(manager, record.id, prepared), duplicate: true, waiting: [] }
-        : await this.intake.insert(manager, record.id, prepared, delivers);
+        : await this.intake.insert(manager, record.id, prepared, delivers && !parked);
       if (!signal) throw new WorkflowNotOngoingError(record.id, record.state, name);
       signal.duplicateDelivery = duplicate;
-      const woken = duplicate || !delivers ? 0 : await this.rendezvous.dispatch(manager, record, signal, waiting);
+      const woken = duplicate || !delivers ? 0 : await this.rendezvous.dispatch(manager, record, signal, parked ?? waiting);
       return { signal, woken };
     }), options?.manager).catch((error: unknown) => {
       if (error instanceof WorkflowNotOngoingError) publish('signal', () => ({ workflowId, signalId: null, name, duplicate: false, woken: 0, disposition: 'rejected' }));

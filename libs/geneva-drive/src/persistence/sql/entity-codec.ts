@@ -30,7 +30,12 @@ export class EntityCodec<T extends ObjectLiteral> {
 
   /** The select list of every column, each aliased `<alias>_<property>`. */
   selectList(alias: string): string {
-    return this.selectable.map((column) => `${alias}.${this.quote(column)} AS ${this.dataSource.driver.escape(`${alias}_${column.propertyName}`)}`).join(', ');
+    return this.selectColumns(alias).map(({ column, as }) => `${alias}.${column} AS ${as}`).join(', ');
+  }
+
+  /** Each column to select (quoted) and its alias `<alias>_<property>` (quoted), as {@link fromRow} reads them. */
+  selectColumns(alias: string): Array<{ column: string; as: string }> {
+    return this.selectable.map((column) => ({ column: this.quote(column), as: this.dataSource.driver.escape(`${alias}_${column.propertyName}`) }));
   }
 
   /** The entity a row read with {@link selectList} under `alias` holds. */

@@ -100,8 +100,17 @@ export abstract class HotPathSql {
    */
   abstract write(manager: EntityManager, batch: WriteBatch, then?: TrailingRead): Promise<Array<Record<string, unknown>>>;
 
-  /** Whether the lock read may also read the hero: its lock must not reach the hero row (PostgreSQL's `FOR UPDATE OF`; SQLite locks no rows). */
-  protected readonly heroWithLock: boolean = true;
+  /**
+   * How the lock read also reads the hero, without locking the hero's row: joined (PostgreSQL locks
+   * only `OF w, e`; SQLite locks no rows). Each part binds its parameters through `at`, in the order
+   * they appear.
+   */
+  protected heroInLock(codec: EntityCodec<ObjectLiteral>): { select(at: (name: 'hero') => string): string; join(at: (name: 'hero') => string): string } {
+    return {
+      select: () => `, ${codec.selectList('h')}`,
+      join: (at) => `LEFT JOIN ${codec.table} h ON ${this.heroMatch(codec, at('hero'))} `,
+    };
+  }
 
   /** The codec of a hero entity read by fixed SQL, or null when it must be read through TypeORM (see EntityCodec.isPlain). */
   heroCodec(heroType: string): EntityCodec<ObjectLiteral> | null {
@@ -125,7 +134,7 @@ export abstract class HotPathSql {
     return row && row[`h_${codec.primaryKey}`] != null ? codec.fromRow(row, 'h') : null;
   }
 
-  private heroMatch(codec: EntityCodec<ObjectLiteral>, key: string): string {
+  protected heroMatch(codec: EntityCodec<ObjectLiteral>, key: string): string {
     const deleted = codec.deleteDateProperty;
     return `h.${codec.column(codec.primaryKey)} = ${key}${deleted ? ` AND h.${codec.column(deleted)} IS NULL` : ''}`;
   }
@@ -146,19 +155,20 @@ export abstract class HotPathSql {
   ): Promise<{ workflow: WorkflowRecord; execution: StepExecution; signal: Signal | null; hero?: object | null } | null> {
     await this.beforeLock(manager, workflowId);
     const pins = this.executions.has('signalId');
-    const heroCodec = hero && this.heroWithLock ? this.heroCodec(hero.type) : null;
+    const heroCodec = hero ? this.heroCodec(hero.type) : null;
     const key = heroCodec ? hero!.type : '';
     let lock = this.lockSql.get(key);
     if (lock === undefined) {
       // Parameters in the order they appear: `?` placeholders bind by position.
       const order: Array<'workflow' | 'execution' | 'hero'> = [];
       const at = (name: 'workflow' | 'execution' | 'hero') => this.placeholder(order.push(name));
+      const heroPart = heroCodec ? this.heroInLock(heroCodec) : null;
       const sql =
         `SELECT ${this.workflows.selectList('w')}, ${this.executions.selectList('e')}${pins ? `, ${this.signals.selectList('s')}` : ''}` +
-        `${heroCodec ? `, ${heroCodec.selectList('h')}` : ''} FROM ${this.workflows.table} w ${this.join()} ${this.executions.table} e ` +
+        `${heroPart ? heroPart.select(at) : ''} FROM ${this.workflows.table} w ${this.join()} ${this.executions.table} e ` +
         `ON e.${this.executions.column('id')} = ${at('execution')} AND e.${this.executions.column('workflowId')} = w.${this.workflows.column('id')} ` +
         (pins ? `LEFT JOIN ${this.signals.table} s ON s.${this.signals.column('id')} = e.${this.executions.column('signalId')} ` : '') +
-        (heroCodec ? `LEFT JOIN ${heroCodec.table} h ON ${this.heroMatch(heroCodec, at('hero'))} ` : '') +
+        (heroPart ? heroPart.join(at) : '') +
         `WHERE w.${this.workflows.column('id')} = ${at('workflow')}${this.lockClause('w, e')}`;
       lock = { sql, order };
       this.lockSql.set(key, lock);
@@ -180,6 +190,16 @@ export abstract class HotPathSql {
     this.lockWorkflowSql ??= `SELECT ${this.workflows.selectList('w')} FROM ${this.workflows.table} w WHERE w.${this.workflows.column('id')} = ${this.placeholder(1)}${this.lockClause()}`;
     const rows: Array<Record<string, unknown>> = await manager.query(this.lockWorkflowSql, [workflowId]);
     return rows.length === 0 ? null : this.workflows.fromRow(rows[0], 'w');
+  }
+
+  /**
+   * `signal()`'s lock: the workflow under its row lock, and where the dialect can read them in the
+   * same statement as they are now, its parked executions (MySQL). Elsewhere `waiting` is absent and
+   * {@link insertSignal} reads them.
+   */
+  async lockForSignal(manager: EntityManager, workflowId: string): Promise<{ workflow: WorkflowRecord; waiting?: StepExecution[] } | null> {
+    const workflow = await this.lockWorkflow(manager, workflowId);
+    return workflow && { workflow };
   }
 
   /**

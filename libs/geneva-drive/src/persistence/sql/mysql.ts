@@ -1,7 +1,10 @@
 import type { EntityManager } from 'typeorm';
 import type { Signal } from '../../entities/signal.entity.js';
+import type { WorkflowRecord } from '../../entities/workflow.entity.js';
 import { isUniqueViolation } from '../unique-violation.js';
 import type { StepExecution } from '../../entities/step-execution.entity.js';
+import type { ObjectLiteral } from 'typeorm';
+import type { EntityCodec } from './entity-codec.js';
 import { HotPathSql, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
 
 /**
@@ -42,6 +45,25 @@ export class MysqlHotPathSql extends HotPathSql {
     return this.insertStatement({ codec: this.signals, row: signal, inserted: () => undefined }, params, false);
   }
 
+  /**
+   * The workflow row is read first (the left side of the join) and locked, then its parked
+   * executions by the same locking read, which reads the latest committed rows: the same rows and
+   * locks as reading them in a statement of their own.
+   */
+  async lockForSignal(manager: EntityManager, workflowId: string): Promise<{ workflow: WorkflowRecord; waiting?: StepExecution[] } | null> {
+    const e = this.executions;
+    const w = this.workflows;
+    const rows: Array<Record<string, unknown>> = await manager.query(
+      `SELECT ${w.selectList('w')}, ${e.selectList('e')} FROM ${w.table} w LEFT JOIN ${e.table} e${this.waitingIndexHint()} ` +
+        `ON e.${e.column('workflowId')} = w.${w.column('id')} AND e.${e.column('state')} = 'waiting' WHERE w.${w.column('id')} = ? ` +
+        `ORDER BY e.${e.column('createdAt')}, e.${e.column('id')} FOR UPDATE`,
+      [workflowId],
+    );
+    if (rows.length === 0) return null;
+    const waiting = rows.filter((row) => row.e_id !== null && row.e_id !== undefined).map((row) => e.fromRow(row, 'e'));
+    return { workflow: w.fromRow(rows[0], 'w'), waiting };
+  }
+
   /** FOR UPDATE, valid on MySQL and MariaDB alike; the rows read are already ours under the workflow lock. */
   protected latestRowsClause(): string {
     return ' FOR UPDATE';
@@ -61,8 +83,20 @@ export class MysqlHotPathSql extends HotPathSql {
     return ' FROM DUAL';
   }
 
-  /** A lock read joining the hero would lock the hero's row too (MariaDB has no `FOR UPDATE OF`). */
-  protected readonly heroWithLock = false;
+  /**
+   * A join would lock the hero's row too (MariaDB has no `FOR UPDATE OF`); a locking read does not
+   * lock what its scalar subqueries read, so each hero column is one of those (a primary-key lookup).
+   */
+  protected heroInLock(codec: EntityCodec<ObjectLiteral>): { select(at: (name: 'hero') => string): string; join(): string } {
+    return {
+      select: (at) =>
+        codec
+          .selectColumns('h')
+          .map(({ column, as }) => `, (SELECT h.${column} FROM ${codec.table} h WHERE ${this.heroMatch(codec, at('hero'))}) AS ${as}`)
+          .join(''),
+      join: () => '',
+    };
+  }
 
   async write(manager: EntityManager, batch: WriteBatch, then?: TrailingRead): Promise<Array<Record<string, unknown>>> {
     for (const consumption of batch.consumptions) {
