@@ -4,7 +4,6 @@ import { StepExecution } from '../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { SignalsNotMigratedError } from '../errors/signal.errors.js';
 import { latestRowsLock } from '../persistence/row-lock.js';
-import { ACTIVE_EXECUTION_STATES } from '../state/step-execution-state.js';
 import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
 import type { StepDefinition } from '../registry/workflow-definition.js';
