@@ -41,13 +41,20 @@ export class AfterCommitSubscriber implements EntitySubscriberInterface {
     const list = this.pending.get(runner);
     if (!list) return;
     this.pending.delete(runner);
-    for (const entry of list) {
-      const done: Promise<void> = Promise.resolve()
-        .then(entry.run)
-        .catch((error) => this.onError(error))
-        .finally(() => this.running.delete(done));
-      this.running.add(done);
-    }
+    for (const entry of list) this.runCommitted(entry.run);
+  }
+
+  /**
+   * Runs a callback for work already committed, in the background as after a COMMIT: the caller does
+   * not wait for it (a queue that is down must not hold up the call that committed), and its error
+   * is reported, not thrown. `drain` waits for it.
+   */
+  runCommitted(run: Callback): void {
+    const done: Promise<void> = Promise.resolve()
+      .then(run)
+      .catch((error) => this.onError(error))
+      .finally(() => this.running.delete(done));
+    this.running.add(done);
   }
 
   /**
