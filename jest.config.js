@@ -12,6 +12,7 @@ export default {
     '^geneva-drive/dashboard$': '<rootDir>/libs/geneva-drive/src/dashboard/index.ts',
     '^geneva-drive/terminus$': '<rootDir>/libs/geneva-drive/src/terminus/index.ts',
     '^geneva-drive/metrics$': '<rootDir>/libs/geneva-drive/src/metrics/index.ts',
+    '^geneva-drive/tracing$': '<rootDir>/libs/geneva-drive/src/tracing/index.ts',
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },
   transform: {

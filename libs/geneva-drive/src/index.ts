@@ -23,6 +23,17 @@ export type { PrimaryKeyType } from './persistence/primary-keys.js';
 export * from './errors/index.js';
 export type { WorkflowState } from './state/workflow-state.js';
 export type { StepExecutionState, StepOutcome } from './state/step-execution-state.js';
-export { GENEVA_DRIVE_CHANNELS, type ExecutionEvent, type FinalizeEvent, type PreconditionEvent, type SignalEvent, type StepEvent } from './instrumentation/geneva-drive.events.js';
-export type { QueuePort, StepJob, StepJobHandler } from './queue/queue.port.js';
+export {
+  GENEVA_DRIVE_CHANNELS,
+  GENEVA_DRIVE_TRACING_CHANNELS,
+  type ExecutionEvent,
+  type FinalizeEvent,
+  type PreconditionEvent,
+  type SignalCall,
+  type SignalEvent,
+  type StartCall,
+  type StepEvent,
+} from './instrumentation/geneva-drive.events.js';
+export { setJobContextPropagator, type JobContextPropagator } from './instrumentation/job-context.js';
+export type { QueuePort, StepJob, StepJobHandler, StepJobHints } from './queue/queue.port.js';
 export type { Duration } from './util/duration.js';

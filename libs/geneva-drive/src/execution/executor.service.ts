@@ -12,6 +12,7 @@ import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-opti
 import type { StepJobHints } from '../queue/queue.port.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
 import { dueKeys, publish } from '../instrumentation/geneva-drive.events.js';
+import { runInJobContext } from '../instrumentation/job-context.js';
 import { isConnectionError, isDeadlock, TransactionRunner, type TransactionOptions } from '../persistence/transaction-runner.js';
 import { successorOf, WorkflowStore, type NewExecution } from '../persistence/workflow-store.js';
 import { evaluateCondition, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
@@ -106,7 +107,12 @@ export class ExecutorService {
   }
 
   /** Runs the execution with this id if it is due to run; a duplicate or late job is a logged no-op. */
-  async execute(executionId: string, options: ExecuteOptions = {}): Promise<void> {
+  execute(executionId: string, options: ExecuteOptions = {}): Promise<void> {
+    // In the trace context of the call that created the job (steps chained inline stay in it).
+    return runInJobContext(options.hints?.traceparent, () => this.executeJob(executionId, options));
+  }
+
+  private async executeJob(executionId: string, options: ExecuteOptions): Promise<void> {
     const workflowId = options.hints?.workflowId ?? (await this.findWorkflowId(executionId));
     if (workflowId === null) {
       this.logger.warn(`Step execution ${executionId} does not exist (deleted, or never committed); job ignored`);

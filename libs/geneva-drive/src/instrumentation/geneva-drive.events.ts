@@ -1,4 +1,4 @@
-import { channel } from 'node:diagnostics_channel';
+import { channel, tracingChannel, type TracingChannel } from 'node:diagnostics_channel';
 
 /**
  * Events on `node:diagnostics_channel`, for metrics and tracing without coupling. Subscribe with
@@ -12,6 +12,30 @@ export const GENEVA_DRIVE_CHANNELS = {
   signal: 'geneva-drive:signal',
   housekeeping: 'geneva-drive:housekeeping',
 } as const;
+
+/**
+ * Tracing channels (`diagnostics_channel.tracingChannel(name)`) around the calls that create step
+ * jobs: `start` carries a {@link StartCall}, `signal` a {@link SignalCall}; `asyncEnd` adds the
+ * call's `result` (the WorkflowRecord, the Signal) or its `error`. Bind a store to `start` to make a
+ * context current for the call: the jobs it creates carry it (see JobContextPropagator).
+ * @publicApi
+ */
+export const GENEVA_DRIVE_TRACING_CHANNELS = {
+  start: 'geneva-drive:start',
+  signal: 'geneva-drive:signal',
+} as const;
+
+/** The context object of a `WorkflowService.start` call on its tracing channel. @publicApi */
+export interface StartCall {
+  workflowClass: string;
+}
+
+/** The context object of a `SignalService.signal` call on its tracing channel. @publicApi */
+export interface SignalCall {
+  /** As given by the caller. */
+  workflowId: string;
+  name: string;
+}
 
 /** Common keys of the execution events. @publicApi */
 export interface ExecutionEvent {
@@ -63,6 +87,8 @@ export interface FinalizeEvent extends ExecutionEvent {
 /** `geneva-drive:signal`: one delivery, or one the workflow refused. @publicApi */
 export interface SignalEvent {
   workflowId: string;
+  /** The workflow's class, once it was found. */
+  workflowClass?: string;
   /** Null when the signal was rejected (nothing was written). */
   signalId: string | null;
   name: string;
@@ -94,4 +120,22 @@ const channels = {
 export function publish(name: keyof typeof channels, build: () => object): void {
   const target = channels[name];
   if (target.hasSubscribers) target.publish(build());
+}
+
+/** The context object of each traced call. */
+interface TracedCalls {
+  start: StartCall;
+  signal: SignalCall;
+}
+
+const tracing: { [Name in keyof TracedCalls]: TracingChannel<unknown, TracedCalls[Name]> } = {
+  start: tracingChannel(GENEVA_DRIVE_TRACING_CHANNELS.start),
+  signal: tracingChannel(GENEVA_DRIVE_TRACING_CHANNELS.signal),
+};
+
+/** Runs `call` on its tracing channel when anyone listens (no allocation otherwise). */
+export function traced<T, Name extends keyof TracedCalls>(name: Name, build: () => TracedCalls[Name], call: () => Promise<T>): Promise<T> {
+  // `hasSubscribers` is there from Node 20.13 on, though not in @types/node 20's declarations.
+  const target = tracing[name] as TracingChannel<unknown, TracedCalls[Name]> & { hasSubscribers: boolean };
+  return target.hasSubscribers ? target.tracePromise(call, build()) : call();
 }

@@ -3,6 +3,7 @@ import type { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
+import { jobTraceContext } from '../instrumentation/job-context.js';
 import type { StepJobOptions } from '../interfaces/step-options.interface.js';
 import type { QueuePort, StepJob, StepJobHints } from '../queue/queue.port.js';
 import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-definition.js';
@@ -381,7 +382,7 @@ export class WorkflowStore {
   private async send(manager: EntityManager, { workflow, execution, jobOptions, jobId }: PendingJob): Promise<void> {
     const job: StepJob = {
       executionId: execution.id,
-      hints: jobHints(workflow),
+      hints: { ...jobHints(workflow), ...jobTraceContext() },
       runAt: execution.scheduledFor,
       jobOptions,
       ...(jobId === undefined ? {} : { jobId }),

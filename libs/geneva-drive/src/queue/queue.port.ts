@@ -23,6 +23,8 @@ export interface StepJobHints {
   workflowId?: string;
   heroType?: string;
   heroId?: string;
+  /** The W3C trace context of the call that created the job, when a tracing integration is installed (see JobContextPropagator). */
+  traceparent?: string;
 }
 
 /**

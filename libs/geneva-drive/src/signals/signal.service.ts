@@ -3,7 +3,7 @@ import type { EntityManager } from 'typeorm';
 import { Signal } from '../entities/signal.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { WorkflowNotOngoingError } from '../errors/signal.errors.js';
-import { deliveryDisposition, publish } from '../instrumentation/geneva-drive.events.js';
+import { deliveryDisposition, publish, traced } from '../instrumentation/geneva-drive.events.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { idOf, WorkflowStore } from '../persistence/workflow-store.js';
@@ -56,10 +56,16 @@ export class SignalService {
     name: string,
     options: SignalOptions<Payload> = {},
   ): Promise<Signal<Payload>> {
+    return traced('signal', () => ({ workflowId: String(idOf(workflow)), name }), () => this.deliver(workflow, name, options));
+  }
+
+  private async deliver<Payload>(workflow: WorkflowRecord | string, name: string, options: SignalOptions<Payload>): Promise<Signal<Payload>> {
     const { workflowId, prepared } = this.intake.prepareCall(workflow, name, options);
+    let workflowClass: string | undefined;
     // Batched: a wake's claim and the execution it schedules are written together.
     const result = await this.transactions.run((manager) => this.store.batched(manager, async () => {
       const { workflow: record, waiting: parked } = await this.store.lockForSignal(manager, workflowId);
+      workflowClass = record.type;
       const terminal = !record.isOngoing();
       if (terminal && prepared.idempotencyKey === null) throw new WorkflowNotOngoingError(record.id, record.state, name);
       // A paused workflow buffers: resume delivers.
@@ -72,11 +78,12 @@ export class SignalService {
       const woken = duplicate || !delivers ? 0 : await this.rendezvous.dispatch(manager, record, signal, parked ?? waiting);
       return { signal, woken };
     }), options?.manager).catch((error: unknown) => {
-      if (error instanceof WorkflowNotOngoingError) publish('signal', () => ({ workflowId, signalId: null, name, duplicate: false, woken: 0, disposition: 'rejected' }));
+      if (error instanceof WorkflowNotOngoingError) publish('signal', () => ({ workflowId, workflowClass, signalId: null, name, duplicate: false, woken: 0, disposition: 'rejected' }));
       throw error;
     });
     publish('signal', () => ({
       workflowId,
+      workflowClass,
       signalId: result.signal.id,
       name,
       duplicate: result.signal.duplicateDelivery,

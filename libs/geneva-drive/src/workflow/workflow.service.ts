@@ -8,11 +8,13 @@ import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import { InvalidHeroError } from '../errors/invalid-hero.error.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
 import { heroExists, heroReference, heroRow } from '../execution/hero.js';
+import { traced } from '../instrumentation/geneva-drive.events.js';
 import { rejectUnknownKeys } from '../util/unknown-keys.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { isUniqueViolation } from '../persistence/unique-violation.js';
 import { idOf, jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
+import type { WorkflowDefinition } from '../registry/workflow-definition.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { SignalRendezvous } from '../signals/signal-rendezvous.js';
 import { SignalIntake } from '../signals/signal-intake.js';
@@ -61,6 +63,10 @@ export class WorkflowService {
    */
   async start(workflowClass: WorkflowClass, hero: object, options: StartOptions = {}): Promise<WorkflowRecord> {
     const definition = this.registry.getByClass(workflowClass);
+    return traced('start', () => ({ workflowClass: definition.name }), () => this.startDefined(definition, hero, options));
+  }
+
+  private async startDefined(definition: WorkflowDefinition, hero: object, options: StartOptions): Promise<WorkflowRecord> {
     if (options === null || typeof options !== 'object') {
       throw new InvalidOptionError(START, 'options', `the options must be an object, got ${options === null ? 'null' : typeof options}`);
     }
