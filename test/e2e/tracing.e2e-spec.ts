@@ -170,4 +170,161 @@ describeEachDatabase('GenevaDriveTracingModule', (kind) => {
     const ids = [wf.id, delivered.id, String(wf.heroId), ...history.map((execution) => execution.id)];
     expect(spans.map((span) => span.name).filter((name) => ids.some((id) => name.includes(id)))).toEqual([]);
   });
+
+  it('marks what failed as errors: a step that raised, a start() refused, a signal() rejected', async () => {
+    app = await createTestApp(kind, TRACING_WORKFLOWS, { queue: { adapter: 'local' }, imports: [GenevaDriveTracingModule.forRoot()] });
+    const workflows = app.moduleRef.get(WorkflowService);
+    const hero = await app.dataSource.getRepository(TestHero).save({ name: 'Bo' });
+    const wf = await workflows.start(TracedBreakageWorkflow, hero);
+    await waitUntil('the workflow to pause', inState(app, wf.id, 'paused'));
+    await waitUntil('the step span', () => named(global.spans(), 'step TracedBreakage.handle').length === 1);
+    await expect(workflows.start(TracedBreakageWorkflow, hero)).rejects.toThrow(WorkflowAlreadyOngoingError);
+    await workflows.cancel(wf);
+    await expect(app.moduleRef.get(SignalService).signal(wf, 'delivered')).rejects.toThrow(WorkflowNotOngoingError);
+
+    const spans = global.spans();
+    expect(outline(spans)).toEqual([
+      'start TracedBreakage',
+      '  step TracedBreakage.handle [exception] !',
+      '    prepare TracedBreakage.handle',
+      '    body TracedBreakage.handle !',
+      '    finalize TracedBreakage.handle',
+      'start TracedBreakage !',
+      'signal delivered !',
+    ]);
+    const step = only(spans, 'step TracedBreakage.handle');
+    expect([step.exceptions, step.attributes[A.workflowState], step.attributes[A.stepState]]).toEqual([['parcel dropped'], 'paused', 'failed']);
+    expect(only(spans, 'body TracedBreakage.handle').exceptions).toEqual(['parcel dropped']);
+    const [, refused] = named(spans, 'start TracedBreakage');
+    expect([refused.exceptions.length, refused.attributes[A.workflowId]]).toEqual([1, undefined]);
+    expect(only(spans, 'signal delivered').attributes).toMatchObject({ [A.signalDisposition]: 'rejected', [A.workflowClass]: 'TracedBreakage' });
+  });
+});
+
+describe('the trace context of a job', () => {
+  let app: TestApp | undefined;
+
+  beforeEach(() => global.exporter.reset());
+  afterEach(async () => {
+    await app?.close();
+    app = undefined;
+  });
+
+  /** Starts a TracedParcel inside a span of the caller's; the job the manual queue recorded, and that span. */
+  const startInSpan = async (started: TestApp) => {
+    const heroes = started.dataSource.getRepository(TestHero);
+    const hero = await heroes.save(heroes.create({ name: 'Cy' }));
+    const caller = trace.getTracer('caller').startSpan('handle request');
+    const wf = await context.with(trace.setSpan(context.active(), caller), () => started.moduleRef.get(WorkflowService).start(TracedParcelWorkflow, hero));
+    caller.end();
+    const [job] = started.gd.enqueuedJobs;
+    return { wf, job, caller: caller.spanContext() };
+  };
+
+  it('is not carried without the tracing module', async () => {
+    app = await createTestApp('sqlite', TRACING_WORKFLOWS);
+    const { job } = await startInSpan(app);
+    expect(job.hints).toEqual({ workflowId: expect.any(String), heroType: 'TestHero', heroId: expect.any(String) });
+  });
+
+  it("is the start() span's, as a W3C traceparent, and the execution that runs the job joins it (spans to the tracer provider given)", async () => {
+    const own = inMemoryTracerProvider();
+    app = await createTestApp('sqlite', TRACING_WORKFLOWS, { imports: [GenevaDriveTracingModule.forRoot({ tracerProvider: own.provider })] });
+    const { wf, job, caller } = await startInSpan(app);
+    const start = only(own.spans(), 'start TracedParcel');
+    expect([start.traceId, start.parentSpanId]).toEqual([caller.traceId, caller.spanId]);
+    expect(job.hints?.traceparent).toBe(`00-${start.traceId}-${start.spanId}-01`);
+
+    // Run as a worker process would: no active span, only what the job carries.
+    await app.moduleRef.get(ExecutorService).execute(job.executionId, { hints: job.hints });
+    const step = only(own.spans(), 'step TracedParcel.pack');
+    expect([step.traceId, step.parentSpanId]).toEqual([start.traceId, start.spanId]);
+    // The step it scheduled carries the same context (the manual queue does not chain).
+    const [, next] = app.gd.enqueuedJobs;
+    expect([next.executionId, next.hints?.traceparent]).toEqual([(await app.moduleRef.get(WorkflowService).currentExecution(wf))!.id, job.hints?.traceparent]);
+    // A traceparent that is not one is ignored: the step is a root.
+    await app.moduleRef.get(ExecutorService).execute(next.executionId, { hints: { ...next.hints, traceparent: 'not-a-traceparent' } });
+    expect(only(own.spans(), 'step TracedParcel.awaitDelivery').parentSpanId).toBeNull();
+    // The app's own spans alone went to the global provider.
+    expect(global.spans().map((span) => span.name)).toEqual(['handle request', 'weigh parcel']);
+  });
+});
+
+
+const bullKind: DatabaseKind = enabledDatabases().includes('postgres') ? 'postgres' : 'sqlite';
+(redisAvailable() ? describe : describe.skip)(`GenevaDriveTracingModule across processes, on Bull [${bullKind}]`, () => {
+  const prefix = `gd-e2e-tracing-${process.pid}`;
+  const queueName = 'gd-tracing';
+  const buildDir = path.join(ROOT, '.tmp', `tracing-worker-${process.env.JEST_WORKER_ID ?? '0'}-${process.pid}`);
+  const children = new Set<ChildProcess>();
+  let app: TestApp;
+  let worker: ChildHandle<TracingWorkerMessage, TracingParentMessage>;
+
+  beforeAll(async () => {
+    await mkdir(buildDir, { recursive: true });
+    const tsconfig = path.join(buildDir, 'tsconfig.json');
+    await writeFile(tsconfig, JSON.stringify({ extends: path.join(ROOT, 'test/tsconfig.worker.json'), files: [path.join(ROOT, 'test/src/tracing-worker.ts')], include: [] }));
+    const entry = await compileChildEntry(path.relative(ROOT, tsconfig), path.join(buildDir, 'out'), 'test/src/tracing-worker.js');
+    // Enqueue-only (concurrency 0): every step runs in the worker.
+    app = await createTestApp(bullKind, TRACING_WORKFLOWS, {
+      queue: { adapter: 'bull', redis: redisUrl(), prefix, name: queueName, concurrency: 0 },
+      imports: [GenevaDriveTracingModule.forRoot()],
+    });
+    const options = dataSourceOptions(bullKind);
+    worker = new ChildHandle(
+      forkCompiled(entry, {
+        GD_TRACING_DB: bullKind,
+        GD_TRACING_REDIS: redisUrl(),
+        GD_TRACING_PREFIX: prefix,
+        GD_TRACING_QUEUE: queueName,
+        ...(options.type === 'better-sqlite3' ? { GD_TRACING_SQLITE_FILE: String(options.database) } : {}),
+      }),
+      children,
+    );
+    await waitUntil('the worker to boot', () => (worker.assertAlive('tracing worker'), worker.messages.some((message) => message.type === 'ready')), { timeoutMs: 60_000 });
+  }, 120_000);
+
+  afterAll(async () => {
+    await worker?.stop({ type: 'shutdown' });
+    for (const child of children) child.kill('SIGKILL'); // only if it would not stop
+    await app?.close();
+    const admin = new Bull(queueName, redisUrl(), { prefix });
+    await admin.obliterate({ force: true });
+    await admin.close();
+    await rm(buildDir, { recursive: true, force: true });
+  });
+
+  /** The spans the worker has finished so far. */
+  const workerSpans = async (): Promise<SpanSummary[]> => {
+    const seen = worker.messages.length;
+    worker.send({ type: 'spans' });
+    const reply = await waitUntil('the worker spans', () => {
+      worker.assertAlive('tracing worker');
+      return worker.messages.slice(seen).find((message) => message.type === 'spans');
+    });
+    return reply.type === 'spans' ? reply.spans : [];
+  };
+
+  it("runs the step a signal() in this process woke in the worker's process, in the signal's trace", async () => {
+    global.exporter.reset();
+    const heroes = app.dataSource.getRepository(TestHero);
+    const wf = await app.moduleRef.get(WorkflowService).start(TracedParcelWorkflow, await heroes.save(heroes.create({ name: 'Di' })));
+    await waitUntil('the step to park', parked(app, wf.id));
+    await app.moduleRef.get(SignalService).signal(wf, 'delivered');
+    await waitUntil('the workflow to finish', inState(app, wf.id, 'finished'));
+    const remote = await waitUntil('the last step span', async () => {
+      const spans = await workerSpans();
+      return named(spans, 'step TracedParcel.archive').length === 1 && spans;
+    });
+
+    const here = global.spans();
+    expect(here.map((span) => span.name)).toEqual(['start TracedParcel', 'signal delivered']);
+    expect(remote.filter((span) => /^(start|signal) /.test(span.name))).toEqual([]);
+    expect(outline([...here, ...remote])).toEqual(PARCEL_OUTLINE);
+    expectPhasesInOrder(remote);
+    const signal = only(here, 'signal delivered');
+    const woken = named(remote, 'step TracedParcel.awaitDelivery').find((span) => span.parentSpanId === signal.spanId)!;
+    expect([woken.traceId, woken.attributes[A.outcome]]).toEqual([signal.traceId, 'completed']);
+    expect(below([...here, ...remote], signal).map((span) => span.traceId)).toEqual(Array(8).fill(signal.traceId));
+  });
 });
