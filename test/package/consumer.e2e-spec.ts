@@ -5,7 +5,7 @@
  * The app is compiled with `tsc` (skipLibCheck off, so every shipped declaration is checked), booted on
  * SQLite, driven through its controller (a workflow with a `waitFor` step and a redelivered webhook),
  * and its own jest spec runs with `geneva-drive/testing` under the ESM jest setup the quick start shows.
- * The app installs none of the optional peers (bull, @nestjs/terminus, prom-client), so its boot shows
+ * The app installs none of the optional peers (bull, @nestjs/terminus, prom-client, @opentelemetry/api), so its boot shows
  * the main entry point needs none of them. It fails when the tarball lacks a file, a type or a peer,
  * or ships something it should not.
  */
@@ -34,7 +34,7 @@ const CONSUMER_VERSIONS = {
 };
 /** What the consumer installs as its own: it asked for these, nothing else may appear in production. */
 const BETTER_SQLITE3 = '12.11.1';
-const NOT_ASKED_FOR = ['pg', 'mysql2', 'class-validator', 'class-transformer', 'bull', '@nestjs/bull', 'ioredis', '@nestjs/terminus', 'prom-client'];
+const NOT_ASKED_FOR = ['pg', 'mysql2', 'class-validator', 'class-transformer', 'bull', '@nestjs/bull', 'ioredis', '@nestjs/terminus', 'prom-client', '@opentelemetry/api'];
 
 const INSTALL_TIMEOUT_MS = 10 * 60_000;
 
@@ -102,12 +102,12 @@ describe('the geneva-drive package, installed into a Nest app', () => {
     const unexpected = paths.filter((path) => !/^(dist\/.+\.(js|d\.ts)|docs\/[\w.-]+\.md|README\.md|LICENSE|CHANGELOG\.md|package\.json)$/.test(path));
     expect(unexpected).toEqual([]);
     expect(paths.filter((path) => path.includes('.spec.'))).toEqual([]);
-    for (const required of ['README.md', 'LICENSE', 'CHANGELOG.md', 'docs/MANUAL.md', 'dist/index.js', 'dist/index.d.ts', 'dist/testing/index.js', 'dist/testing/index.d.ts', 'dist/dashboard/index.js', 'dist/dashboard/index.d.ts', 'dist/metrics/index.js', 'dist/metrics/index.d.ts', 'dist/cli/main.js']) {
+    for (const required of ['README.md', 'LICENSE', 'CHANGELOG.md', 'docs/MANUAL.md', 'dist/index.js', 'dist/index.d.ts', 'dist/testing/index.js', 'dist/testing/index.d.ts', 'dist/dashboard/index.js', 'dist/dashboard/index.d.ts', 'dist/metrics/index.js', 'dist/metrics/index.d.ts', 'dist/tracing/index.js', 'dist/tracing/index.d.ts', 'dist/cli/main.js']) {
       expect(paths).toContain(required);
     }
   });
 
-  it('declares every package its build imports as a peer (or a dependency), and bull, @nestjs/terminus and prom-client as optional', () => {
+  it('declares every package its build imports as a peer (or a dependency), and bull, @nestjs/terminus, prom-client and @opentelemetry/api as optional', () => {
     const installed = join(app, 'node_modules/geneva-drive/dist');
     const declared = new Set([...Object.keys(libraryManifest.peerDependencies), ...Object.keys(libraryManifest.dependencies ?? {})]);
     const imported = new Set<string>();
@@ -118,7 +118,7 @@ describe('the geneva-drive package, installed into a Nest app', () => {
       }
     }
     expect([...imported].filter((name) => !declared.has(name))).toEqual([]);
-    for (const optional of ['bull', '@nestjs/bull', '@nestjs/terminus', 'prom-client']) expect([optional, libraryManifest.peerDependenciesMeta?.[optional]?.optional]).toEqual([optional, true]);
+    for (const optional of ['bull', '@nestjs/bull', '@nestjs/terminus', 'prom-client', '@opentelemetry/api']) expect([optional, libraryManifest.peerDependenciesMeta?.[optional]?.optional]).toEqual([optional, true]);
     expect(libraryManifest.dependencies ?? {}).toEqual({});
   });
 
