@@ -291,11 +291,11 @@ describeEachDatabase('instrumentation and hooks', (kind) => {
       const signals = app.moduleRef.get(SignalService);
       const signal = await signals.signal(wf, 'go', { idempotencyKey: 'evt-1' });
       expect(channels()).toEqual(['signal']);
-      expect(recorded[0].message).toEqual({ workflowId: wf.id, signalId: signal.id, name: 'go', duplicate: false, woken: 1, disposition: 'woke' });
+      expect(recorded[0].message).toEqual({ workflowId: wf.id, workflowClass: 'InstrumentedSignal', signalId: signal.id, name: 'go', duplicate: false, woken: 1, disposition: 'woke' });
 
       recorded.length = 0;
       await signals.signal(wf, 'go', { idempotencyKey: 'evt-1' });
-      expect(recorded.map((event) => event.message)).toEqual([{ workflowId: wf.id, signalId: signal.id, name: 'go', duplicate: true, woken: 0, disposition: 'duplicate' }]);
+      expect(recorded.map((event) => event.message)).toEqual([{ workflowId: wf.id, workflowClass: 'InstrumentedSignal', signalId: signal.id, name: 'go', duplicate: true, woken: 0, disposition: 'duplicate' }]);
 
       recorded.length = 0;
       await signals.signal(wf, 'later', { idempotencyKey: 'evt-2' }); // no step waits for it
@@ -312,7 +312,7 @@ describeEachDatabase('instrumentation and hooks', (kind) => {
 
       recorded.length = 0;
       await expect(signals.signal(wf, 'go')).rejects.toThrow(WorkflowNotOngoingError);
-      expect(recorded.map((event) => event.message)).toEqual([{ workflowId: wf.id, signalId: null, name: 'go', duplicate: false, woken: 0, disposition: 'rejected' }]);
+      expect(recorded.map((event) => event.message)).toEqual([{ workflowId: wf.id, workflowClass: 'InstrumentedSignal', signalId: null, name: 'go', duplicate: false, woken: 0, disposition: 'rejected' }]);
     });
 
     it('housekeeping publishes its summary', async () => {

@@ -56,41 +56,39 @@ export class SignalService {
     name: string,
     options: SignalOptions<Payload> = {},
   ): Promise<Signal<Payload>> {
-    return traced('signal', () => ({ workflowId: String(idOf(workflow)), name }), () => this.deliver(workflow, name, options));
-  }
-
-  private async deliver<Payload>(workflow: WorkflowRecord | string, name: string, options: SignalOptions<Payload>): Promise<Signal<Payload>> {
-    const { workflowId, prepared } = this.intake.prepareCall(workflow, name, options);
-    let workflowClass: string | undefined;
-    // Batched: a wake's claim and the execution it schedules are written together.
-    const result = await this.transactions.run((manager) => this.store.batched(manager, async () => {
-      const { workflow: record, waiting: parked } = await this.store.lockForSignal(manager, workflowId);
-      workflowClass = record.type;
-      const terminal = !record.isOngoing();
-      if (terminal && prepared.idempotencyKey === null) throw new WorkflowNotOngoingError(record.id, record.state, name);
-      // A paused workflow buffers: resume delivers.
-      const delivers = !record.isPaused() && this.schema.hasSignals;
-      const { signal, duplicate, waiting } = terminal
-        ? { signal: await this.intake.findExisting(manager, record.id, prepared), duplicate: true, waiting: [] }
-        : await this.intake.insert(manager, record.id, prepared, delivers && !parked);
-      if (!signal) throw new WorkflowNotOngoingError(record.id, record.state, name);
-      signal.duplicateDelivery = duplicate;
-      const woken = duplicate || !delivers ? 0 : await this.rendezvous.dispatch(manager, record, signal, parked ?? waiting);
-      return { signal, woken };
-    }), options?.manager).catch((error: unknown) => {
-      if (error instanceof WorkflowNotOngoingError) publish('signal', () => ({ workflowId, workflowClass, signalId: null, name, duplicate: false, woken: 0, disposition: 'rejected' }));
-      throw error;
+    return traced('signal', () => ({ workflowId: String(idOf(workflow)), name }), async () => {
+      const { workflowId, prepared } = this.intake.prepareCall(workflow, name, options);
+      let workflowClass: string | undefined;
+      // Batched: a wake's claim and the execution it schedules are written together.
+      const result = await this.transactions.run((manager) => this.store.batched(manager, async () => {
+        const { workflow: record, waiting: parked } = await this.store.lockForSignal(manager, workflowId);
+        workflowClass = record.type;
+        const terminal = !record.isOngoing();
+        if (terminal && prepared.idempotencyKey === null) throw new WorkflowNotOngoingError(record.id, record.state, name);
+        // A paused workflow buffers: resume delivers.
+        const delivers = !record.isPaused() && this.schema.hasSignals;
+        const { signal, duplicate, waiting } = terminal
+          ? { signal: await this.intake.findExisting(manager, record.id, prepared), duplicate: true, waiting: [] }
+          : await this.intake.insert(manager, record.id, prepared, delivers && !parked);
+        if (!signal) throw new WorkflowNotOngoingError(record.id, record.state, name);
+        signal.duplicateDelivery = duplicate;
+        const woken = duplicate || !delivers ? 0 : await this.rendezvous.dispatch(manager, record, signal, parked ?? waiting);
+        return { signal, woken };
+      }), options?.manager).catch((error: unknown) => {
+        if (error instanceof WorkflowNotOngoingError) publish('signal', () => ({ workflowId, workflowClass, signalId: null, name, duplicate: false, woken: 0, disposition: 'rejected' }));
+        throw error;
+      });
+      publish('signal', () => ({
+        workflowId,
+        workflowClass,
+        signalId: result.signal.id,
+        name,
+        duplicate: result.signal.duplicateDelivery,
+        woken: result.woken,
+        disposition: deliveryDisposition(result.signal.duplicateDelivery, result.woken),
+      }));
+      return result.signal as Signal<Payload>;
     });
-    publish('signal', () => ({
-      workflowId,
-      workflowClass,
-      signalId: result.signal.id,
-      name,
-      duplicate: result.signal.duplicateDelivery,
-      woken: result.woken,
-      disposition: deliveryDisposition(result.signal.duplicateDelivery, result.woken),
-    }));
-    return result.signal as Signal<Payload>;
   }
 
   /** The workflow's signals, oldest first (none on a database without the signals migration). */
