@@ -2,12 +2,8 @@ import type { LoggerService } from '@nestjs/common';
 import type Bull from 'bull';
 import type { BullQueueAdapterOptions } from '../interfaces/geneva-drive-options.interface.js';
 import type { QueuePort, StepJob, StepJobHandler } from './queue.port.js';
+import { stepJobData, stepJobOptions, type StepJobData } from './step-job-data.js';
 import type { StepJobGate } from './step-job-gate.js';
-
-/** What a step job carries. */
-export interface StepJobData {
-  executionId: string;
-}
 
 /**
  * Step jobs on Bull (Redis): any number of worker processes and hosts. The queue is the one
@@ -38,16 +34,8 @@ export class BullQueueAdapter implements QueuePort {
     const jobId = job.jobId ?? job.executionId;
     const existing = options?.reportAdded ? await this.queue.getJob(jobId) : null;
     await this.queue.add(
-      { executionId: job.executionId },
-      {
-        jobId,
-        delay: Math.max(0, job.runAt.getTime() - Date.now()),
-        attempts: 1,
-        removeOnComplete: true,
-        removeOnFail: true,
-        ...(job.jobOptions.priority !== undefined ? { priority: job.jobOptions.priority } : {}),
-        ...(job.jobOptions.lifo !== undefined ? { lifo: job.jobOptions.lifo } : {}),
-      },
+      stepJobData(job),
+      { jobId, ...stepJobOptions(job) },
     );
     return existing === null;
   }
