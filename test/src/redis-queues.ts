@@ -50,6 +50,8 @@ export interface QueueView {
   counts(): Promise<JobCounts>;
   /** Engine job ids of the delayed jobs. */
   delayedIds(): Promise<string[]>;
+  /** The repeated tasks scheduled in Redis: name and period. */
+  schedules(): Promise<Array<[name: string, everyMs: number]>>;
   /** Removes waiting and delayed jobs, hashes included. */
   removePending(): Promise<void>;
   /** Closes the queue's Redis connection (the lost-enqueue proofs make enqueues fail with it). */
@@ -100,6 +102,7 @@ function bullView(queue: Bull.Queue): QueueView {
     },
     counts: () => queue.getJobCounts(),
     delayedIds: async () => (await queue.getDelayed()).map((job) => String(job.id)),
+    schedules: async () => (await queue.getRepeatableJobs()).map((job) => [job.name, Number(job.every)]),
     async removePending() {
       await queue.clean(0, 'delayed');
       await queue.clean(0, 'wait');
@@ -148,6 +151,7 @@ function bullMqView(queue: BullMqQueue): QueueView {
       return { waiting: counts.waiting + counts.prioritized, active: counts.active, delayed: counts.delayed, completed: counts.completed, failed: counts.failed };
     },
     delayedIds: async () => (await queue.getDelayed()).map((job) => engineJobId(String(job.id))),
+    schedules: async () => (await queue.getJobSchedulers()).map((scheduler) => [scheduler.name, Number(scheduler.every)]),
     async removePending() {
       await queue.clean(0, 0, 'delayed');
       await queue.clean(0, 0, 'wait');
