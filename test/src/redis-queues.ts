@@ -7,7 +7,7 @@ import Bull from 'bull';
 import { Queue as BullMqQueue, type Job as BullMqJob } from 'bullmq';
 import type { BullMqQueueAdapterOptions, BullQueueAdapterOptions, QueuePort } from 'geneva-drive';
 import { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
-import { BullMqQueueAdapter, bullMqJobId, engineJobId } from '../../libs/geneva-drive/src/queue/bullmq-queue.adapter.js';
+import { BullMqQueueAdapter, bullMqJobId, engineJobId, STEP_JOB_NAME } from '../../libs/geneva-drive/src/queue/bullmq-queue.adapter.js';
 import { redisUrl } from '../utils/databases.js';
 
 export type RedisAdapter = 'bull' | 'bullmq';
@@ -52,6 +52,10 @@ export interface QueueView {
   delayedIds(): Promise<string[]>;
   /** The repeated tasks scheduled in Redis: name and period. */
   schedules(): Promise<Array<[name: string, everyMs: number]>>;
+  /** Makes a delayed job due now. */
+  promote(engineJobId: string): Promise<void>;
+  /** Adds a step job as the engine would (one attempt, removed once done) under an id of the test's choosing. */
+  addStepJob(data: { executionId: string }, engineJobId: string): Promise<void>;
   /** Removes waiting and delayed jobs, hashes included. */
   removePending(): Promise<void>;
   /** Closes the queue's Redis connection (the lost-enqueue proofs make enqueues fail with it). */
@@ -70,6 +74,7 @@ export interface RedisQueueDriver {
   /** The engine worker's events in this process. */
   onActive(port: QueuePort, listener: (job: JobEvent) => void): void;
   onFailed(port: QueuePort, listener: (job: FailedJobEvent) => void): void;
+  onCompleted(port: QueuePort, listener: (job: JobEvent) => void): void;
 }
 
 const bull: RedisQueueDriver = {
@@ -86,6 +91,7 @@ const bull: RedisQueueDriver = {
     bullQueue(port).on('failed', (job, error) =>
       listener({ jobId: String(job.id), executionId: job.data.executionId, attemptsMade: job.attemptsMade, attempts: job.opts.attempts, message: error.message }),
     ),
+  onCompleted: (port, listener) => bullQueue(port).on('completed', (job) => listener({ jobId: String(job.id), executionId: job.data.executionId })),
 };
 
 function bullQueue(port: QueuePort): Bull.Queue<{ executionId: string }> {
@@ -103,6 +109,10 @@ function bullView(queue: Bull.Queue): QueueView {
     counts: () => queue.getJobCounts(),
     delayedIds: async () => (await queue.getDelayed()).map((job) => String(job.id)),
     schedules: async () => (await queue.getRepeatableJobs()).map((job) => [job.name, Number(job.every)]),
+    promote: async (id) => (await queue.getJob(id))!.promote(),
+    async addStepJob(data, id) {
+      await queue.add(data, { jobId: id, attempts: 1, removeOnComplete: true, removeOnFail: true });
+    },
     async removePending() {
       await queue.clean(0, 'delayed');
       await queue.clean(0, 'wait');
@@ -125,6 +135,7 @@ const bullMq: RedisQueueDriver = {
     bullMqWorker(port).on('failed', (job: BullMqJob | undefined, error: Error) => {
       if (job) listener({ jobId: engineJobId(String(job.id)), executionId: job.data.executionId, attemptsMade: job.attemptsMade, attempts: job.opts.attempts, message: error.message });
     }),
+  onCompleted: (port, listener) => bullMqWorker(port).on('completed', (job: BullMqJob) => listener({ jobId: engineJobId(String(job.id)), executionId: job.data.executionId })),
 };
 
 function bullMqAdapter(port: QueuePort): BullMqQueueAdapter {
@@ -152,6 +163,10 @@ function bullMqView(queue: BullMqQueue): QueueView {
     },
     delayedIds: async () => (await queue.getDelayed()).map((job) => engineJobId(String(job.id))),
     schedules: async () => (await queue.getJobSchedulers()).map((scheduler) => [scheduler.name, Number(scheduler.every)]),
+    promote: async (id) => (await queue.getJob(bullMqJobId(id)))!.promote(),
+    async addStepJob(data, id) {
+      await queue.add(STEP_JOB_NAME, data, { jobId: bullMqJobId(id), attempts: 1, removeOnComplete: true, removeOnFail: true });
+    },
     async removePending() {
       await queue.clean(0, 0, 'delayed');
       await queue.clean(0, 0, 'wait');
