@@ -9,7 +9,7 @@ import { DataSource, type DataSourceOptions } from 'typeorm';
 import type { QueueAdapterOptions } from 'geneva-drive';
 
 export type DatabaseKind = 'sqlite' | 'postgres' | 'mysql';
-export type QueueKind = 'local' | 'bull';
+export type QueueKind = 'local' | 'bull' | 'bullmq';
 export type Scenario = 'engine' | 'shape' | 'dashboard';
 const SCENARIOS: readonly Scenario[] = ['engine', 'shape', 'dashboard'];
 
@@ -57,13 +57,13 @@ export function sizesFor(quick: boolean): Sizes {
     : { throughputWorkflows: 2_000, latencySignals: 500, latencyWarmup: 20, smallPopulation: 1_000, largePopulation: 100_000, populationSignals: 200, populationWarmup: 20, shapeWorkflows: 2_000, simultaneousSignals: 200, costWorkflows: 100, idleParked: 10_000, idleSeconds: 30, dashboardWorkflows: 100_000, dashboardRequests: 100 };
 }
 
-const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull] [--quick] [--concurrency=N] [--explain] [--seed=N] [--scenarios=engine,shape,dashboard]
+const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull|bullmq] [--quick] [--concurrency=N] [--explain] [--seed=N] [--scenarios=engine,shape,dashboard]
   engine: steps/second, signal → step start, signal() against the parked population
   shape:  a → b (waitFor) in both arrival orders, signals at once, statements and Redis commands per workflow, idle cost
   dashboard: the operator dashboard's workflow list page over 100k workflows
   GD_PG_URL     default postgres://postgres@127.0.0.1:5432/test   (the bench uses database gd_bench on that server)
   GD_MYSQL_URL  default mysql://root@127.0.0.1:3306/test
-  REDIS_URL     default redis://127.0.0.1:6379                     (--queue=bull; a unique prefix, obliterated after)`;
+  REDIS_URL     default redis://127.0.0.1:6379                     (--queue=bull|bullmq; a unique prefix, removed after)`;
 
 export function parseArgs(argv: string[]): BenchOptions {
   const options: BenchOptions = { db: 'sqlite', queue: 'local', quick: false, concurrency: 4, explain: false, seed: 20_240_601, scenarios: [...SCENARIOS] };
@@ -75,7 +75,7 @@ export function parseArgs(argv: string[]): BenchOptions {
         options.db = value;
         break;
       case '--queue':
-        if (value !== 'local' && value !== 'bull') throw new UsageError(`unknown --queue "${value}"`);
+        if (value !== 'local' && value !== 'bull' && value !== 'bullmq') throw new UsageError(`unknown --queue "${value}"`);
         options.queue = value;
         break;
       case '--quick':
@@ -173,9 +173,8 @@ export async function recreateDatabase(kind: DatabaseKind): Promise<void> {
   }
 }
 
-/** A unique Bull prefix per run, so a bench never touches another run's (or an app's) keys. */
-export function bullQueue(concurrency: number): { options: QueueAdapterOptions; prefix: string; name: string } {
+/** A Redis queue (Bull or BullMQ) on a unique prefix per run, so a bench never touches another run's (or an app's) keys. */
+export function redisQueue(adapter: 'bull' | 'bullmq', concurrency: number): { adapter: 'bull' | 'bullmq'; options: QueueAdapterOptions; prefix: string } {
   const prefix = `gd_bench_${process.pid}_${Date.now().toString(36)}`;
-  const name = 'geneva-drive-bench';
-  return { options: { adapter: 'bull', redis: redisUrl(), name, prefix, concurrency }, prefix, name };
+  return { adapter, options: { adapter, redis: redisUrl(), name: 'geneva-drive-bench', prefix, concurrency }, prefix };
 }

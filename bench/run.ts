@@ -3,7 +3,7 @@
  * signal() with a large parked population versus a small one. Speed targets live here only, never
  * in the test suite.
  *
- *   npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull] [--quick] [--concurrency=N] [--explain]
+ *   npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull|bullmq] [--quick] [--concurrency=N] [--explain]
  *
  * Prints a table and writes bench/results/latest.json. Exits non-zero when a check fails (the work
  * was not all done) or when signal() got markedly slower with the parked population (see
@@ -14,15 +14,15 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
-import Bull from 'bull';
+import { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { SignalService, WorkflowService } from 'geneva-drive';
 import { BenchLogger, BenchModule, QueryRecorder } from './app.js';
 import { BulkWriter } from './bulk.js';
-import { bullQueue, databaseOptions, describeDatabase, parseArgs, PROJECT_ROOT, recreateDatabase, redisUrl, sizesFor, UsageError, type BenchOptions } from './config.js';
+import { databaseOptions, describeDatabase, parseArgs, PROJECT_ROOT, recreateDatabase, redisQueue, redisUrl, sizesFor, UsageError, type BenchOptions } from './config.js';
 import { BenchCheckError, measureLatency, measurePopulation, measureThroughput, type BenchContext } from './scenarios.js';
 import { LIST_PAGE_P50_GOAL_MS, measureListPage } from './dashboard.js';
-import { countCost, measureIdle, REDIS_BUDGET, runSignalAfter, runSignalFirst, runSimultaneous, STATEMENT_BUDGET } from './shape.js';
+import { countCost, measureIdle, REDIS_BUDGET, runSignalAfter, runSignalFirst, runSimultaneous, STATEMENT_BUDGET, type RedisTarget } from './shape.js';
 import { ms, seededRandom, table } from './stats.js';
 
 /**
@@ -52,7 +52,7 @@ async function main(): Promise<number> {
   const sizes = sizesFor(options.quick);
   const logger = new BenchLogger();
   const recorder = new QueryRecorder();
-  const bull = options.queue === 'bull' ? bullQueue(options.concurrency) : undefined;
+  const bull = options.queue === 'local' ? undefined : redisQueue(options.queue, options.concurrency);
   const queue = bull?.options ?? { adapter: 'local' as const, concurrency: options.concurrency };
 
   const loadBefore = loadavg()[0];
@@ -77,14 +77,14 @@ async function main(): Promise<number> {
       { logger: false },
     );
     try {
-      failure = await runMeasurements(app, options, recorder, logger, results, bull && { prefix: bull.prefix, url: redisUrl() });
+      failure = await runMeasurements(app, options, recorder, logger, results, bull && { adapter: bull.adapter, prefix: bull.prefix, url: redisUrl() });
     } finally {
       await app.close();
     }
   } catch (error) {
     failure = error;
   } finally {
-    if (bull) await obliterate(bull.name, bull.prefix);
+    if (bull) await removeKeys(bull.prefix);
   }
   // The 1-minute load average before and after: other work on the machine skews every number here.
   results.loadAverage = { before: loadBefore, after: loadavg()[0] };
@@ -110,7 +110,7 @@ async function runMeasurements(
   recorder: QueryRecorder,
   logger: BenchLogger,
   results: Record<string, unknown>,
-  bull: { prefix: string; url: string } | undefined,
+  bull: RedisTarget | undefined,
 ): Promise<BenchCheckError | undefined> {
   const sizes = sizesFor(options.quick);
   const dataSource = app.get(DataSource);
@@ -183,7 +183,7 @@ async function runEngineScenarios(ctx: BenchContext, results: Record<string, unk
  * The comparison shape: statements and Redis commands per workflow (gated by the budgets), both
  * arrival orders timed, signals fired at once, and a parked population left idle.
  */
-async function runShapeScenarios(ctx: BenchContext, results: Record<string, unknown>, bull: { prefix: string; url: string } | undefined): Promise<BenchCheckError | undefined> {
+async function runShapeScenarios(ctx: BenchContext, results: Record<string, unknown>, bull: RedisTarget | undefined): Promise<BenchCheckError | undefined> {
   const { sizes, options } = ctx;
   console.log(`shape a → b (waitFor): counting statements${bull ? ' and Redis commands' : ''} over ${sizes.costWorkflows} workflows per arrival order ...`);
   const cost = { signalFirst: await countCost(ctx, 'signalFirst', sizes.costWorkflows, bull), signalAfter: await countCost(ctx, 'signalAfter', sizes.costWorkflows, bull) };
@@ -196,18 +196,19 @@ async function runShapeScenarios(ctx: BenchContext, results: Record<string, unkn
   console.log(`shape a → b (waitFor): ${sizes.idleParked} parked, idle for ${sizes.idleSeconds} s ...`);
   const idle = await measureIdle(ctx, sizes.idleParked, sizes.idleSeconds);
   const budget = STATEMENT_BUDGET[options.db];
-  results.shape = { cost, signalFirst: first, signalAfter: after, simultaneous, idle, budgets: { statements: budget, redis: bull ? REDIS_BUDGET : undefined } };
+  results.shape = { cost, signalFirst: first, signalAfter: after, simultaneous, idle, budgets: { statements: budget, redis: bull ? REDIS_BUDGET[bull.adapter] : undefined } };
 
   const over: string[] = [];
   for (const order of ['signalFirst', 'signalAfter'] as const) {
     if (cost[order].statementsPerWorkflow > budget[order]) over.push(`${cost[order].statementsPerWorkflow} statements per workflow (${order}), budget ${budget[order]}`);
     const redis = cost[order].redisCommandsPerWorkflow;
-    if (redis !== undefined && redis > REDIS_BUDGET[order]) over.push(`${redis} Redis commands per workflow (${order}), budget ${REDIS_BUDGET[order]}`);
+    if (bull && redis !== undefined && redis > REDIS_BUDGET[bull.adapter][order]) over.push(`${redis} Redis commands per workflow (${order}), budget ${REDIS_BUDGET[bull.adapter][order]}`);
   }
   if (idle.statementsWhileIdle > 0) over.push(`${idle.statementsWhileIdle} statements while ${idle.parked} workflows sat parked`);
 
   console.log('');
-  const redisCell = (order: 'signalFirst' | 'signalAfter') => (cost[order].redisCommandsPerWorkflow === undefined ? '' : `; ${cost[order].redisCommandsPerWorkflow} Redis commands (budget ${REDIS_BUDGET[order]})`);
+  const redisCell = (order: 'signalFirst' | 'signalAfter') =>
+    !bull || cost[order].redisCommandsPerWorkflow === undefined ? '' : `; ${cost[order].redisCommandsPerWorkflow} Redis commands (budget ${REDIS_BUDGET[bull.adapter][order]})`;
   console.log(
     table([
       ['shape a → b (waitFor)', 'result', 'detail'],
@@ -250,13 +251,13 @@ async function serverVersion(dataSource: DataSource, options: BenchOptions): Pro
   return `${options.db === 'sqlite' ? 'SQLite ' : ''}${rows[0].v}`;
 }
 
-/** Removes every key of the run's Bull prefix. */
-async function obliterate(name: string, prefix: string): Promise<void> {
-  const queue = new Bull(name, redisUrl(), { prefix });
+/** Removes every key of the run's prefix (Bull's and BullMQ's keys alike start with it). */
+async function removeKeys(prefix: string): Promise<void> {
+  const redis = new Redis(redisUrl());
   try {
-    await queue.obliterate({ force: true });
+    for await (const keys of redis.scanStream({ match: `${prefix}:*`, count: 1000 })) if ((keys as string[]).length) await redis.del(...(keys as string[]));
   } finally {
-    await queue.close();
+    redis.disconnect();
   }
 }
 
