@@ -52,6 +52,8 @@ export interface QueueView {
   delayedIds(): Promise<string[]>;
   /** The repeated tasks scheduled in Redis: name and period. */
   schedules(): Promise<Array<[name: string, everyMs: number]>>;
+  /** Workers connected to the queue, in any process. */
+  workerCount(): Promise<number>;
   /** Makes a delayed job due now. */
   promote(engineJobId: string): Promise<void>;
   /** Adds a step job as the engine would (one attempt, removed once done) under an id of the test's choosing. */
@@ -109,6 +111,7 @@ function bullView(queue: Bull.Queue): QueueView {
     counts: () => queue.getJobCounts(),
     delayedIds: async () => (await queue.getDelayed()).map((job) => String(job.id)),
     schedules: async () => (await queue.getRepeatableJobs()).map((job) => [job.name, Number(job.every)]),
+    workerCount: async () => (await queue.getWorkers()).length,
     promote: async (id) => (await queue.getJob(id))!.promote(),
     async addStepJob(data, id) {
       await queue.add(data, { jobId: id, attempts: 1, removeOnComplete: true, removeOnFail: true });
@@ -163,6 +166,7 @@ function bullMqView(queue: BullMqQueue): QueueView {
     },
     delayedIds: async () => (await queue.getDelayed()).map((job) => engineJobId(String(job.id))),
     schedules: async () => (await queue.getJobSchedulers()).map((scheduler) => [scheduler.name, Number(scheduler.every)]),
+    workerCount: async () => (await queue.getWorkers()).length,
     promote: async (id) => (await queue.getJob(bullMqJobId(id)))!.promote(),
     async addStepJob(data, id) {
       await queue.add(STEP_JOB_NAME, data, { jobId: bullMqJobId(id), attempts: 1, removeOnComplete: true, removeOnFail: true });
