@@ -17,6 +17,7 @@ import {
   QueueFailingWorkflow,
   QueueParkedWorkflow,
   QueueSignalWorkflow,
+  QueueSlowWorkflow,
   QueueStepError,
   QueueThreeStepWorkflow,
   queueJournal,
@@ -173,6 +174,28 @@ function redisQueueSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
     const history = await workflows.executionHistory(wf);
     expect(history.filter((e) => e.stepName === 'delayed' && e.state === 'completed')).toHaveLength(1);
     expect(history.at(-1)).toMatchObject({ stepName: 'last', state: 'completed', outcome: 'success' });
+  });
+
+  it('on shutdown, waits for the running step and enqueues its successor before the queue closes', async () => {
+    const ownPrefix = `${prefix}-shutdown`;
+    const own = await createTestApp(kind, [QueueSlowWorkflow], { prepare: false, queue: driver.options({ prefix: ownPrefix, name: QUEUE_NAME, concurrency: 1 }) });
+    const wf = await own.moduleRef.get(WorkflowService).start(QueueSlowWorkflow, hero);
+    await waitUntil('the slow step to start', () => journalOf(wf.id).includes('slow:start'));
+    await own.close();
+
+    expect(journalOf(wf.id)).toEqual(['slow:start', 'slow:end']);
+    const history = await workflows.executionHistory(wf);
+    expect(history.map((e) => [e.stepName, e.state, e.outcome])).toEqual([
+      ['slow', 'completed', 'success'],
+      ['later', 'scheduled', null],
+    ]);
+    const ownQueue = driver.handle(QUEUE_NAME, ownPrefix);
+    try {
+      expect((await ownQueue.getJob(history[1].id))?.state).toBe('delayed');
+    } finally {
+      await ownQueue.obliterate();
+      await ownQueue.close();
+    }
   });
 
   it('enqueues nothing for a workflow started inside a caller transaction that rolls back', async () => {
