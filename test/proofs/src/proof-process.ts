@@ -116,17 +116,14 @@ async function main(): Promise<void> {
   const driver = REDIS_QUEUE_DRIVERS[(process.env.GD_PROOF_ADAPTER ?? 'bull') as RedisAdapter];
   const concurrency = role === 'worker' ? Number(process.env.GD_PROOF_CONCURRENCY ?? '3') : 0;
   const own = { redis: required('GD_PROOF_REDIS'), prefix: required('GD_PROOF_PREFIX'), name: required('GD_PROOF_QUEUE'), concurrency };
+  const queue = driver.options(own);
+  const bullMqSettings = role === 'worker' ? { worker: BULLMQ_STALL_SETTINGS } : { redis: { url: own.redis, ...BULLMQ_SENDER_CONNECTION } };
 
   @Module({
     imports: [
       TypeOrmModule.forRoot({ ...dataSourceOptions(kind), migrations: [], migrationsRun: false }),
       GenevaDriveModule.forRoot({
-        queue:
-          driver.adapter === 'bullmq'
-            ? role === 'worker'
-              ? { ...driver.options(own), adapter: 'bullmq', worker: BULLMQ_STALL_SETTINGS }
-              : { ...driver.options(own), adapter: 'bullmq', redis: { url: own.redis, ...BULLMQ_SENDER_CONNECTION } }
-            : driver.options(own),
+        queue: queue.adapter === 'bullmq' ? { ...queue, ...bullMqSettings } : queue,
         housekeeping: false,
       }),
     ],
