@@ -60,7 +60,7 @@ if (!redisAvailable()) {
 }
 
 function redisSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
-  const prefixes = ['a', 'b', 'c'].map((letter) => `gd-hk-${driver.adapter}-${RUN_ID}-${kind}-${letter}`);
+  const prefixes = ['a', 'b', 'c', 'd'].map((letter) => `gd-hk-${driver.adapter}-${RUN_ID}-${kind}-${letter}`);
   const queueOptions = (prefix: string, concurrency: number): GenevaDriveModuleOptions['queue'] => driver.options({ name: QUEUE_NAME, prefix, concurrency });
   const apps: TestApp[] = [];
   const boot = async (options: Parameters<typeof createTestApp>[2]) => {
@@ -189,6 +189,20 @@ function redisSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
       unrecoverable: [crashedHistory[1].id, overdueRow.id],
     });
     expect(await executions.findOneByOrFail({ id: overdueRow.id })).toMatchObject({ state: 'scheduled' });
+    await close(app);
+  });
+
+  it('start() whose enqueue fails (the Redis client closed) still returns the committed workflow: the failure is logged for housekeeping, not thrown', async () => {
+    const logger = new ErrorLines();
+    const app = await boot({ queue: queueOptions(prefixes[3], 0), logger });
+    const heroes = app.dataSource.getRepository(TestHero);
+    const workflows = app.moduleRef.get(WorkflowService);
+    await driver.view(app.moduleRef.get(QUEUE_PORT)).close();
+
+    // On PostgreSQL start() is one statement with no transaction around it: committed as it returns.
+    const wf = await workflows.start(ChoreWorkflow, await heroes.save(heroes.create({ name: 'Lost' })));
+    expect((await workflows.executionHistory(wf)).map((e) => e.state)).toEqual(['scheduled']);
+    await until('the enqueue to fail', async () => logger.errors.some((line) => /Enqueue after commit failed/.test(line)));
     await close(app);
   });
 }
