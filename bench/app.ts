@@ -2,7 +2,7 @@
  * The application the benchmarks run: a hero entity, two workflows, and the probe through which the
  * step bodies (and the engine's diagnostics events) report back to the measuring code. Wired like a
  * user's app: TypeOrmModule.forRoot with the geneva-drive entities and migrations, GenevaDriveModule
- * with a real queue adapter (local or Bull), workflows listed among the providers.
+ * with a real queue adapter (local, Bull or BullMQ), workflows listed among the providers.
  */
 import 'reflect-metadata';
 import { type LoggerService, Module, type DynamicModule } from '@nestjs/common';
@@ -68,7 +68,7 @@ export class CreateBenchHeroes1600000000000 implements MigrationInterface {
 
 /**
  * One value per key, whichever comes first: the arrival (`arrive`) or the wait (`wait`). Step bodies
- * and event subscribers run in this process (the local queue, or the Bull worker of this process).
+ * and event subscribers run in this process (the local queue, or the Bull or BullMQ worker of this process).
  */
 export class Arrivals<T> {
   private readonly values = new Map<string, T>();
