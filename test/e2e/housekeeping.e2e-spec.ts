@@ -55,6 +55,7 @@ const EMPTY: Omit<HousekeepingSummary, 'gauges'> = {
   stuckInProgressRecovered: 0,
   stuckScheduledRecovered: 0,
   stuckScheduledStillQueued: 0,
+  overdueDeadlinesRecovered: 0,
   pausedAtRecoveryLimit: [],
   unrecoverable: [],
 };

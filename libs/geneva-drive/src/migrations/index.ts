@@ -3,8 +3,9 @@ import type { PrimaryKeyType } from '../persistence/primary-keys.js';
 import { CreateGenevaDriveTables1730000000000 } from './1730000000000-create-geneva-drive-tables.js';
 import { AddGenevaDriveSignals1730000000001 } from './1730000000001-add-geneva-drive-signals.js';
 import { ExactGenevaDriveIdentifiers1730000000002 } from './1730000000002-exact-geneva-drive-identifiers.js';
+import { AddGenevaDriveWaitDeadlines1730000000003 } from './1730000000003-add-geneva-drive-wait-deadlines.js';
 
-export { AddGenevaDriveSignals1730000000001, CreateGenevaDriveTables1730000000000, ExactGenevaDriveIdentifiers1730000000002 };
+export { AddGenevaDriveSignals1730000000001, AddGenevaDriveWaitDeadlines1730000000003, CreateGenevaDriveTables1730000000000, ExactGenevaDriveIdentifiers1730000000002 };
 
 /**
  * geneva-drive's migrations, in order, for the application's TypeORM `migrations` list. The class
@@ -12,7 +13,12 @@ export { AddGenevaDriveSignals1730000000001, CreateGenevaDriveTables173000000000
  * migrations table. These create bigint keys; {@link genevaDriveMigrations} chooses the key type.
  * @publicApi
  */
-export const GENEVA_DRIVE_MIGRATIONS = [CreateGenevaDriveTables1730000000000, AddGenevaDriveSignals1730000000001, ExactGenevaDriveIdentifiers1730000000002];
+export const GENEVA_DRIVE_MIGRATIONS = [
+  CreateGenevaDriveTables1730000000000,
+  AddGenevaDriveSignals1730000000001,
+  ExactGenevaDriveIdentifiers1730000000002,
+  AddGenevaDriveWaitDeadlines1730000000003,
+];
 
 /** Options of {@link genevaDriveMigrations}. @publicApi */
 export interface GenevaDriveMigrationsOptions {
@@ -21,8 +27,8 @@ export interface GenevaDriveMigrationsOptions {
 }
 
 /*
- * The same migrations configured for uuid keys (the exact-identifiers upgrade does not depend on the
- * key type: the same class serves both sets). TypeORM identifies a migration by its `name`
+ * The same migrations configured for uuid keys (the exact-identifiers and wait-deadlines upgrades do not
+ * depend on the key type: the same class serves both sets). TypeORM identifies a migration by its `name`
  * (class name + 13-digit timestamp) — the subclasses inherit the name of their parent, so the
  * migrations table reads the same whichever set ran — and instantiates the classes it is given
  * without arguments, hence subclasses rather than constructor options.
@@ -49,7 +55,7 @@ export function genevaDriveMigrations(options: GenevaDriveMigrationsOptions = {}
     case 'bigint':
       return [...GENEVA_DRIVE_MIGRATIONS];
     case 'uuid':
-      return [CreateGenevaDriveTablesWithUuidKeys, AddGenevaDriveSignalsWithUuidKeys, ExactGenevaDriveIdentifiers1730000000002];
+      return [CreateGenevaDriveTablesWithUuidKeys, AddGenevaDriveSignalsWithUuidKeys, ExactGenevaDriveIdentifiers1730000000002, AddGenevaDriveWaitDeadlines1730000000003];
     default:
       throw new TypeError(`genevaDriveMigrations: primaryKey must be 'bigint' or 'uuid', got ${JSON.stringify(primaryKey)}`);
   }

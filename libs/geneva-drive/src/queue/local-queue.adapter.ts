@@ -1,7 +1,9 @@
 import type { LoggerService } from '@nestjs/common';
 import { StepExecution } from '../entities/step-execution.entity.js';
+import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import type { TransactionRunner } from '../persistence/transaction-runner.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
+import { deadlineJobId, isDeadlineJob } from './deadline-job.js';
 import type { QueuePort, StepJob, StepJobHandler } from './queue.port.js';
 
 // setTimeout cannot wait longer than 2^31-1 ms (~24.8 days); longer waits re-arm.
@@ -9,14 +11,15 @@ const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * Runs step jobs in this process with timers. Restart-safe: at start it rebuilds its timers from
- * the scheduled executions of runnable workflows, so nothing is lost with the process. For the
+ * the scheduled executions of runnable workflows, and the deadlines of their parked ones, so nothing
+ * is lost with the process. For the
  * embedded default and development; use Bull to run several processes. Its timers keep the process
  * alive (a worker-only application context keeps running) until the application is closed.
  */
 export class LocalQueueAdapter implements QueuePort {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly intervals: NodeJS.Timeout[] = [];
-  private readonly ready: Array<{ executionId: string; jobId: string }> = [];
+  private readonly ready: Array<{ key: string; executionId: string; jobId: string }> = [];
   private readonly running = new Set<Promise<void>>();
   private handler: StepJobHandler | undefined;
   private stopped = false;
@@ -25,6 +28,7 @@ export class LocalQueueAdapter implements QueuePort {
     private readonly transactions: TransactionRunner,
     private readonly concurrency: number,
     private readonly logger: LoggerService,
+    private readonly schema: SchemaCapabilities,
   ) {}
 
   async enqueue(job: StepJob): Promise<boolean> {
@@ -44,6 +48,17 @@ export class LocalQueueAdapter implements QueuePort {
       .getMany();
     // A woken execution keeps its wake-up job id; any other stands for its first job.
     for (const execution of due) this.arm(execution.id, execution.jobId ?? execution.id, execution.scheduledFor.getTime());
+    if (this.schema.hasDeadlines) {
+      const parked = await this.transactions.dataSource
+        .createQueryBuilder(StepExecution, 'e')
+        .innerJoin('geneva_drive_workflows', 'w', 'w.id = e.workflow_id')
+        .select(['e.id', 'e.timeoutAt'])
+        .where("e.state = 'waiting'")
+        .andWhere('e.timeoutAt IS NOT NULL')
+        .andWhere("w.state = 'ready'")
+        .getMany();
+      for (const execution of parked) this.arm(execution.id, deadlineJobId(execution.id), execution.timeoutAt!.getTime());
+    }
   }
 
   async repeat(name: string, everyMs: number, task: () => Promise<unknown>): Promise<void> {
@@ -62,17 +77,21 @@ export class LocalQueueAdapter implements QueuePort {
     await Promise.allSettled([...this.running]);
   }
 
-  /** Arms a timer for the execution; false when one is already armed or due (one job per execution at a time: duplicates collapse). */
+  /**
+   * Arms a timer for the execution; false when one is already armed or due (one job per execution at
+   * a time: duplicates collapse). A deadline job is keyed apart: it waits beside the step's own jobs.
+   */
   private arm(executionId: string, jobId: string, at: number): boolean {
-    if (this.timers.has(executionId) || this.ready.some((job) => job.executionId === executionId)) return false;
+    const key = isDeadlineJob(jobId) ? jobId : executionId;
+    if (this.timers.has(key) || this.ready.some((job) => job.key === key)) return false;
     const delay = Math.max(0, at - Date.now());
     const timer = setTimeout(() => {
-      this.timers.delete(executionId);
+      this.timers.delete(key);
       if (delay > MAX_TIMER_MS) return void this.arm(executionId, jobId, at);
-      this.ready.push({ executionId, jobId });
+      this.ready.push({ key, executionId, jobId });
       this.drain();
     }, Math.min(delay, MAX_TIMER_MS));
-    this.timers.set(executionId, timer);
+    this.timers.set(key, timer);
     return true;
   }
 
