@@ -174,8 +174,10 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       return dataSource.query(`SELECT type, name, tbl_name, sql FROM sqlite_master WHERE tbl_name LIKE 'geneva_drive_%' ORDER BY type, name`);
     }
     if (kind === 'postgres') {
+      // Columns in their order, not their ordinal numbers: PostgreSQL never reuses the number of a
+      // dropped column, so a column dropped by a down migration and added again gets a new one.
       const columns = await dataSource.query(
-        `SELECT table_name, column_name, ordinal_position, data_type, character_maximum_length, is_nullable, column_default, collation_name ` +
+        `SELECT table_name, column_name, data_type, character_maximum_length, is_nullable, column_default, collation_name ` +
           `FROM information_schema.columns WHERE table_schema = current_schema() AND table_name LIKE 'geneva_drive_%' ORDER BY table_name, ordinal_position`,
       );
       const indexes = await dataSource.query(
@@ -221,6 +223,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
         'CreateGenevaDriveTables1730000000000',
         'AddGenevaDriveSignals1730000000001',
         'ExactGenevaDriveIdentifiers1730000000002',
+        'AddGenevaDriveWaitDeadlines1730000000003',
       ]);
       for (const table of [...GENEVA_TABLES, 'test_heroes', 'test_uuid_heroes']) {
         expect(await hasTable(table)).toBe(true);
@@ -443,6 +446,10 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     });
 
     it('goes down and up again', async () => {
+      await dataSource.undoLastMigration(); // wait deadlines: the column and its index go
+      expect(await hasColumn('geneva_drive_step_executions', 'timeout_at')).toBe(false);
+      expect(await hasColumn('geneva_drive_step_executions', 'waiting_since')).toBe(true);
+
       await dataSource.undoLastMigration(); // exact identifiers: back to the first release's columns
       if (kind === 'mysql') expect(await mysqlDataType('geneva_drive_signals', 'idempotency_key')).toBe('varchar');
       expect(await hasTable('geneva_drive_signals')).toBe(true);
@@ -515,12 +522,17 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
   /**
    * Replaces this worker's database with the first release's schema (its migrations, verbatim) and
    * opens `dataSource` on it with today's migrations listed: `migrations` (default: all of them).
-   * Returns the schema a new install gets today, to compare with.
+   * Returns the schema a new install gets today, to compare with, and the same before the
+   * wait-deadlines migration (the upgrade the identifier tests are about comes first).
    */
   async function openReleasedSchema(
     primaryKey: 'bigint' | 'uuid',
     options: { withoutSignals?: boolean; migrations?: Array<new () => object> } = {},
-  ): Promise<unknown[]> {
+  ): Promise<{ fresh: unknown[]; beforeDeadlines: unknown[] }> {
+    await prepareDatabase(kind, { primaryKey, withoutDeadlines: true });
+    dataSource = await new DataSource(dataSourceOptions(kind)).initialize();
+    const beforeDeadlines = await schemaSnapshot();
+    await dataSource.destroy();
     await prepareDatabase(kind, { primaryKey });
     dataSource = await new DataSource(dataSourceOptions(kind)).initialize();
     const fresh = await schemaSnapshot();
@@ -539,7 +551,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     dataSource = await new DataSource({ ...current, migrations: options.migrations ?? current.migrations }).initialize();
     // What the engine does at boot: with uuid keys, the entities' metadata switches to uuid ids.
     await new SchemaCapabilities().detect(dataSource);
-    return fresh;
+    return { fresh, beforeDeadlines };
   }
 
   /** The rows of a workflow, its executions and its signals, as the entities load them. */
@@ -553,18 +565,19 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
 
   describe.each(['bigint', 'uuid'] as const)("upgrading the first release's schema (%s keys)", (primaryKey) => {
     let fresh: unknown[];
+    let beforeDeadlines: unknown[];
     let released: unknown[];
 
     beforeAll(async () => {
-      fresh = await openReleasedSchema(primaryKey);
+      ({ fresh, beforeDeadlines } = await openReleasedSchema(primaryKey));
       released = await schemaSnapshot();
     });
     afterAll(() => dataSource?.destroy());
 
     it('keeps every row, then tells apart what the old collation merged, and goes down and up again', async () => {
       // Only MySQL/MariaDB had the inexact columns; elsewhere the upgrade changes nothing.
-      if (kind === 'mysql') expect(released).not.toEqual(fresh);
-      else expect(released).toEqual(fresh);
+      if (kind === 'mysql') expect(released).not.toEqual(beforeDeadlines);
+      else expect(released).toEqual(beforeDeadlines);
 
       const workflowId = await insertBaseRows();
       const before = await rowsOf(workflowId);
@@ -579,11 +592,13 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       expect(await schemaSnapshot()).toEqual(fresh); // the schema of a new install
       expect(await rowsOf(workflowId)).toEqual(before);
       await expectVariantsKeptApart(workflowId);
+      await dataSource.undoLastMigration(); // the wait deadlines
+      expect(await schemaSnapshot()).toEqual(beforeDeadlines);
 
       if (kind === 'mysql') {
         // Down cannot merge the signals the exact columns kept apart: it refuses before changing anything.
         await expectUniqueViolation(dataSource.undoLastMigration(), 'geneva_drive_signals_dedup');
-        expect(await schemaSnapshot()).toEqual(fresh);
+        expect(await schemaSnapshot()).toEqual(beforeDeadlines);
       }
       // Without the variants, down restores the first release's columns, the rows intact.
       const keepOnly = (entity: EntityTarget<object>, rows: Array<{ id: string }>) =>
@@ -605,10 +620,10 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     let fresh: unknown[];
 
     beforeAll(async () => {
-      fresh = await openReleasedSchema('bigint', {
+      ({ fresh } = await openReleasedSchema('bigint', {
         withoutSignals: true,
         migrations: [CreateTestFixtures1600000000000, CreateGenevaDriveTables1730000000000, ExactGenevaDriveIdentifiers1730000000002],
-      });
+      }));
     });
     afterAll(() => dataSource?.destroy());
 

@@ -1,6 +1,6 @@
 /**
  * The signal-vs-deadline race, with real OS processes on one database and one Bull queue: workflows
- * park on `waitFor: 'go'` with a 2 s `timeout` (onTimeout 'run'); two worker processes run the steps
+ * park on `waitFor: 'go'` with a 3 s `timeout` (onTimeout 'run'); two worker processes run the steps
  * and the deadline jobs (Bull fires each at its `timeout_at`), and a sender process calls `signal()`
  * at the same instant (a self-calibrating offset of a few milliseconds around it). Each time exactly
  * one side must win — never both (one body run, one receipt), never neither (every workflow
@@ -12,6 +12,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { ChildProcess } from 'node:child_process';
+import { IsNull, Not } from 'typeorm';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import Bull from 'bull';
@@ -106,14 +107,16 @@ function deadlineRaceSuite(kind: DatabaseKind, entry: () => string): void {
       await sleep(START_GAP_MS);
     }
 
-    // As each step parks, tell the sender its deadline: the signal is fired at that instant.
+    // As each step parks, tell the sender its deadline: the signal is fired at that instant. Read
+    // whatever state the step is in by now: on a loaded machine a deadline may pass before this
+    // loop sees the park (the sender then fires at once, late; the invariants hold all the same).
     const told = new Set<string>();
     const executions = app.dataSource.getRepository(StepExecution);
     await waitUntil(
       'every step to park',
       async () => {
-        for (const sender_ of [sender, ...workers]) sender_.assertAlive(sender_.role);
-        const parked = await executions.find({ where: { stepName: 'awaitGo', state: 'waiting' }, select: { id: true, workflowId: true, timeoutAt: true } });
+        for (const child of [sender, ...workers]) child.assertAlive(child.role);
+        const parked = await executions.find({ where: { stepName: 'awaitGo', timeoutAt: Not(IsNull()) }, select: { id: true, workflowId: true, timeoutAt: true } });
         for (const row of parked) {
           if (told.has(row.workflowId) || !row.timeoutAt) continue;
           told.add(row.workflowId);
@@ -121,7 +124,7 @@ function deadlineRaceSuite(kind: DatabaseKind, entry: () => string): void {
         }
         return told.size === RACES;
       },
-      { timeoutMs: 60_000, intervalMs: 20 },
+      { timeoutMs: 120_000, intervalMs: 20 },
     ).catch((error: Error) => {
       throw new Error(`${error.message}\n${childOutput()}`);
     });
@@ -129,7 +132,7 @@ function deadlineRaceSuite(kind: DatabaseKind, entry: () => string): void {
     await waitUntil(
       `${RACES} workflows to finish`,
       async () => (await workflows.findByState('finished', DeadlineRaceWorkflow)).length === RACES && sender.of('sent').length === RACES,
-      { timeoutMs: 60_000, intervalMs: 100 },
+      { timeoutMs: 120_000, intervalMs: 100 },
     ).catch(async (error: Error) => {
       const states = await app.dataSource.query(`SELECT state, COUNT(*) AS n FROM geneva_drive_workflows GROUP BY state`);
       throw new Error(`${error.message}\nworkflow states ${JSON.stringify(states)}; sent ${sender.of('sent').length}\n${childOutput()}`);
@@ -180,15 +183,16 @@ function deadlineRaceSuite(kind: DatabaseKind, entry: () => string): void {
     expect(await executions.count()).toBe(2 * RACES);
 
     const offsets = calls.map((c) => c.offsetMs);
+    const late = offsets.filter((offset) => offset > 250).length;
     informationLine(
       `deadline-race [${kind}]: ${RACES} races — the signal won ${signalWins}, the deadline ${deadlineWins}; ` +
-        `signal offsets ${Math.min(...offsets).toFixed(1)}..${Math.max(...offsets).toFixed(1)} ms around the deadline`,
+        `signal offsets ${Math.min(...offsets).toFixed(1)}..${Math.max(...offsets).toFixed(1)} ms around the deadline, ${late} told too late to aim`,
     );
     // Both sides win often: a race one side always wins proves nothing.
     const minimum = FULL_SCALE ? RACES * 0.2 : 1;
     expect(signalWins).toBeGreaterThanOrEqual(minimum);
     expect(deadlineWins).toBeGreaterThanOrEqual(minimum);
-  }, 180_000);
+  }, 300_000);
 }
 
 if (redisAvailable()) {

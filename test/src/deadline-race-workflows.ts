@@ -3,7 +3,7 @@
  * jest (to start workflows) and by the compiled child processes of test/src/deadline-race-process.ts,
  * so it imports the library by relative path.
  *
- * awaitGo (waitFor 'go', timeout 2s, onTimeout 'run') records in `test_deadline_receipts` (created by
+ * awaitGo (waitFor 'go', timeout 3s, onTimeout 'run') records in `test_deadline_receipts` (created by
  * the spec with raw SQL) who won: the signal (its id) or the deadline (`timed_out`), and the process
  * that ran the body. A step run twice, or run by both sides, shows as two receipts.
  */
@@ -23,7 +23,7 @@ export const CREATE_DEADLINE_RECEIPTS_TABLE = `CREATE TABLE ${DEADLINE_RECEIPTS_
 
 export const GO = 'go';
 /** Long enough for the spec to see every step park and tell the sender when to fire. */
-export const RACE_TIMEOUT_MS = 2_000;
+export const RACE_TIMEOUT_MS = 3_000;
 
 export interface DeadlineReceipt {
   workflowId: string;
