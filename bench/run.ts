@@ -181,7 +181,7 @@ async function runEngineScenarios(ctx: BenchContext, results: Record<string, unk
 
 /**
  * The comparison shape: statements and Redis commands per workflow (gated by the budgets), both
- * arrival orders timed, signals fired at once, and a parked population left idle.
+ * arrival orders timed, signals fired at once, and a parked population left idle (without and with deadlines).
  */
 async function runShapeScenarios(ctx: BenchContext, results: Record<string, unknown>, bull: { prefix: string; url: string } | undefined): Promise<BenchCheckError | undefined> {
   const { sizes, options } = ctx;
@@ -195,8 +195,10 @@ async function runShapeScenarios(ctx: BenchContext, results: Record<string, unkn
   const simultaneous = await runSimultaneous(ctx, sizes.simultaneousSignals);
   console.log(`shape a → b (waitFor): ${sizes.idleParked} parked, idle for ${sizes.idleSeconds} s ...`);
   const idle = await measureIdle(ctx, sizes.idleParked, sizes.idleSeconds);
+  console.log(`shape a → b (waitFor, timeout 30d): ${sizes.idleParked} parked with deadlines, idle for ${sizes.idleSeconds} s ...`);
+  const idleWithDeadlines = await measureIdle(ctx, sizes.idleParked, sizes.idleSeconds, { withDeadlines: true });
   const budget = STATEMENT_BUDGET[options.db];
-  results.shape = { cost, signalFirst: first, signalAfter: after, simultaneous, idle, budgets: { statements: budget, redis: bull ? REDIS_BUDGET : undefined } };
+  results.shape = { cost, signalFirst: first, signalAfter: after, simultaneous, idle, idleWithDeadlines, budgets: { statements: budget, redis: bull ? REDIS_BUDGET : undefined } };
 
   const over: string[] = [];
   for (const order of ['signalFirst', 'signalAfter'] as const) {
@@ -205,6 +207,7 @@ async function runShapeScenarios(ctx: BenchContext, results: Record<string, unkn
     if (redis !== undefined && redis > REDIS_BUDGET[order]) over.push(`${redis} Redis commands per workflow (${order}), budget ${REDIS_BUDGET[order]}`);
   }
   if (idle.statementsWhileIdle > 0) over.push(`${idle.statementsWhileIdle} statements while ${idle.parked} workflows sat parked`);
+  if (idleWithDeadlines.statementsWhileIdle > 0) over.push(`${idleWithDeadlines.statementsWhileIdle} statements while ${idleWithDeadlines.parked} workflows sat parked with deadlines`);
 
   console.log('');
   const redisCell = (order: 'signalFirst' | 'signalAfter') => (cost[order].redisCommandsPerWorkflow === undefined ? '' : `; ${cost[order].redisCommandsPerWorkflow} Redis commands (budget ${REDIS_BUDGET[order]})`);
@@ -216,7 +219,11 @@ async function runShapeScenarios(ctx: BenchContext, results: Record<string, unkn
       [`${simultaneous.signals} signals at once`, `p50 ${ms(simultaneous.signalToStepStart.p50)}`, `p99 ${ms(simultaneous.signalToStepStart.p99)} signal → body; call alone p50 ${ms(simultaneous.signalCall.p50)}`],
       ['statements / workflow, signal first', String(cost.signalFirst.statementsPerWorkflow), `budget ${budget.signalFirst}${redisCell('signalFirst')}`],
       ['statements / workflow, signal after', String(cost.signalAfter.statementsPerWorkflow), `budget ${budget.signalAfter}${redisCell('signalAfter')}`],
-      [`idle, ${idle.parked} parked`, `Node ${idle.nodeCpuPercent}% CPU`, `${idle.postgresCpuPercent === undefined ? '' : `PostgreSQL ${idle.postgresCpuPercent}% CPU, ${idle.xactCommitPerSecond} commits/s; `}${idle.statementsWhileIdle} statements; RSS ${idle.rssBeforeMiB} → ${idle.rssAfterMiB} MiB`],
+      ...[idle, idleWithDeadlines].map((window, i) => [
+        `idle, ${window.parked} parked${i === 1 ? ' with deadlines' : ''}`,
+        `Node ${window.nodeCpuPercent}% CPU`,
+        `${window.postgresCpuPercent === undefined ? '' : `PostgreSQL ${window.postgresCpuPercent}% CPU, ${window.xactCommitPerSecond} commits/s; `}${window.statementsWhileIdle} statements; RSS ${window.rssBeforeMiB} → ${window.rssAfterMiB} MiB`,
+      ]),
     ]),
   );
   console.log('\nstatements per workflow by kind (signal first | signal after):');

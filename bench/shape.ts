@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { In } from 'typeorm';
 import { Redis } from 'ioredis';
 import { Signal, StepExecution, WorkflowRecord, type Signal as SignalRow } from 'geneva-drive';
-import { BenchHero, BenchPaymentWorkflow, PAYMENT_SIGNAL, PAYMENT_WORKFLOW, probe } from './app.js';
+import { BenchDeadlinePaymentWorkflow, BenchHero, BenchPaymentWorkflow, PAYMENT_SIGNAL, PAYMENT_WORKFLOW, probe } from './app.js';
 import { assert, type BenchContext } from './scenarios.js';
 import { forEachLimited, summarize, type Summary } from './stats.js';
 
@@ -197,12 +197,13 @@ export async function countCost(ctx: BenchContext, order: 'signalFirst' | 'signa
 }
 
 /** `n` workflows started and parked through the API, then left alone for `idleSeconds`. */
-export async function measureIdle(ctx: BenchContext, n: number, idleSeconds: number): Promise<IdleResult> {
+export async function measureIdle(ctx: BenchContext, n: number, idleSeconds: number, options: { withDeadlines?: boolean } = {}): Promise<IdleResult> {
+  const workflowClass = options.withDeadlines ? BenchDeadlinePaymentWorkflow : BenchPaymentWorkflow;
   const setupStarted = performance.now();
   const list = await heroes(ctx, n);
   const ids: string[] = [];
   await forEachLimited(list, LANES, async (hero) => {
-    ids.push((await ctx.workflows.start(BenchPaymentWorkflow, hero)).id);
+    ids.push((await ctx.workflows.start(workflowClass, hero)).id);
   });
   await Promise.all(ids.map((id) => probe.paymentParked.wait(id, TIMEOUT_MS * 5, 'the parked step')));
   const setupSeconds = (performance.now() - setupStarted) / 1000;
