@@ -50,8 +50,9 @@ export class DeadlineRaceWorkflow extends GenevaWorkflow<TestHero> {
     await this.dataSource.query(`INSERT INTO ${DEADLINE_RECEIPTS_TABLE} (workflow_id, winner, pid) VALUES (${p(1)}, ${p(2)}, ${p(3)})`, [this.record.id, winner, process.pid]);
   }
 
-  @Step()
-  async done() {}
+  /** Keeps the workflow ongoing, so a signal that lost the race is buffered rather than refused. */
+  @Step({ wait: '1h' })
+  async hold() {}
 }
 
 export const DEADLINE_RACE_WORKFLOWS = [DeadlineRaceWorkflow];
