@@ -25,6 +25,7 @@ import {
 } from 'geneva-drive';
 import {
   AddGenevaDriveSignals1730000000001,
+  AddGenevaDriveWaitDeadlines1730000000003,
   CreateGenevaDriveTables1730000000000,
   ExactGenevaDriveIdentifiers1730000000002,
 } from '../../libs/geneva-drive/src/migrations/index.js';
@@ -105,17 +106,20 @@ describe('uuid keys: the migration sets and the id generator', () => {
       CreateGenevaDriveTables1730000000000,
       AddGenevaDriveSignals1730000000001,
       ExactGenevaDriveIdentifiers1730000000002,
+      AddGenevaDriveWaitDeadlines1730000000003,
     ]);
     const uuid = genevaDriveMigrations({ primaryKey: 'uuid' });
     expect(uuid.map((migration) => new migration().name)).toEqual([
       'CreateGenevaDriveTables1730000000000',
       'AddGenevaDriveSignals1730000000001',
       'ExactGenevaDriveIdentifiers1730000000002',
+      'AddGenevaDriveWaitDeadlines1730000000003',
     ]);
     expect(uuid[0].prototype).toBeInstanceOf(CreateGenevaDriveTables1730000000000);
     expect(uuid[1].prototype).toBeInstanceOf(AddGenevaDriveSignals1730000000001);
     // The upgrade to exact identifiers does not depend on the key type: one class for both sets.
     expect(uuid[2]).toBe(ExactGenevaDriveIdentifiers1730000000002);
+    expect(uuid[3]).toBe(AddGenevaDriveWaitDeadlines1730000000003);
     expect(genevaDriveMigrations({ primaryKey: 'uuid' })).toEqual(uuid); // the same classes on every call
     expect(() => genevaDriveMigrations({ primaryKey: 'int' as never })).toThrow(TypeError);
   });
@@ -195,6 +199,7 @@ describeEachDatabase('uuid keys', (kind) => {
         'CreateGenevaDriveTables1730000000000',
         'AddGenevaDriveSignals1730000000001',
         'ExactGenevaDriveIdentifiers1730000000002',
+        'AddGenevaDriveWaitDeadlines1730000000003',
       ]);
     });
   });
