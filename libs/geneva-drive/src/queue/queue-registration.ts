@@ -3,6 +3,7 @@ import { importOptional } from '../errors/missing-dependency.error.js';
 import { QueueConfigurationError } from '../errors/queue-configuration.error.js';
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS, QUEUE_PORT } from '../geneva-drive.constants.js';
 import type { BullQueueAdapterOptions, QueueAdapterOptions, ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
+import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { BullQueueAdapter } from './bull-queue.adapter.js';
 import { LocalQueueAdapter } from './local-queue.adapter.js';
@@ -36,7 +37,7 @@ export function queueRegistration(declared: QueueAdapterOptions | undefined): Qu
     providers: [
       {
         provide: QUEUE_PORT,
-        useFactory: (options: ResolvedGenevaDriveOptions, transactions: TransactionRunner, logger: LoggerService, bullQueue?: BullQueueAdapter['queue'], gate?: StepJobGate): QueuePort => {
+        useFactory: (options: ResolvedGenevaDriveOptions, transactions: TransactionRunner, logger: LoggerService, schema: SchemaCapabilities, bullQueue?: BullQueueAdapter['queue'], gate?: StepJobGate): QueuePort => {
           const queue = options.queue;
           if (typeof queue.adapter === 'object') return queue.adapter;
           switch (queue.adapter) {
@@ -50,10 +51,10 @@ export function queueRegistration(declared: QueueAdapterOptions | undefined): Qu
             case 'manual':
               return new ManualQueueAdapter();
             default:
-              return new LocalQueueAdapter(transactions, queue.concurrency ?? 1, logger);
+              return new LocalQueueAdapter(transactions, queue.concurrency ?? 1, logger, schema);
           }
         },
-        inject: [GENEVA_DRIVE_OPTIONS, TransactionRunner, GENEVA_DRIVE_LOGGER, ...(bull ? [ENGINE_BULL_QUEUE, STEP_JOB_GATE] : [])],
+        inject: [GENEVA_DRIVE_OPTIONS, TransactionRunner, GENEVA_DRIVE_LOGGER, SchemaCapabilities, ...(bull ? [ENGINE_BULL_QUEUE, STEP_JOB_GATE] : [])],
       },
     ],
     exports: bull ? [GenevaDriveBullQueueModule] : [],
