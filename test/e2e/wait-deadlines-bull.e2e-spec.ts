@@ -7,7 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/glo
 import Bull from 'bull';
 import { HousekeepingService, QUEUE_PORT, SignalService, StepExecution, WorkflowService, type WorkflowRecord } from 'geneva-drive';
 import type { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
-import { DEADLINE_WORKFLOWS, deadlineJournal, resetDeadlineFixtures, RunOnTimeoutWorkflow, ShortDeadlineWorkflow } from '../src/deadline-workflows.js';
+import { DEADLINE_WORKFLOWS, deadlineJournal, InstantDeadlineWorkflow, resetDeadlineFixtures, RunOnTimeoutWorkflow, ShortDeadlineWorkflow } from '../src/deadline-workflows.js';
 import { removePendingJobs, sleep, waitUntil } from '../src/bull-wait.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
@@ -67,6 +67,14 @@ function bullDeadlineSuite(kind: DatabaseKind): void {
     await waitUntil('the deadline job to complete', () => ran.includes(`${row.id}-deadline`));
     // The timed-out run is due at once: it may start in this process rather than through Redis; the row records its job either way.
     expect((await app.dataSource.getRepository(StepExecution).findOneByOrFail({ id: row.id })).jobId).toBe(`${row.id}-timeout`);
+  });
+
+  it('a deadline job goes through Redis even when it is due as it is enqueued, never started in the enqueuing process', async () => {
+    const wf = await workflows.start(InstantDeadlineWorkflow, hero);
+    await finished(wf);
+    expect(deadlineJournal).toEqual(['send', 'awaitSignature(timedOut)', 'file']);
+    const parked = (await workflows.executionHistory(wf)).find((execution) => execution.stepName === 'awaitSignature')!;
+    await waitUntil('the deadline job to complete in Redis', () => ran.includes(`${parked.id}-deadline`));
   });
 
   it('a lost deadline job is recovered by housekeeping', async () => {

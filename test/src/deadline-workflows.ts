@@ -46,6 +46,8 @@ export const PauseOnTimeoutWorkflow = defineCountersign('PauseOnTimeoutWorkflow'
 export const DelayedDeadlineWorkflow = defineCountersign('DelayedDeadlineWorkflow', { wait: '1d', timeout: '2h' });
 /** A short deadline, for the queues to fire by themselves. */
 export const ShortDeadlineWorkflow = defineCountersign('ShortDeadlineWorkflow', { timeout: '400ms' });
+/** A deadline already passed when its job is enqueued (after the park's commit). */
+export const InstantDeadlineWorkflow = defineCountersign('InstantDeadlineWorkflow', { timeout: '1ms' });
 
 /** A `timeout` that runs the body, then a second waiter of the same signal without one: a signal that lost to the deadline is buffered for it. */
 @Workflow({ hero: () => TestHero })
@@ -95,6 +97,7 @@ export const DEADLINE_WORKFLOWS = [
   PauseOnTimeoutWorkflow,
   DelayedDeadlineWorkflow,
   ShortDeadlineWorkflow,
+  InstantDeadlineWorkflow,
   LaterWaiterWorkflow,
   ResumableDeadlineWorkflow,
   NoDeadlineWorkflow,
