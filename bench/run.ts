@@ -186,7 +186,8 @@ async function runEngineScenarios(ctx: BenchContext, results: Record<string, unk
 /**
  * The comparison shape: statements and Redis commands per workflow (gated by the budgets), statements
  * by named phase, `--runs` timed runs of both arrival orders and of signals one at a time and at once
- * (medians against the timing goals, with the load of each run), and a parked population left idle.
+ * (medians against the timing goals, with the load of each run), and a parked population left idle
+ * (without and with deadlines).
  */
 async function runShapeScenarios(ctx: BenchContext, results: Record<string, unknown>, bull: RedisTarget | undefined): Promise<BenchCheckError | undefined> {
   const { sizes, options } = ctx;
@@ -205,8 +206,10 @@ async function runShapeScenarios(ctx: BenchContext, results: Record<string, unkn
   const goals = evaluateGoals(options.db, timings);
   console.log(`shape a → b (waitFor): ${sizes.idleParked} parked, idle for ${sizes.idleSeconds} s ...`);
   const idle = await measureIdle(ctx, sizes.idleParked, sizes.idleSeconds, bull);
+  console.log(`shape a → b (waitFor, timeout 30d): ${sizes.idleParked} parked with deadlines, idle for ${sizes.idleSeconds} s ...`);
+  const idleWithDeadlines = await measureIdle(ctx, sizes.idleParked, sizes.idleSeconds, bull, { withDeadlines: true });
   const budget = STATEMENT_BUDGET[options.db];
-  results.shape = { cost, phases, timings, goals, idle, budgets: { statements: budget, redis: bull ? REDIS_BUDGET[bull.adapter] : undefined } };
+  results.shape = { cost, phases, timings, goals, idle, idleWithDeadlines, budgets: { statements: budget, redis: bull ? REDIS_BUDGET[bull.adapter] : undefined } };
 
   const over: string[] = [];
   for (const order of ['signalFirst', 'signalAfter'] as const) {
@@ -215,6 +218,7 @@ async function runShapeScenarios(ctx: BenchContext, results: Record<string, unkn
     if (bull && redis !== undefined && redis > REDIS_BUDGET[bull.adapter][order]) over.push(`${redis} Redis commands per workflow (${order}), budget ${REDIS_BUDGET[bull.adapter][order]}`);
   }
   if (idle.statementsWhileIdle > 0) over.push(`${idle.statementsWhileIdle} statements while ${idle.parked} workflows sat parked`);
+  if (idleWithDeadlines.statementsWhileIdle > 0) over.push(`${idleWithDeadlines.statementsWhileIdle} statements while ${idleWithDeadlines.parked} workflows sat parked with deadlines`);
 
   console.log('');
   const redisCell = (order: 'signalFirst' | 'signalAfter') =>
@@ -225,11 +229,11 @@ async function runShapeScenarios(ctx: BenchContext, results: Record<string, unkn
       ['shape a → b (waitFor): counts (gated) and idle', 'result', 'detail'],
       ['statements / workflow, signal first', String(cost.signalFirst.statementsPerWorkflow), `budget ${budget.signalFirst}${redisCell('signalFirst')}`],
       ['statements / workflow, signal after', String(cost.signalAfter.statementsPerWorkflow), `budget ${budget.signalAfter}${redisCell('signalAfter')}`],
-      [
-        `idle, ${idle.parked} parked, ${idle.idleSeconds} s`,
-        `Node ${idle.nodeCpuPercent}% CPU`,
-        `${server && idle.serverCpuPercent !== undefined ? `${server} ${idle.serverCpuPercent}% CPU, ` : ''}${idle.xactCommitPerSecond === undefined ? '' : `${idle.xactCommitPerSecond} commits/s, `}${idle.statementsWhileIdle} statements${idle.redisCommandsWhileIdle === undefined ? '' : `, ${idle.redisCommandsWhileIdle} Redis commands`}; RSS ${idle.rssBeforeMiB} → ${idle.rssAfterMiB} MiB; load ${loads([idle.load])}`,
-      ],
+      ...[idle, idleWithDeadlines].map((window, i) => [
+        `idle, ${window.parked} parked${i === 1 ? ' with deadlines' : ''}, ${window.idleSeconds} s`,
+        `Node ${window.nodeCpuPercent}% CPU`,
+        `${server && window.serverCpuPercent !== undefined ? `${server} ${window.serverCpuPercent}% CPU, ` : ''}${window.xactCommitPerSecond === undefined ? '' : `${window.xactCommitPerSecond} commits/s, `}${window.statementsWhileIdle} statements${window.redisCommandsWhileIdle === undefined ? '' : `, ${window.redisCommandsWhileIdle} Redis commands`}; RSS ${window.rssBeforeMiB} → ${window.rssAfterMiB} MiB; load ${loads([window.load])}`,
+      ]),
       [`park rate, ${idle.parked} parked`, `${idle.parkedPerSecond.toFixed(0)}/s`, `${idle.parkSeconds} s from the first start() to the last park`],
     ]),
   );

@@ -8,7 +8,7 @@ import { memoryUsage } from 'node:process';
 import { In } from 'typeorm';
 import { Redis } from 'ioredis';
 import { Signal, StepExecution, WorkflowRecord, type Signal as SignalRow } from 'geneva-drive';
-import { BenchHero, BenchPaymentWorkflow, PAYMENT_SIGNAL, PAYMENT_WORKFLOW, probe } from './app.js';
+import { BenchDeadlinePaymentWorkflow, BenchHero, BenchPaymentWorkflow, PAYMENT_SIGNAL, PAYMENT_WORKFLOW, probe } from './app.js';
 import { openWindow, type WindowCost } from './load.js';
 import { PhaseTracker } from './phases.js';
 import { assert, type BenchContext } from './scenarios.js';
@@ -235,12 +235,17 @@ async function parked(ctx: BenchContext, n: number, timeoutMs = TIMEOUT_MS): Pro
 }
 
 /** As parked(), with the time from the first start() to the last park (the heroes are inserted before the clock). */
-async function parkTimed(ctx: BenchContext, n: number, timeoutMs: number): Promise<{ ids: string[]; parkMs: number }> {
+async function parkTimed(
+  ctx: BenchContext,
+  n: number,
+  timeoutMs: number,
+  workflowClass: typeof BenchPaymentWorkflow | typeof BenchDeadlinePaymentWorkflow = BenchPaymentWorkflow,
+): Promise<{ ids: string[]; parkMs: number }> {
   const list = await heroes(ctx, n);
   const ids: string[] = [];
   const started = performance.now();
   await forEachLimited(list, LANES, async (hero) => {
-    ids.push((await ctx.workflows.start(BenchPaymentWorkflow, hero)).id);
+    ids.push((await ctx.workflows.start(workflowClass, hero)).id);
   });
   const parkedAt = await Promise.all(ids.map((id) => probe.paymentParked.wait(id, timeoutMs, 'the parked step')));
   return { ids, parkMs: Math.max(...parkedAt) - started };
@@ -304,8 +309,14 @@ export async function countCost(ctx: BenchContext, order: 'signalFirst' | 'signa
 }
 
 /** `n` workflows started and parked through the API, then left alone for `idleSeconds`. */
-export async function measureIdle(ctx: BenchContext, n: number, idleSeconds: number, bull?: { prefix: string; url: string }): Promise<IdleResult> {
-  const { parkMs } = await parkTimed(ctx, n, TIMEOUT_MS * 5);
+export async function measureIdle(
+  ctx: BenchContext,
+  n: number,
+  idleSeconds: number,
+  bull?: { prefix: string; url: string },
+  options: { withDeadlines?: boolean } = {},
+): Promise<IdleResult> {
+  const { parkMs } = await parkTimed(ctx, n, TIMEOUT_MS * 5, options.withDeadlines ? BenchDeadlinePaymentWorkflow : BenchPaymentWorkflow);
   // Let the last commits and job completions settle before the window opens. On PostgreSQL also let
   // the backends report the setup's commits: an idle backend flushes its pending statistics to
   // pg_stat_database up to 10 s late (PGSTAT_IDLE_INTERVAL), which would count as idle commits.

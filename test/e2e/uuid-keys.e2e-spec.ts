@@ -25,6 +25,7 @@ import {
 import {
   AddGenevaDriveListIndexes1730000000003,
   AddGenevaDriveSignals1730000000001,
+  AddGenevaDriveWaitDeadlines1730000000004,
   CreateGenevaDriveTables1730000000000,
   ExactGenevaDriveIdentifiers1730000000002,
 } from '../../libs/geneva-drive/src/migrations/index.js';
@@ -106,6 +107,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
       AddGenevaDriveSignals1730000000001,
       ExactGenevaDriveIdentifiers1730000000002,
       AddGenevaDriveListIndexes1730000000003,
+      AddGenevaDriveWaitDeadlines1730000000004,
     ]);
     const uuid = genevaDriveMigrations({ primaryKey: 'uuid' });
     expect(uuid.map((migration) => new migration().name)).toEqual([
@@ -113,12 +115,14 @@ describe('uuid keys: the migration sets and the id generator', () => {
       'AddGenevaDriveSignals1730000000001',
       'ExactGenevaDriveIdentifiers1730000000002',
       'AddGenevaDriveListIndexes1730000000003',
+      'AddGenevaDriveWaitDeadlines1730000000004',
     ]);
     expect(uuid[0].prototype).toBeInstanceOf(CreateGenevaDriveTables1730000000000);
     expect(uuid[1].prototype).toBeInstanceOf(AddGenevaDriveSignals1730000000001);
     // The upgrade to exact identifiers does not depend on the key type: one class for both sets.
     expect(uuid[2]).toBe(ExactGenevaDriveIdentifiers1730000000002);
     expect(uuid[3]).toBe(AddGenevaDriveListIndexes1730000000003);
+    expect(uuid[4]).toBe(AddGenevaDriveWaitDeadlines1730000000004);
     expect(genevaDriveMigrations({ primaryKey: 'uuid' })).toEqual(uuid); // the same classes on every call
     expect(() => genevaDriveMigrations({ primaryKey: 'int' as never })).toThrow(TypeError);
   });
@@ -199,6 +203,7 @@ describeEachDatabase('uuid keys', (kind) => {
         'AddGenevaDriveSignals1730000000001',
         'ExactGenevaDriveIdentifiers1730000000002',
         'AddGenevaDriveListIndexes1730000000003',
+        'AddGenevaDriveWaitDeadlines1730000000004',
       ]);
     });
   });

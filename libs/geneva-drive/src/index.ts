@@ -23,6 +23,6 @@ export type { PrimaryKeyType } from './persistence/primary-keys.js';
 export * from './errors/index.js';
 export type { WorkflowState } from './state/workflow-state.js';
 export type { StepExecutionState, StepOutcome } from './state/step-execution-state.js';
-export { GENEVA_DRIVE_CHANNELS, type ExecutionEvent, type FinalizeEvent, type PreconditionEvent, type SignalEvent, type StepEvent } from './instrumentation/geneva-drive.events.js';
+export { GENEVA_DRIVE_CHANNELS, type ExecutionEvent, type FinalizeEvent, type PreconditionEvent, type SignalEvent, type SignalTimeoutEvent, type StepEvent } from './instrumentation/geneva-drive.events.js';
 export type { QueuePort, StepJob, StepJobHandler } from './queue/queue.port.js';
 export type { Duration } from './util/duration.js';

@@ -3,6 +3,7 @@ import { importOptional } from '../errors/missing-dependency.error.js';
 import { QueueConfigurationError } from '../errors/queue-configuration.error.js';
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS, QUEUE_PORT } from '../geneva-drive.constants.js';
 import type { BullMqQueueAdapterOptions, BullQueueAdapterOptions, QueueAdapterOptions, ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
+import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { BullQueueAdapter } from './bull-queue.adapter.js';
 import { BullMqQueueAdapter, type BullMqStepConsumer } from './bullmq-queue.adapter.js';
@@ -52,7 +53,7 @@ export function queueRegistration(declared: QueueAdapterOptions | undefined, che
     providers: [
       {
         provide: QUEUE_PORT,
-        useFactory: (options: ResolvedGenevaDriveOptions, transactions: TransactionRunner, logger: LoggerService, registeredQueue?: unknown, gate?: StepJobGate, consumer?: BullMqStepConsumer | null): QueuePort => {
+        useFactory: (options: ResolvedGenevaDriveOptions, transactions: TransactionRunner, logger: LoggerService, schema: SchemaCapabilities, registeredQueue?: unknown, gate?: StepJobGate, consumer?: BullMqStepConsumer | null): QueuePort => {
           const queue = options.queue;
           if (typeof queue.adapter === 'object') return queue.adapter;
           switch (queue.adapter) {
@@ -67,10 +68,10 @@ export function queueRegistration(declared: QueueAdapterOptions | undefined, che
             case 'manual':
               return new ManualQueueAdapter();
             default:
-              return new LocalQueueAdapter(transactions, queue.concurrency ?? 1, logger);
+              return new LocalQueueAdapter(transactions, queue.concurrency ?? 1, logger, schema);
           }
         },
-        inject: [GENEVA_DRIVE_OPTIONS, TransactionRunner, GENEVA_DRIVE_LOGGER, ...registered],
+        inject: [GENEVA_DRIVE_OPTIONS, TransactionRunner, GENEVA_DRIVE_LOGGER, SchemaCapabilities, ...registered],
       },
     ],
     exports: bull ? [GenevaDriveBullQueueModule] : bullMq ? [GenevaDriveBullMqQueueModule] : [],
