@@ -2,7 +2,7 @@
  * The application the benchmarks run: a hero entity, two workflows, and the probe through which the
  * step bodies (and the engine's diagnostics events) report back to the measuring code. Wired like a
  * user's app: TypeOrmModule.forRoot with the geneva-drive entities and migrations, GenevaDriveModule
- * with a real queue adapter (local or Bull), workflows listed among the providers.
+ * with a real queue adapter (local, Bull or BullMQ), workflows listed among the providers.
  */
 import 'reflect-metadata';
 import { type LoggerService, Module, type DynamicModule } from '@nestjs/common';
@@ -28,6 +28,8 @@ export const WAKE_SIGNAL = 'bench_wake';
 export const STEPS_WORKFLOW = 'BenchStepsWorkflow';
 export const SIGNAL_WORKFLOW = 'BenchSignalWorkflow';
 export const PAYMENT_WORKFLOW = 'BenchPaymentWorkflow';
+/** The same shape whose waiting step has a deadline (`timeout`), for the idle window. */
+export const DEADLINE_PAYMENT_WORKFLOW = 'BenchDeadlinePaymentWorkflow';
 /** The signal BenchPaymentWorkflow's second step waits for. */
 export const PAYMENT_SIGNAL = 'payment_confirmed';
 /** The parked step of BenchSignalWorkflow. */
@@ -68,7 +70,7 @@ export class CreateBenchHeroes1600000000000 implements MigrationInterface {
 
 /**
  * One value per key, whichever comes first: the arrival (`arrive`) or the wait (`wait`). Step bodies
- * and event subscribers run in this process (the local queue, or the Bull worker of this process).
+ * and event subscribers run in this process (the local queue, or the Bull or BullMQ worker of this process).
  */
 export class Arrivals<T> {
   private readonly values = new Map<string, T>();
@@ -131,7 +133,8 @@ export const probe = {
 
 subscribe(GENEVA_DRIVE_CHANNELS.precondition, (message) => {
   const event = message as PreconditionEvent;
-  if (event.workflowClass === PAYMENT_WORKFLOW && event.outcome === 'waiting') probe.paymentParked.arrive(event.workflowId, performance.now());
+  const payment = event.workflowClass === PAYMENT_WORKFLOW || event.workflowClass === DEADLINE_PAYMENT_WORKFLOW;
+  if (payment && event.outcome === 'waiting') probe.paymentParked.arrive(event.workflowId, performance.now());
 });
 
 subscribe(GENEVA_DRIVE_CHANNELS.finalize, (message) => {
@@ -183,6 +186,18 @@ export class BenchPaymentWorkflow extends GenevaWorkflow<BenchHero> {
   async a() {}
 
   @Step({ waitFor: PAYMENT_SIGNAL })
+  async b() {
+    probe.paymentBodies.arrive(this.record.id, performance.now());
+  }
+}
+
+/** BenchPaymentWorkflow with a 30-day deadline on its wait: a delayed job (or a timer) per parked step, nothing polled. */
+@Workflow({ name: DEADLINE_PAYMENT_WORKFLOW, hero: () => BenchHero })
+export class BenchDeadlinePaymentWorkflow extends GenevaWorkflow<BenchHero> {
+  @Step()
+  async a() {}
+
+  @Step({ waitFor: PAYMENT_SIGNAL, timeout: '30d' })
   async b() {
     probe.paymentBodies.arrive(this.record.id, performance.now());
   }
@@ -248,7 +263,7 @@ export class BenchModule {
         // No housekeeping: nothing but the measured work runs.
         GenevaDriveModule.forRoot({ queue: config.queue, housekeeping: false, logger: config.logger }),
       ],
-      providers: [BenchStepsWorkflow, BenchSignalWorkflow, BenchPaymentWorkflow],
+      providers: [BenchStepsWorkflow, BenchSignalWorkflow, BenchPaymentWorkflow, BenchDeadlinePaymentWorkflow],
     };
   }
 }

@@ -5,12 +5,13 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { TypeOrmModuleOptions } from '@nestjs/typeorm';
-import Bull from 'bull';
+import { Redis } from 'ioredis';
 import { DataSource, type DataSourceOptions } from 'typeorm';
 import type { QueueAdapterOptions } from 'geneva-drive';
 
 export type DatabaseKind = 'sqlite' | 'postgres' | 'mysql';
-export type QueueKind = 'local' | 'bull';
+export type QueueKind = 'local' | RedisQueueKind;
+export type RedisQueueKind = 'bull' | 'bullmq';
 export type Scenario = 'engine' | 'shape' | 'scale' | 'dashboard';
 const SCENARIOS: readonly Scenario[] = ['engine', 'shape', 'scale', 'dashboard'];
 
@@ -61,16 +62,16 @@ export function sizesFor(quick: boolean): Sizes {
     : { throughputWorkflows: 2_000, latencySignals: 500, latencyWarmup: 20, smallPopulation: 1_000, largePopulation: 100_000, populationSignals: 200, populationWarmup: 20, shapeWorkflows: 2_000, sequentialSignals: 200, simultaneousSignals: 200, costWorkflows: 100, idleParked: 10_000, idleSeconds: 30, dashboardWorkflows: 100_000, dashboardRequests: 100 };
 }
 
-const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull] [--quick] [--concurrency=N] [--runs=N] [--explain] [--seed=N] [--scenarios=engine,shape,scale,dashboard]
+const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull|bullmq] [--quick] [--concurrency=N] [--runs=N] [--explain] [--seed=N] [--scenarios=engine,shape,scale,dashboard]
   engine: steps/second, signal → step start, signal() against the parked population
   shape:  a → b (waitFor) in both arrival orders, signals one at a time and at once, statements (by kind and phase) and Redis commands per workflow, CPU per workflow, idle cost
-  scale:  the shape with 1 sender process and 2 worker processes (PostgreSQL or MySQL with --queue=bull; skipped otherwise)
+  scale:  the shape with 1 sender process and 2 worker processes (PostgreSQL or MySQL with --queue=bull|bullmq; skipped otherwise)
   dashboard: the operator dashboard's workflow list page over 100k workflows
   --runs=N      timed runs of each shape and scale measurement, median reported (default 3)
   GD_PG_URL     default postgres://postgres@127.0.0.1:5432/test   (the bench uses database gd_bench on that server)
   GD_MYSQL_URL  default mysql://root@127.0.0.1:3306/test
   GD_BENCH_DATABASE  default gd_bench: the database (and SQLite file name) the bench drops and recreates
-  REDIS_URL     default redis://127.0.0.1:6379                     (--queue=bull; a unique prefix, obliterated after)`;
+  REDIS_URL     default redis://127.0.0.1:6379                     (--queue=bull|bullmq; a unique prefix, removed after)`;
 
 export function parseArgs(argv: string[]): BenchOptions {
   const options: BenchOptions = { db: 'sqlite', queue: 'local', quick: false, concurrency: 4, explain: false, seed: 20_240_601, runs: 3, scenarios: [...SCENARIOS] };
@@ -82,7 +83,7 @@ export function parseArgs(argv: string[]): BenchOptions {
         options.db = value;
         break;
       case '--queue':
-        if (value !== 'local' && value !== 'bull') throw new UsageError(`unknown --queue "${value}"`);
+        if (value !== 'local' && value !== 'bull' && value !== 'bullmq') throw new UsageError(`unknown --queue "${value}"`);
         options.queue = value;
         break;
       case '--quick':
@@ -190,18 +191,21 @@ export async function recreateDatabase(kind: DatabaseKind): Promise<void> {
   }
 }
 
-/** A unique Bull prefix per run, so a bench never touches another run's (or an app's) keys. */
-export function bullQueue(concurrency: number, prefix = `gd_bench_${process.pid}_${Date.now().toString(36)}`): { options: QueueAdapterOptions; prefix: string; name: string } {
-  const name = 'geneva-drive-bench';
-  return { options: { adapter: 'bull', redis: redisUrl(), name, prefix, concurrency }, prefix, name };
+/** A Redis queue (Bull or BullMQ) on a unique prefix per run, so a bench never touches another run's (or an app's) keys. */
+export function redisQueue(
+  adapter: RedisQueueKind,
+  concurrency: number,
+  prefix = `gd_bench_${process.pid}_${Date.now().toString(36)}`,
+): { adapter: RedisQueueKind; options: QueueAdapterOptions; prefix: string } {
+  return { adapter, options: { adapter, redis: redisUrl(), name: 'geneva-drive-bench', prefix, concurrency }, prefix };
 }
 
-/** Removes every key of a Bull prefix. */
-export async function obliterate(name: string, prefix: string): Promise<void> {
-  const queue = new Bull(name, redisUrl(), { prefix });
+/** Removes every key of a run's prefix (Bull's and BullMQ's keys alike start with it). */
+export async function removeKeys(prefix: string): Promise<void> {
+  const redis = new Redis(redisUrl());
   try {
-    await queue.obliterate({ force: true });
+    for await (const keys of redis.scanStream({ match: `${prefix}:*`, count: 1000 })) if ((keys as string[]).length) await redis.del(...(keys as string[]));
   } finally {
-    await queue.close();
+    redis.disconnect();
   }
 }

@@ -3,7 +3,7 @@
  * signal() with a large parked population versus a small one. Speed targets live here only, never
  * in the test suite.
  *
- *   npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull] [--quick] [--concurrency=N] [--runs=N] [--explain]
+ *   npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull|bullmq] [--quick] [--concurrency=N] [--runs=N] [--explain]
  *                    [--scenarios=engine,shape,scale,dashboard]
  *
  * Prints a table and writes bench/results/latest.json. Exits non-zero when a check fails (the work
@@ -20,11 +20,11 @@ import { DataSource } from 'typeorm';
 import { SignalService, WorkflowService } from 'geneva-drive';
 import { BenchLogger, BenchModule, QueryRecorder } from './app.js';
 import { BulkWriter } from './bulk.js';
-import { bullQueue, databaseOptions, describeDatabase, obliterate, parseArgs, PROJECT_ROOT, recreateDatabase, redisUrl, sizesFor, UsageError, type BenchOptions } from './config.js';
+import { databaseOptions, describeDatabase, parseArgs, PROJECT_ROOT, recreateDatabase, redisQueue, redisUrl, removeKeys, sizesFor, UsageError, type BenchOptions } from './config.js';
 import { measureScale } from './scale.js';
 import { BenchCheckError, measureLatency, measurePopulation, measureThroughput, type BenchContext } from './scenarios.js';
 import { LIST_PAGE_P50_GOAL_MS, measureListPage } from './dashboard.js';
-import { countCost, countPhases, measureIdle, REDIS_BUDGET, runSequential, runSignalAfter, runSignalFirst, runSimultaneous, STATEMENT_BUDGET, type ShapeRun } from './shape.js';
+import { countCost, countPhases, measureIdle, REDIS_BUDGET, runSequential, runSignalAfter, runSignalFirst, runSimultaneous, STATEMENT_BUDGET, type RedisTarget, type ShapeRun } from './shape.js';
 import { evaluateGoals, figure, goalsTable, loads, type ShapeTimings } from './goals.js';
 import { median, ms, seededRandom, table } from './stats.js';
 
@@ -55,7 +55,7 @@ async function main(): Promise<number> {
   const sizes = sizesFor(options.quick);
   const logger = new BenchLogger();
   const recorder = new QueryRecorder();
-  const bull = options.queue === 'bull' ? bullQueue(options.concurrency) : undefined;
+  const bull = options.queue === 'local' ? undefined : redisQueue(options.queue, options.concurrency);
   const queue = bull?.options ?? { adapter: 'local' as const, concurrency: options.concurrency };
 
   const loadBefore = loadavg()[0];
@@ -80,14 +80,14 @@ async function main(): Promise<number> {
       { logger: false },
     );
     try {
-      failure = await runMeasurements(app, options, recorder, logger, results, bull && { prefix: bull.prefix, url: redisUrl() });
+      failure = await runMeasurements(app, options, recorder, logger, results, bull && { adapter: bull.adapter, prefix: bull.prefix, url: redisUrl() });
     } finally {
       await app.close();
     }
   } catch (error) {
     failure = error;
   } finally {
-    if (bull) await obliterate(bull.name, bull.prefix);
+    if (bull) await removeKeys(bull.prefix);
   }
   // The 1-minute load average before and after: other work on the machine skews every number here.
   results.loadAverage = { before: loadBefore, after: loadavg()[0] };
@@ -113,7 +113,7 @@ async function runMeasurements(
   recorder: QueryRecorder,
   logger: BenchLogger,
   results: Record<string, unknown>,
-  bull: { prefix: string; url: string } | undefined,
+  bull: RedisTarget | undefined,
 ): Promise<BenchCheckError | undefined> {
   const sizes = sizesFor(options.quick);
   const dataSource = app.get(DataSource);
@@ -186,9 +186,10 @@ async function runEngineScenarios(ctx: BenchContext, results: Record<string, unk
 /**
  * The comparison shape: statements and Redis commands per workflow (gated by the budgets), statements
  * by named phase, `--runs` timed runs of both arrival orders and of signals one at a time and at once
- * (medians against the timing goals, with the load of each run), and a parked population left idle.
+ * (medians against the timing goals, with the load of each run), and a parked population left idle
+ * (without and with deadlines).
  */
-async function runShapeScenarios(ctx: BenchContext, results: Record<string, unknown>, bull: { prefix: string; url: string } | undefined): Promise<BenchCheckError | undefined> {
+async function runShapeScenarios(ctx: BenchContext, results: Record<string, unknown>, bull: RedisTarget | undefined): Promise<BenchCheckError | undefined> {
   const { sizes, options } = ctx;
   console.log(`shape a → b (waitFor): counting statements${bull ? ' and Redis commands' : ''} over ${sizes.costWorkflows} workflows per arrival order ...`);
   const cost = { signalFirst: await countCost(ctx, 'signalFirst', sizes.costWorkflows, bull), signalAfter: await countCost(ctx, 'signalAfter', sizes.costWorkflows, bull) };
@@ -205,30 +206,34 @@ async function runShapeScenarios(ctx: BenchContext, results: Record<string, unkn
   const goals = evaluateGoals(options.db, timings);
   console.log(`shape a → b (waitFor): ${sizes.idleParked} parked, idle for ${sizes.idleSeconds} s ...`);
   const idle = await measureIdle(ctx, sizes.idleParked, sizes.idleSeconds, bull);
+  console.log(`shape a → b (waitFor, timeout 30d): ${sizes.idleParked} parked with deadlines, idle for ${sizes.idleSeconds} s ...`);
+  const idleWithDeadlines = await measureIdle(ctx, sizes.idleParked, sizes.idleSeconds, bull, { withDeadlines: true });
   const budget = STATEMENT_BUDGET[options.db];
-  results.shape = { cost, phases, timings, goals, idle, budgets: { statements: budget, redis: bull ? REDIS_BUDGET : undefined } };
+  results.shape = { cost, phases, timings, goals, idle, idleWithDeadlines, budgets: { statements: budget, redis: bull ? REDIS_BUDGET[bull.adapter] : undefined } };
 
   const over: string[] = [];
   for (const order of ['signalFirst', 'signalAfter'] as const) {
     if (cost[order].statementsPerWorkflow > budget[order]) over.push(`${cost[order].statementsPerWorkflow} statements per workflow (${order}), budget ${budget[order]}`);
     const redis = cost[order].redisCommandsPerWorkflow;
-    if (redis !== undefined && redis > REDIS_BUDGET[order]) over.push(`${redis} Redis commands per workflow (${order}), budget ${REDIS_BUDGET[order]}`);
+    if (bull && redis !== undefined && redis > REDIS_BUDGET[bull.adapter][order]) over.push(`${redis} Redis commands per workflow (${order}), budget ${REDIS_BUDGET[bull.adapter][order]}`);
   }
   if (idle.statementsWhileIdle > 0) over.push(`${idle.statementsWhileIdle} statements while ${idle.parked} workflows sat parked`);
+  if (idleWithDeadlines.statementsWhileIdle > 0) over.push(`${idleWithDeadlines.statementsWhileIdle} statements while ${idleWithDeadlines.parked} workflows sat parked with deadlines`);
 
   console.log('');
-  const redisCell = (order: 'signalFirst' | 'signalAfter') => (cost[order].redisCommandsPerWorkflow === undefined ? '' : `; ${cost[order].redisCommandsPerWorkflow} Redis commands (budget ${REDIS_BUDGET[order]})`);
+  const redisCell = (order: 'signalFirst' | 'signalAfter') =>
+    !bull || cost[order].redisCommandsPerWorkflow === undefined ? '' : `; ${cost[order].redisCommandsPerWorkflow} Redis commands (budget ${REDIS_BUDGET[bull.adapter][order]})`;
   const server = options.db === 'postgres' ? 'PostgreSQL' : options.db === 'mysql' ? 'mariadbd' : undefined;
   console.log(
     table([
       ['shape a → b (waitFor): counts (gated) and idle', 'result', 'detail'],
       ['statements / workflow, signal first', String(cost.signalFirst.statementsPerWorkflow), `budget ${budget.signalFirst}${redisCell('signalFirst')}`],
       ['statements / workflow, signal after', String(cost.signalAfter.statementsPerWorkflow), `budget ${budget.signalAfter}${redisCell('signalAfter')}`],
-      [
-        `idle, ${idle.parked} parked, ${idle.idleSeconds} s`,
-        `Node ${idle.nodeCpuPercent}% CPU`,
-        `${server && idle.serverCpuPercent !== undefined ? `${server} ${idle.serverCpuPercent}% CPU, ` : ''}${idle.xactCommitPerSecond === undefined ? '' : `${idle.xactCommitPerSecond} commits/s, `}${idle.statementsWhileIdle} statements${idle.redisCommandsWhileIdle === undefined ? '' : `, ${idle.redisCommandsWhileIdle} Redis commands`}; RSS ${idle.rssBeforeMiB} → ${idle.rssAfterMiB} MiB; load ${loads([idle.load])}`,
-      ],
+      ...[idle, idleWithDeadlines].map((window, i) => [
+        `idle, ${window.parked} parked${i === 1 ? ' with deadlines' : ''}, ${window.idleSeconds} s`,
+        `Node ${window.nodeCpuPercent}% CPU`,
+        `${server && window.serverCpuPercent !== undefined ? `${server} ${window.serverCpuPercent}% CPU, ` : ''}${window.xactCommitPerSecond === undefined ? '' : `${window.xactCommitPerSecond} commits/s, `}${window.statementsWhileIdle} statements${window.redisCommandsWhileIdle === undefined ? '' : `, ${window.redisCommandsWhileIdle} Redis commands`}; RSS ${window.rssBeforeMiB} → ${window.rssAfterMiB} MiB; load ${loads([window.load])}`,
+      ]),
       [`park rate, ${idle.parked} parked`, `${idle.parkedPerSecond.toFixed(0)}/s`, `${idle.parkSeconds} s from the first start() to the last park`],
     ]),
   );
@@ -249,13 +254,13 @@ function printPerWorkflow(title: string, first: Record<string, number>, after: R
 
 /**
  * The shape with 1 sender and 2 worker processes, beside the one-process figures of this run (when
- * the shape scenario ran). Needs a queue and a database the processes share: Bull, and PostgreSQL
- * or MySQL.
+ * the shape scenario ran). Needs a queue and a database the processes share: Bull or BullMQ, and
+ * PostgreSQL or MySQL.
  */
 async function runScaleScenario(ctx: BenchContext, results: Record<string, unknown>): Promise<BenchCheckError | undefined> {
   const { sizes, options } = ctx;
-  if (options.queue !== 'bull' || options.db === 'sqlite') {
-    console.log('scale: skipped (needs --queue=bull and --db=postgres or --db=mysql)');
+  if (options.queue === 'local' || options.db === 'sqlite') {
+    console.log('scale: skipped (needs --queue=bull or --queue=bullmq, and --db=postgres or --db=mysql)');
     return undefined;
   }
   const scale = (results.scale = await measureScale(ctx, sizes.shapeWorkflows, options.runs));

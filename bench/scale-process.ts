@@ -1,11 +1,11 @@
 /**
  * One process of the scale scenario (scale.ts forks it): the bench application on the bench
- * database and a Bull queue of the scenario's own prefix, either as the sender (queue concurrency 0:
- * it only calls start() and signal(), and enqueues) or as a worker (runs the steps, and reports how
- * many of the shape's workflows parked and finished).
+ * database and a Redis queue (Bull or BullMQ) of the scenario's own prefix, either as the sender
+ * (queue concurrency 0: it only calls start() and signal(), and enqueues) or as a worker (runs the
+ * steps, and reports how many of the shape's workflows parked and finished).
  *
- * Environment: GD_SCALE_ROLE (sender | worker), GD_SCALE_DB (postgres | mysql), GD_SCALE_PREFIX,
- * GD_SCALE_CONCURRENCY, and GD_BENCH_DATABASE as the parent's.
+ * Environment: GD_SCALE_ROLE (sender | worker), GD_SCALE_DB (postgres | mysql), GD_SCALE_QUEUE
+ * (bull | bullmq), GD_SCALE_PREFIX, GD_SCALE_CONCURRENCY, and GD_BENCH_DATABASE as the parent's.
  * To the parent: { type: 'ready' }, { type: 'progress', parked, finished } (running totals, at most
  * every PROGRESS_MS), { type: 'reply', id, result | error }. From the parent: requests
  * { id, command: 'heroes' (n) | 'start' (signal) | 'signal' | 'cpu' | 'shutdown' }.
@@ -18,7 +18,7 @@ import { DataSource } from 'typeorm';
 import { GENEVA_DRIVE_CHANNELS, SignalService, WorkflowService, type FinalizeEvent, type PreconditionEvent } from 'geneva-drive';
 import { BenchHero, BenchLogger, BenchModule, BenchPaymentWorkflow, PAYMENT_SIGNAL, PAYMENT_WORKFLOW } from './app.js';
 import { BulkWriter } from './bulk.js';
-import { bullQueue, databaseOptions, type DatabaseKind } from './config.js';
+import { databaseOptions, redisQueue, type DatabaseKind, type RedisQueueKind } from './config.js';
 import { forEachLimited } from './stats.js';
 
 export type ScaleRequest =
@@ -53,7 +53,7 @@ async function main(): Promise<void> {
   const concurrency = role === 'sender' ? 0 : Number(env('GD_SCALE_CONCURRENCY'));
   const logger = new BenchLogger();
   const app = await NestFactory.createApplicationContext(
-    BenchModule.register({ database: databaseOptions(db), queue: bullQueue(concurrency, env('GD_SCALE_PREFIX')).options, logger }),
+    BenchModule.register({ database: databaseOptions(db), queue: redisQueue(env('GD_SCALE_QUEUE') as RedisQueueKind, concurrency, env('GD_SCALE_PREFIX')).options, logger }),
     { logger: false },
   );
   const workflows = app.get(WorkflowService);

@@ -1,13 +1,14 @@
 /**
- * The shape across cores: one sender process (Bull queue concurrency 0: it only calls start() and
+ * The shape across cores: one sender process (queue concurrency 0: it only calls start() and
  * signal()) and two worker processes that run the steps, all separate OS processes forked from
- * bench/dist/scale-process.js, on the bench database and a Bull prefix of their own. Both arrival
- * orders, timed here in the parent from the request to the sender until the workers' batched
- * reports (every few ms) add up to every workflow finished; then checked in the database.
+ * bench/dist/scale-process.js, on the bench database and a Redis prefix of their own (the run's
+ * --queue, Bull or BullMQ). Both arrival orders, timed here in the parent from the request to the
+ * sender until the workers' batched reports (every few ms) add up to every workflow finished; then
+ * checked in the database.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { bullQueue, obliterate, PROJECT_ROOT } from './config.js';
+import { PROJECT_ROOT, removeKeys } from './config.js';
 import { openWindow, type WindowCost } from './load.js';
 import type { ScaleMessage, ScaleRequest } from './scale-process.js';
 import { afterRates, round, verify, type ShapeRun } from './shape.js';
@@ -104,7 +105,7 @@ export interface ScaleResult {
 /** `runs` timed runs of both arrival orders, `n` workflows each, with 1 sender and 2 worker processes. */
 export async function measureScale(ctx: BenchContext, n: number, runs: number): Promise<ScaleResult> {
   const prefix = `gd_bench_scale_${process.pid}_${Date.now().toString(36)}`;
-  const env = { GD_SCALE_DB: ctx.options.db, GD_SCALE_PREFIX: prefix, GD_SCALE_CONCURRENCY: String(ctx.options.concurrency) };
+  const env = { GD_SCALE_DB: ctx.options.db, GD_SCALE_QUEUE: ctx.options.queue, GD_SCALE_PREFIX: prefix, GD_SCALE_CONCURRENCY: String(ctx.options.concurrency) };
   const sender = ScaleChild.fork('sender', env);
   const workers = Array.from({ length: WORKERS }, () => ScaleChild.fork('worker', env));
   const all = [sender, ...workers];
@@ -162,6 +163,6 @@ export async function measureScale(ctx: BenchContext, n: number, runs: number): 
     return result;
   } finally {
     for (const child of all) child.kill();
-    await obliterate(bullQueue(0, prefix).name, prefix);
+    await removeKeys(prefix);
   }
 }

@@ -8,7 +8,7 @@ import { memoryUsage } from 'node:process';
 import { In } from 'typeorm';
 import { Redis } from 'ioredis';
 import { Signal, StepExecution, WorkflowRecord, type Signal as SignalRow } from 'geneva-drive';
-import { BenchHero, BenchPaymentWorkflow, PAYMENT_SIGNAL, PAYMENT_WORKFLOW, probe } from './app.js';
+import { BenchDeadlinePaymentWorkflow, BenchHero, BenchPaymentWorkflow, PAYMENT_SIGNAL, PAYMENT_WORKFLOW, probe } from './app.js';
 import { openWindow, type WindowCost } from './load.js';
 import { PhaseTracker } from './phases.js';
 import { assert, type BenchContext } from './scenarios.js';
@@ -29,8 +29,19 @@ export const STATEMENT_BUDGET: Record<'postgres' | 'mysql' | 'sqlite', { signalF
   mysql: { signalFirst: 30, signalAfter: 30 },
   sqlite: { signalFirst: 30, signalAfter: 30 },
 };
-/** Redis commands per workflow on Bull: half of what two and three Bull jobs cost before (44 / 66). */
-export const REDIS_BUDGET = { signalFirst: 22, signalAfter: 33 };
+/**
+ * Redis commands per workflow, by queue adapter. Bull: half of what two and three Bull jobs cost
+ * before (44 / 66). BullMQ: likewise half of what two and three BullMQ jobs cost when its adapter
+ * came (67 / 101: about 33 a job, a third of them XADDs to its event stream).
+ */
+export const REDIS_BUDGET = { bull: { signalFirst: 22, signalAfter: 33 }, bullmq: { signalFirst: 34, signalAfter: 51 } };
+
+/** The Redis queue of a bench run, whose commands are counted. */
+export interface RedisTarget {
+  adapter: 'bull' | 'bullmq';
+  prefix: string;
+  url: string;
+}
 
 /** 1-minute load average as a timed run began and as it ended. */
 export interface RunLoad {
@@ -68,7 +79,7 @@ export interface CostCount {
   statementsPerWorkflow: number;
   /** Statements per workflow by kind (verb and table; FOR UPDATE marked), most frequent first. */
   statementsByKind: Record<string, number>;
-  /** Bull only: Redis commands per workflow seen by MONITOR on this run's keys, by command. */
+  /** Bull and BullMQ only: Redis commands per workflow seen by MONITOR on this run's keys, by command. */
   redisCommandsPerWorkflow?: number;
   redisByCommand?: Record<string, number>;
 }
@@ -224,12 +235,17 @@ async function parked(ctx: BenchContext, n: number, timeoutMs = TIMEOUT_MS): Pro
 }
 
 /** As parked(), with the time from the first start() to the last park (the heroes are inserted before the clock). */
-async function parkTimed(ctx: BenchContext, n: number, timeoutMs: number): Promise<{ ids: string[]; parkMs: number }> {
+async function parkTimed(
+  ctx: BenchContext,
+  n: number,
+  timeoutMs: number,
+  workflowClass: typeof BenchPaymentWorkflow | typeof BenchDeadlinePaymentWorkflow = BenchPaymentWorkflow,
+): Promise<{ ids: string[]; parkMs: number }> {
   const list = await heroes(ctx, n);
   const ids: string[] = [];
   const started = performance.now();
   await forEachLimited(list, LANES, async (hero) => {
-    ids.push((await ctx.workflows.start(BenchPaymentWorkflow, hero)).id);
+    ids.push((await ctx.workflows.start(workflowClass, hero)).id);
   });
   const parkedAt = await Promise.all(ids.map((id) => probe.paymentParked.wait(id, timeoutMs, 'the parked step')));
   return { ids, parkMs: Math.max(...parkedAt) - started };
@@ -267,7 +283,7 @@ export async function countPhases(ctx: BenchContext, order: 'signalFirst' | 'sig
  * every Redis command on this run's keys, divided by `n`. Nothing else runs meanwhile, and the waits
  * use the engine's events, never a poll of the database; the check of the rows comes after counting.
  */
-export async function countCost(ctx: BenchContext, order: 'signalFirst' | 'signalAfter', n: number, bull?: { prefix: string; url: string }): Promise<CostCount> {
+export async function countCost(ctx: BenchContext, order: 'signalFirst' | 'signalAfter', n: number, bull?: RedisTarget): Promise<CostCount> {
   const list = await heroes(ctx, n);
   const monitor = bull ? await RedisMonitor.start(bull.url, bull.prefix) : undefined;
   const statements: Array<{ query: string }> = (ctx.recorder.recording = []);
@@ -293,8 +309,14 @@ export async function countCost(ctx: BenchContext, order: 'signalFirst' | 'signa
 }
 
 /** `n` workflows started and parked through the API, then left alone for `idleSeconds`. */
-export async function measureIdle(ctx: BenchContext, n: number, idleSeconds: number, bull?: { prefix: string; url: string }): Promise<IdleResult> {
-  const { parkMs } = await parkTimed(ctx, n, TIMEOUT_MS * 5);
+export async function measureIdle(
+  ctx: BenchContext,
+  n: number,
+  idleSeconds: number,
+  bull?: { prefix: string; url: string },
+  options: { withDeadlines?: boolean } = {},
+): Promise<IdleResult> {
+  const { parkMs } = await parkTimed(ctx, n, TIMEOUT_MS * 5, options.withDeadlines ? BenchDeadlinePaymentWorkflow : BenchPaymentWorkflow);
   // Let the last commits and job completions settle before the window opens. On PostgreSQL also let
   // the backends report the setup's commits: an idle backend flushes its pending statistics to
   // pg_stat_database up to 10 s late (PGSTAT_IDLE_INTERVAL), which would count as idle commits.
@@ -355,7 +377,7 @@ export function round(value: number): number {
   return Math.round(value * 100) / 100;
 }
 
-/** Redis MONITOR on a separate connection, counting the commands that touch this run's Bull keys. */
+/** Redis MONITOR on a separate connection, counting the commands that touch this run's queue keys. */
 class RedisMonitor {
   private total = 0;
   private readonly byCommand: Record<string, number> = {};

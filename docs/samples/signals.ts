@@ -3,6 +3,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import {
   GenevaWorkflow,
+  NoOngoingWorkflowError,
   SignalMatcher,
   SignalService,
   Step,
@@ -19,7 +20,7 @@ import { Contract, Order, PaymentsService } from './shop.js';
 
 // #region matcher-predicate
 /** Only the signature of this contract's own document counts. */
-export const DOCUMENT_SIGNED = new SignalMatcher<{ documentId: string; timedOut?: boolean }, ContractWorkflow>(
+export const DOCUMENT_SIGNED = new SignalMatcher<{ documentId: string }, ContractWorkflow>(
   'document_signed',
   (payload, wf) => payload.documentId === wf.hero.documentId,
 );
@@ -35,9 +36,9 @@ export class ContractWorkflow extends GenevaWorkflow<Contract> {
     this.logger.log(`sending document ${this.hero.documentId}`);
   }
 
-  @Step({ waitFor: DOCUMENT_SIGNED, skipIf: (wf: ContractWorkflow) => wf.hero.preSigned })
+  /** Two weeks to countersign, then the contract is given up on. */
+  @Step({ waitFor: DOCUMENT_SIGNED, timeout: '14d', onTimeout: 'cancel', skipIf: (wf: ContractWorkflow) => wf.hero.preSigned })
   async awaitCountersignature() {
-    if (this.receivedSignal!.payload.timedOut) this.cancel();
     await this.dataSource.getRepository(Contract).update(this.hero.id, { countersigned: true });
   }
 }
@@ -136,28 +137,85 @@ export class PaymentLedger {
 }
 // #endregion caller-transaction
 
-// #region deadline
-/** The contract's clock: a one-step workflow that sends the deadline as a signal. */
+// #region deadline-run
+/** The body runs either way: with the signature, or timed out after a week. */
 @Workflow({ hero: () => Contract })
-export class ContractDeadlineWorkflow extends GenevaWorkflow<Contract> {
-  constructor(
-    private readonly workflows: WorkflowService,
-    private readonly signals: SignalService,
-  ) {
+export class QuoteWorkflow extends GenevaWorkflow<Contract> {
+  @Step({ waitFor: DOCUMENT_SIGNED, timeout: '7d' })
+  async awaitAcceptance() {
+    if (this.timedOut) return this.logger.log(`quote ${this.hero.documentId} expired unanswered`);
+    this.logger.log(`quote accepted on ${this.receivedSignal!.createdAt.toISOString()}`);
+  }
+}
+// #endregion deadline-run
+
+// #region deadline-signal-hero
+@Injectable()
+export class SignatureWebhook {
+  constructor(private readonly signals: SignalService) {}
+
+  /** The e-signature provider knows the contract, not the workflow. */
+  async documentSigned(contractId: string, documentId: string, eventId: string): Promise<void> {
+    await this.signals.signalHero(ContractWorkflow, contractId, 'document_signed', { payload: { documentId }, idempotencyKey: eventId });
+  }
+}
+// #endregion deadline-signal-hero
+
+// #region deadline
+/** The countersignature of this contract's document, or one of its own deadlines. */
+export const SIGNED_OR_DEADLINE: SignalMatcherLike<RemindedContractWorkflow> = {
+  describe: () => 'document_signed or contract_deadline',
+  matches: (signal, wf) => signal.name === 'contract_deadline' || (signal.name === 'document_signed' && signal.payload.documentId === wf.hero.documentId),
+};
+
+/** A reminder after a week, the end after two: each deadline is a signal the steps branch on. */
+@Workflow({ hero: () => Contract })
+export class RemindedContractWorkflow extends GenevaWorkflow<Contract> {
+  constructor(@InjectDataSource() private readonly dataSource: DataSource) {
     super();
   }
 
-  @Step({ wait: '14d' })
-  async sendDeadline() {
-    const contract = await this.workflows.findOngoing(ContractWorkflow, this.hero);
-    if (!contract) return; // already signed, or given up on
+  @Step({ waitFor: SIGNED_OR_DEADLINE })
+  async awaitSignatureOrReminder() {
+    if (this.receivedSignal!.payload.stage === 'remind') return this.logger.log(`reminding the signer of ${this.hero.documentId}`);
+    await this.countersign();
+    this.finished();
+  }
+
+  @Step({ waitFor: SIGNED_OR_DEADLINE })
+  async awaitSignatureOrExpiry() {
+    if (this.receivedSignal!.payload.stage === 'expire') this.cancel();
+    await this.countersign();
+  }
+
+  private async countersign(): Promise<void> {
+    await this.dataSource.getRepository(Contract).update(this.hero.id, { countersigned: true });
+  }
+}
+
+/** The contract's clock: sends each deadline as a signal, once, to the contract's ongoing workflow. */
+@Workflow({ hero: () => Contract })
+export class ContractDeadlineWorkflow extends GenevaWorkflow<Contract> {
+  constructor(private readonly signals: SignalService) {
+    super();
+  }
+
+  @Step({ wait: '7d' })
+  async remind() {
+    await this.sendDeadline('remind');
+  }
+
+  @Step({ wait: '7d' })
+  async expire() {
+    await this.sendDeadline('expire');
+  }
+
+  private async sendDeadline(stage: 'remind' | 'expire'): Promise<void> {
     try {
-      await this.signals.signal(contract, 'document_signed', {
-        payload: { documentId: this.hero.documentId, timedOut: true }, // must pass DOCUMENT_SIGNED too
-        idempotencyKey: `deadline-${contract.id}`,
-      });
+      await this.signals.signalHero(RemindedContractWorkflow, this.hero, 'contract_deadline', { payload: { stage }, idempotencyKey: `${stage}-${this.hero.id}` });
     } catch (error) {
-      if (!(error instanceof WorkflowNotOngoingError)) throw error; // it ended meanwhile: nothing to do
+      // Already signed, or given up on: nothing to do.
+      if (!(error instanceof NoOngoingWorkflowError || error instanceof WorkflowNotOngoingError)) throw error;
     }
   }
 }
@@ -169,11 +227,11 @@ export class ContractsService {
     private readonly workflows: WorkflowService,
   ) {}
 
-  /** Starts the contract and its deadline together. */
+  /** Starts the contract and its clock together. */
   async open(documentId: string): Promise<Contract> {
     return this.dataSource.transaction(async (manager) => {
       const contract = await manager.save(manager.create(Contract, { documentId }));
-      await this.workflows.start(ContractWorkflow, contract, { manager });
+      await this.workflows.start(RemindedContractWorkflow, contract, { manager });
       await this.workflows.start(ContractDeadlineWorkflow, contract, { manager });
       return contract;
     });

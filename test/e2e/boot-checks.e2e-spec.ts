@@ -138,6 +138,9 @@ describeEachDatabase('boot checks', (kind) => {
     await expect(boot([engine({ queue: { adapter: 'bull', url: 'redis://x' } as never })])).rejects.toThrow(
       'GenevaDriveModule: unknown option "queue.url" (the options are queue.adapter, queue.redis, queue.name, queue.prefix, queue.concurrency, queue.configKey, queue.limiter, queue.settings, queue.defaultJobOptions, queue.createClient)',
     );
+    await expect(boot([engine({ queue: { adapter: 'bullmq', settings: {} } as never })])).rejects.toThrow(
+      'GenevaDriveModule: unknown option "queue.settings" (the options are queue.adapter, queue.redis, queue.name, queue.prefix, queue.concurrency, queue.configKey, queue.defaultJobOptions, queue.worker)',
+    );
   });
 
   it('an unknown option in what the forRootAsync factory returns: InvalidOptionError naming it', async () => {

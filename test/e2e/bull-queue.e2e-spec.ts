@@ -1,15 +1,15 @@
 /**
- * The Bull adapter on a real Redis, with nothing driven by hand: the test application consumes its
- * own queue (concurrency 2) and the tests only start workflows and watch the database and Redis.
+ * The Redis queue adapters (`bull` and `bullmq`, each suite run on both) on a real Redis, with nothing
+ * driven by hand: the test application consumes its own queue (concurrency 2) and the tests only
+ * start workflows and watch the database and Redis.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
-import Bull from 'bull';
 import { QUEUE_PORT, SignalService, WorkflowRecord, WorkflowService } from 'geneva-drive';
-import { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
-import { describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
+import { describeEachDatabase, redisAvailable, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
-import { removePendingJobs, sleep, waitUntil } from '../src/bull-wait.js';
+import { sleep, waitUntil } from '../src/bull-wait.js';
+import { REDIS_QUEUE_DRIVERS, type FailedJobEvent, type JobEvent, type QueueView, type RedisQueueDriver } from '../src/redis-queues.js';
 import {
   journalOf,
   QUEUE_WORKFLOWS,
@@ -17,6 +17,7 @@ import {
   QueueFailingWorkflow,
   QueueParkedWorkflow,
   QueueSignalWorkflow,
+  QueueSlowWorkflow,
   QueueStepError,
   QueueThreeStepWorkflow,
   queueJournal,
@@ -24,56 +25,42 @@ import {
 
 const QUEUE_NAME = 'geneva-drive';
 
-interface SeenJob {
-  jobId: string;
-  executionId: string;
-}
-
-interface FailedJob extends SeenJob {
-  attemptsMade: number;
-  attempts: number | undefined;
-  message: string;
-}
-
-function bullSuite(kind: DatabaseKind): void {
-  // Unique per file, jest worker process and database: parallel workers and runs never share keys.
-  const prefix = `gd-e2e-bull-queue-${process.pid}-${kind}`;
-  let admin: Bull.Queue;
+function redisQueueSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
+  // Unique per file, adapter, jest worker process and database: parallel workers and runs never share keys.
+  const prefix = `gd-e2e-${driver.adapter}-queue-${process.pid}-${kind}`;
+  let admin: ReturnType<RedisQueueDriver['handle']>;
   let app: TestApp;
-  let queue: Bull.Queue<{ executionId: string }>;
+  let queue: QueueView;
   let workflows: WorkflowService;
   let hero: TestHero;
-  const active: SeenJob[] = [];
-  const failed: FailedJob[] = [];
+  const active: JobEvent[] = [];
+  const failed: FailedJobEvent[] = [];
 
   beforeAll(async () => {
     // A queue handle of our own for cleaning: obliterate pauses the queue it is called on.
-    admin = new Bull(QUEUE_NAME, redisUrl(), { prefix });
-    await admin.obliterate({ force: true });
+    admin = driver.handle(QUEUE_NAME, prefix);
+    await admin.obliterate();
     // Chains never stop on time here, however loaded the machine: which steps had a job of their own is exact.
     app = await createTestApp(kind, QUEUE_WORKFLOWS, {
-      queue: { adapter: 'bull', redis: redisUrl(), prefix, name: QUEUE_NAME, concurrency: 2 },
+      queue: driver.options({ prefix, name: QUEUE_NAME, concurrency: 2 }),
       chainSteps: { maxDuration: '10m' },
     });
     const adapter = app.moduleRef.get(QUEUE_PORT);
-    expect(adapter).toBeInstanceOf(BullQueueAdapter);
-    queue = (adapter as BullQueueAdapter).queue;
+    queue = driver.view(adapter);
     // Local events: this process is the only consumer of the queue.
-    queue.on('active', (job) => active.push({ jobId: String(job.id), executionId: job.data.executionId }));
-    queue.on('failed', (job, error) =>
-      failed.push({ jobId: String(job.id), executionId: job.data.executionId, attemptsMade: job.attemptsMade, attempts: job.opts.attempts, message: error.message }),
-    );
+    driver.onActive(adapter, (job) => active.push(job));
+    driver.onFailed(adapter, (job) => failed.push(job));
     workflows = app.moduleRef.get(WorkflowService);
   });
 
   afterAll(async () => {
     await app?.close();
-    await admin?.obliterate({ force: true });
+    await admin?.obliterate();
     await admin?.close();
   });
 
   beforeEach(async () => {
-    await removePendingJobs(queue); // delayed jobs a previous test left behind
+    await queue.removePending(); // delayed jobs a previous test left behind
     await app.reset();
     queueJournal.length = 0;
     active.length = 0;
@@ -89,7 +76,7 @@ function bullSuite(kind: DatabaseKind): void {
       return record.state === state ? record : null;
     });
 
-  it('runs a three-step workflow to finished by itself: a step that waits is a Bull job whose id is its execution id, steps due at once start in this process', async () => {
+  it('runs a three-step workflow to finished by itself: a step that waits is a job whose id is its execution id, steps due at once start in this process', async () => {
     const wf = await workflows.start(QueueThreeStepWorkflow, hero);
     const finished = await waitForState(wf, 'finished');
 
@@ -101,13 +88,14 @@ function bullSuite(kind: DatabaseKind): void {
       ['stepTwo', 'completed', 'success'],
       ['stepThree', 'completed', 'success'],
     ]);
-    // The 300 ms wait was scheduled and Bull did not run the step before it was due.
+    // The 300 ms wait was scheduled and the queue did not run the step before it was due.
     const [one, two] = history;
     expect(two.scheduledFor.getTime() - one.finishedAt!.getTime()).toBeGreaterThanOrEqual(290);
     expect(two.startedAt!.getTime()).toBeGreaterThanOrEqual(two.scheduledFor.getTime() - 10);
-    // The step after the wait is a Bull job with the execution id. The first, due when start()
-    // committed in this worker process (it has free slots), started here with no trip to Redis;
-    // stepThree, due the moment stepTwo completed, started in the same worker and transaction.
+    // The step after the wait is a job with the execution id (in Redis BullMQ's stands behind
+    // `step-`; the events and rows give the engine's). The first, due when start() committed in
+    // this worker process (it has free slots), started here with no trip to Redis; stepThree, due
+    // the moment stepTwo completed, started in the same worker and transaction.
     expect(active).toEqual([{ jobId: two.id, executionId: two.id }]);
     // Each row records its job id; the inline step had none.
     expect(history.map((e) => e.jobId)).toEqual([one.id, two.id, null]);
@@ -124,7 +112,7 @@ function bullSuite(kind: DatabaseKind): void {
     await waitForState(wf, 'finished');
     const wakeId = `${parked.id}-wake-${signal.id}`;
     // No trip through Redis: the wake started in this process (an enqueue-only sender's goes through
-    // Bull under the same id: see the signals-race and multi-process specs).
+    // Redis under the same id: see the signals-race and multi-process specs).
     expect(active).toEqual([]);
     const history = await workflows.executionHistory(wf);
     expect(history.map((e) => [e.stepName, e.state, e.jobId])).toEqual([
@@ -139,25 +127,25 @@ function bullSuite(kind: DatabaseKind): void {
     // Jobs are enqueued after the commit, a moment after start() returns.
     const job = await waitUntil(`the job of execution ${execution.id}`, () => queue.getJob(execution.id));
 
-    expect(String(job.id)).toBe(execution.id);
-    // Besides the execution, the job names its workflow and hero: the executor locks and reads them without a lookup.
+    expect(job.queueId).toBe(driver.queueJobId(execution.id));
+    // Besides the execution, the job names its workflow and hero, flat in its data on both adapters:
+    // the executor locks and reads them without a lookup.
     expect(job.data).toEqual({ executionId: execution.id, workflowId: wf.id, heroType: 'TestHero', heroId: String(hero.id) });
-    expect(await job.getState()).toBe('delayed');
-    expect(job.opts.attempts).toBe(1);
-    expect(job.timestamp + job.opts.delay!).toBeGreaterThanOrEqual(execution.scheduledFor.getTime() - 50);
-    expect(job.timestamp + job.opts.delay!).toBeLessThanOrEqual(execution.scheduledFor.getTime() + 50);
+    expect(job.state).toBe('delayed');
+    expect(job.attempts).toBe(1);
+    expect(job.dueAt).toBeGreaterThanOrEqual(execution.scheduledFor.getTime() - 50);
+    expect(job.dueAt).toBeLessThanOrEqual(execution.scheduledFor.getTime() + 50);
 
     // resume() enqueues the kept execution again: same job id, so still one job.
     await workflows.pause(wf);
     await workflows.resume(wf);
     await sleep(100);
-    const counts = await queue.getJobCounts();
-    expect(counts).toMatchObject({ waiting: 0, active: 0, delayed: 1 });
-    expect((await queue.getDelayed()).map((j) => String(j.id))).toEqual([execution.id]);
+    expect(await queue.counts()).toMatchObject({ waiting: 0, active: 0, delayed: 1 });
+    expect(await queue.delayedIds()).toEqual([execution.id]);
     expect(journalOf(wf.id)).toEqual([]);
   });
 
-  it('leaves a workflow whose step throws paused, with the error recorded, and Bull does not retry the job', async () => {
+  it('leaves a workflow whose step throws paused, with the error recorded, and the queue does not retry the job', async () => {
     const wf = await workflows.start(QueueFailingWorkflow, hero);
     await waitForState(wf, 'paused');
     const [execution, ...others] = await workflows.executionHistory(wf);
@@ -165,8 +153,8 @@ function bullSuite(kind: DatabaseKind): void {
     expect(execution).toMatchObject({ stepName: 'explode', state: 'failed', outcome: 'failed', errorClassName: QueueStepError.name });
     expect(execution.errorMessage).toContain(`boom in workflow ${wf.id}`);
 
-    // The engine re-throws after committing: Bull records one failed attempt out of one.
-    const failure = await waitUntil('Bull to report the failed job', () => failed.find((job) => job.executionId === execution.id));
+    // The engine re-throws after committing: the queue records one failed attempt out of one.
+    const failure = await waitUntil('the queue to report the failed job', () => failed.find((job) => job.executionId === execution.id));
     expect(failure).toMatchObject({ jobId: execution.id, attemptsMade: 1, attempts: 1, message: `boom in workflow ${wf.id}` });
 
     await sleep(500); // a retry would run now (no backoff is configured)
@@ -184,7 +172,7 @@ function bullSuite(kind: DatabaseKind): void {
     expect(Date.now()).toBeLessThan(first.scheduledFor.getTime()); // paused before the step was due
     expect(await waitUntil('the delayed job in Redis', () => queue.getJob(first.id))).toBeTruthy();
 
-    // The job comes due while the workflow is paused: Bull delivers it and the engine refuses to run it.
+    // The job comes due while the workflow is paused: the queue delivers it and the engine refuses to run it.
     await waitUntil('the delayed job to be delivered and removed', async () => Date.now() > first.scheduledFor.getTime() && (await queue.getJob(first.id)) === null);
     expect(active.map((job) => job.jobId)).toContain(first.id);
     await sleep(100);
@@ -199,6 +187,28 @@ function bullSuite(kind: DatabaseKind): void {
     expect(history.at(-1)).toMatchObject({ stepName: 'last', state: 'completed', outcome: 'success' });
   });
 
+  it('on shutdown, waits for the running step and enqueues its successor before the queue closes', async () => {
+    const ownPrefix = `${prefix}-shutdown`;
+    const own = await createTestApp(kind, [QueueSlowWorkflow], { prepare: false, queue: driver.options({ prefix: ownPrefix, name: QUEUE_NAME, concurrency: 1 }) });
+    const wf = await own.moduleRef.get(WorkflowService).start(QueueSlowWorkflow, hero);
+    await waitUntil('the slow step to start', () => journalOf(wf.id).includes('slow:start'));
+    await own.close();
+
+    expect(journalOf(wf.id)).toEqual(['slow:start', 'slow:end']);
+    const history = await workflows.executionHistory(wf);
+    expect(history.map((e) => [e.stepName, e.state, e.outcome])).toEqual([
+      ['slow', 'completed', 'success'],
+      ['later', 'scheduled', null],
+    ]);
+    const ownQueue = driver.handle(QUEUE_NAME, ownPrefix);
+    try {
+      expect((await ownQueue.getJob(history[1].id))?.state).toBe('delayed');
+    } finally {
+      await ownQueue.obliterate();
+      await ownQueue.close();
+    }
+  });
+
   it('enqueues nothing for a workflow started inside a caller transaction that rolls back', async () => {
     const rollback = new Error('caller rolls back');
     await expect(
@@ -211,21 +221,27 @@ function bullSuite(kind: DatabaseKind): void {
 
     await sleep(300); // after-commit hooks would have run by now
     expect(await app.dataSource.getRepository(WorkflowRecord).count()).toBe(0);
-    expect(await queue.getJobCounts()).toMatchObject({ waiting: 0, active: 0, delayed: 0, completed: 0, failed: 0 });
+    expect(await queue.counts()).toMatchObject({ waiting: 0, active: 0, delayed: 0, completed: 0, failed: 0 });
     expect(active).toHaveLength(0);
 
     // Control: the same start, committed, does leave its (delayed) job in Redis.
     const committed = await app.dataSource.transaction((manager) => workflows.start(QueueParkedWorkflow, hero, { manager }));
     const execution = (await workflows.currentExecution(committed))!;
     await waitUntil('the committed workflow’s job', () => queue.getJob(execution.id));
-    expect(await queue.getJobCounts()).toMatchObject({ waiting: 0, active: 0, delayed: 1 });
+    expect(await queue.counts()).toMatchObject({ waiting: 0, active: 0, delayed: 1 });
   });
 }
 
+function bothAdapters(): void {
+  for (const driver of Object.values(REDIS_QUEUE_DRIVERS)) {
+    describeEachDatabase(`${driver.adapter} queue adapter on Redis`, (kind) => redisQueueSuite(driver, kind));
+  }
+}
+
 if (redisAvailable()) {
-  describeEachDatabase('Bull queue adapter on Redis', bullSuite);
+  bothAdapters();
 } else {
   const reason = `Redis not reachable at ${process.env.GD_REDIS_URL ?? 'redis://127.0.0.1:6379'}`;
-  console.warn(`bull-queue.e2e-spec: ${reason} — Bull queue tests skipped (set GENEVA_DRIVE_TEST_REQUIRE=redis to make this a failure)`);
-  describe.skip(`Bull queue adapter on Redis (skipped: ${reason})`, () => describeEachDatabase('Bull queue adapter on Redis', bullSuite));
+  console.warn(`bull-queue.e2e-spec: ${reason} — Redis queue tests skipped (set GENEVA_DRIVE_TEST_REQUIRE=redis to make this a failure)`);
+  describe.skip(`Redis queue adapters (skipped: ${reason})`, bothAdapters);
 }

@@ -9,6 +9,7 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
+import { cliQueue } from '../../libs/geneva-drive/src/cli/cli.module.js';
 import { compileChildEntry, ROOT } from '../src/child-process.js';
 import { createDashboardApp, parkedInvoice as parkInvoice, InvoiceFlow, saveHero, type DashboardApp } from '../src/dashboard-app.js';
 import { dataSourceOptions, describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
@@ -162,19 +163,23 @@ describeEachDatabase('geneva-drive CLI', (kind) => {
   });
 });
 
-describeEachDatabase('geneva-drive CLI with the application on Bull', (kind) => {
+for (const adapter of ['bull', 'bullmq'] as const) describeEachDatabase(`geneva-drive CLI with the application on ${adapter}`, (kind) => {
   if (kind === 'mysql' || !redisAvailable()) return;
   const queue = `gd-cli-${randomUUID()}`;
   let d: DashboardApp;
   beforeAll(async () => {
-    d = await createDashboardApp(kind, { allowUnauthenticated: true }, { queue: { adapter: 'bull', redis: redisUrl(), name: queue, concurrency: 1 } });
+    d = await createDashboardApp(kind, { allowUnauthenticated: true }, { queue: { adapter, redis: redisUrl(), name: queue, concurrency: 1 } });
   });
   afterAll(() => d?.close());
+
+  it('runs no steps itself: its queue is enqueue-only', () => {
+    expect(cliQueue({ adapter, redis: redisUrl(), name: queue })).toEqual({ adapter, redis: redisUrl(), name: queue, concurrency: 0 });
+  });
 
   it("wakes the parked step in the application's worker", async () => {
     const workflow = await d.workflows.start(InvoiceFlow, await saveHero(d.dataSource));
     await until(async () => (await d.workflows.currentExecution(workflow))?.state === 'waiting');
-    const sent = await cli(kind, ['signal', workflow.id, 'payment_confirmed', '--payload', '{"amountCents": 900}'], { GD_CLI_BULL_QUEUE: queue });
+    const sent = await cli(kind, ['signal', workflow.id, 'payment_confirmed', '--payload', '{"amountCents": 900}'], { GD_CLI_BULL_QUEUE: queue, GD_CLI_QUEUE_ADAPTER: adapter });
     expect(sent.code).toBe(0);
     await until(async () => (await d.workflows.find(workflow.id)).state === 'finished');
     expect((await d.workflows.executionHistory(workflow)).map((e) => `${e.stepName}:${e.state}`)).toEqual(['prepare:completed', 'awaitPayment:completed', 'issueReceipt:completed']);

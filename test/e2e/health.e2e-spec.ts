@@ -1,35 +1,35 @@
 /**
  * GenevaDriveHealthIndicator through @nestjs/terminus' HealthCheckService, on a real database and
- * the Bull queue on Redis: up, down when the queue stops answering, and down past the gauges'
+ * each Redis queue adapter (`bull`, `bullmq`): up, down when the queue stops answering, and down past the gauges'
  * thresholds read from the last housekeeping run.
  */
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { Module } from '@nestjs/common';
 import { HealthCheckService, TerminusModule } from '@nestjs/terminus';
 import { HousekeepingService, QUEUE_PORT, WorkflowService } from 'geneva-drive';
-import type { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
 import { GenevaDriveHealthIndicator } from 'geneva-drive/terminus';
-import { describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
+import { describeEachDatabase, redisAvailable, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { sleep, waitUntil } from '../src/bull-wait.js';
 import { DeliveryWorkflow } from '../src/housekeeping-workflows.js';
+import { REDIS_QUEUE_DRIVERS, type RedisQueueDriver } from '../src/redis-queues.js';
 
 @Module({ imports: [TerminusModule], providers: [GenevaDriveHealthIndicator], exports: [GenevaDriveHealthIndicator] })
 class HealthModule {}
 
-function healthSuite(kind: DatabaseKind): void {
+function healthSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
   let app: TestApp | undefined;
-  const prefix = `gd-e2e-health-${process.pid}-${kind}`;
+  const prefix = `gd-e2e-health-${driver.adapter}-${process.pid}-${kind}`;
 
   beforeEach(async () => {
     app = await createTestApp(kind, [DeliveryWorkflow], {
-      queue: { adapter: 'bull', redis: redisUrl(), prefix, name: 'gd-health' },
+      queue: driver.options({ prefix, name: 'gd-health' }),
       waitingVisibilityThreshold: 1,
       imports: [HealthModule],
     });
     // Bull rejects, unhandled, when a queue is closed before its processor finished connecting.
-    await waitUntil('the processor to connect', async () => (await queue().getWorkers()).length > 0);
+    await waitUntil('the processor to connect', async () => (await queue().workerCount()) > 0);
   });
 
   afterEach(async () => {
@@ -37,7 +37,7 @@ function healthSuite(kind: DatabaseKind): void {
     app = undefined;
   });
 
-  const queue = () => (app!.moduleRef.get(QUEUE_PORT) as BullQueueAdapter).queue;
+  const queue = () => driver.view(app!.moduleRef.get(QUEUE_PORT));
   const check = (thresholds?: { waitingOverdue?: number; stuck?: number }) => {
     const indicator = app!.moduleRef.get(GenevaDriveHealthIndicator);
     return app!.moduleRef
@@ -70,8 +70,12 @@ function healthSuite(kind: DatabaseKind): void {
   });
 }
 
+function bothAdapters(): void {
+  for (const driver of Object.values(REDIS_QUEUE_DRIVERS)) describeEachDatabase(`GenevaDriveHealthIndicator on ${driver.adapter}`, (kind) => healthSuite(driver, kind));
+}
+
 if (redisAvailable()) {
-  describeEachDatabase('GenevaDriveHealthIndicator', healthSuite);
+  bothAdapters();
 } else {
-  describe.skip('GenevaDriveHealthIndicator (Redis not reachable)', () => describeEachDatabase('GenevaDriveHealthIndicator', healthSuite));
+  describe.skip('GenevaDriveHealthIndicator (Redis not reachable)', bothAdapters);
 }

@@ -1,14 +1,13 @@
 /**
- * The lost-enqueue proof with Bull on real Redis (SIG-34): a signal commits — the signal claimed, the
+ * The lost-enqueue proof on real Redis (SIG-34), with each Redis queue adapter (`bull`, `bullmq`): a signal commits — the signal claimed, the
  * parked execution `scheduled` — but its after-commit enqueue fails because the queue's Redis client
  * is closed. A fresh application on the same database finds nothing in its queue; housekeeping sees the
- * overdue `scheduled` row and enqueues the SAME execution again (job id = execution id); the Bull
+ * overdue `scheduled` row and enqueues the SAME execution again (job id = execution id); the queue's
  * worker runs it, and the signal is consumed exactly once. A second run finds the job still waiting
- * in Bull and counts it as still queued, not as recovered. Also: an enqueue that fails during
+ * in the queue and counts it as still queued, not as recovered. Also: an enqueue that fails during
  * recovery is reported in `unrecoverable`, never counted as recovered.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import Bull from 'bull';
 import {
   HousekeepingService,
   QUEUE_PORT,
@@ -19,12 +18,12 @@ import {
   WorkflowService,
   type GenevaDriveModuleOptions,
 } from 'geneva-drive';
-import type { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
-import { describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
+import { describeEachDatabase, redisAvailable, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 import { ErrorLines } from '../src/error-lines.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { ChoreWorkflow, DeliveryWorkflow, hkJournal } from '../src/housekeeping-workflows.js';
+import { REDIS_QUEUE_DRIVERS, type RedisQueueDriver } from '../src/redis-queues.js';
 
 const HOUR = 3_600_000;
 const QUEUE_NAME = 'gd-housekeeping';
@@ -39,36 +38,30 @@ async function until(what: string, condition: () => Promise<boolean>, timeoutMs 
   }
 }
 
-/** A Bull handle on a prefix, for inspecting and wiping it. */
-function inspect(prefix: string): Bull.Queue {
-  return new Bull(QUEUE_NAME, redisUrl(), { prefix });
-}
-
-async function obliterate(prefix: string): Promise<void> {
-  const queue = inspect(prefix);
+async function obliterate(driver: RedisQueueDriver, prefix: string): Promise<void> {
+  const queue = driver.handle(QUEUE_NAME, prefix);
   try {
-    await queue.obliterate({ force: true });
+    await queue.obliterate();
   } finally {
     await queue.close();
   }
 }
 
-function bullOptions(prefix: string, concurrency: number): GenevaDriveModuleOptions['queue'] {
-  return { adapter: 'bull', redis: redisUrl(), name: QUEUE_NAME, prefix, concurrency };
-}
-
 if (!redisAvailable()) {
   const reason = 'Redis did not answer the global setup PING (set GD_REDIS_URL, or GENEVA_DRIVE_TEST_REQUIRE=redis to fail instead)';
   console.warn(`housekeeping-redis: skipped — ${reason}`);
-  describe.skip(`housekeeping with Bull on Redis (skipped: ${reason})`, () => {
+  describe.skip(`housekeeping with Redis queues (skipped: ${reason})`, () => {
     it('lost-enqueue proof', () => undefined);
   });
 } else {
-  describeEachDatabase('housekeeping with Bull on Redis', (kind) => redisSuite(kind));
+  for (const driver of Object.values(REDIS_QUEUE_DRIVERS)) {
+    describeEachDatabase(`housekeeping with ${driver.adapter} on Redis`, (kind) => redisSuite(driver, kind));
+  }
 }
 
-function redisSuite(kind: DatabaseKind): void {
-  const prefixes = [`gd-hk-${RUN_ID}-${kind}-a`, `gd-hk-${RUN_ID}-${kind}-b`, `gd-hk-${RUN_ID}-${kind}-c`];
+function redisSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
+  const prefixes = ['a', 'b', 'c', 'd'].map((letter) => `gd-hk-${driver.adapter}-${RUN_ID}-${kind}-${letter}`);
+  const queueOptions = (prefix: string, concurrency: number): GenevaDriveModuleOptions['queue'] => driver.options({ name: QUEUE_NAME, prefix, concurrency });
   const apps: TestApp[] = [];
   const boot = async (options: Parameters<typeof createTestApp>[2]) => {
     const app = await createTestApp(kind, [DeliveryWorkflow, ChoreWorkflow], options);
@@ -81,27 +74,27 @@ function redisSuite(kind: DatabaseKind): void {
   };
 
   beforeAll(async () => {
-    for (const prefix of prefixes) await obliterate(prefix);
+    for (const prefix of prefixes) await obliterate(driver, prefix);
   });
   afterAll(async () => {
     for (const app of apps.splice(0)) await app.close();
-    for (const prefix of prefixes) await obliterate(prefix);
+    for (const prefix of prefixes) await obliterate(driver, prefix);
   });
 
-  it('a woken execution whose enqueue was lost is enqueued again (same execution, job id = execution id) by housekeeping in a fresh app, and the Bull worker runs it: the signal is consumed exactly once', async () => {
+  it('a woken execution whose enqueue was lost is enqueued again (same execution, job id = execution id) by housekeeping in a fresh app, and a worker of the queue runs it: the signal is consumed exactly once', async () => {
     const [prefixA, prefixB] = prefixes;
     hkJournal.length = 0;
 
-    // App A: enqueue-only Bull. The workflow parks on `delivered`.
+    // App A: enqueue-only. The workflow parks on `delivered`.
     const logger = new ErrorLines();
-    const appA = await boot({ queue: bullOptions(prefixA, 0), logger });
+    const appA = await boot({ queue: queueOptions(prefixA, 0), logger });
     const heroes = appA.dataSource.getRepository(TestHero);
     const wf = await appA.moduleRef.get(WorkflowService).start(DeliveryWorkflow, await heroes.save(heroes.create({ name: 'Ada' })));
     const parkedRow = await appA.gd.performNextStep(wf);
     expect(parkedRow).toMatchObject({ stepName: 'awaitDelivery', state: 'waiting' });
 
     // Its Redis client is closed, then the signal arrives: the transaction commits, the enqueue fails.
-    await (appA.moduleRef.get(QUEUE_PORT) as BullQueueAdapter).queue.close();
+    await driver.view(appA.moduleRef.get(QUEUE_PORT)).close();
     const signal = await appA.moduleRef.get(SignalService).signal(wf, 'delivered', { payload: { parcel: 'P-42' } });
     expect(signal.duplicateDelivery).toBe(false);
     await until('the after-commit enqueue to fail', async () => logger.errors.some((line) => /Enqueue after commit failed/.test(line)));
@@ -110,9 +103,9 @@ function redisSuite(kind: DatabaseKind): void {
     expect(await appA.dataSource.getRepository(Signal).findOneByOrFail({ id: signal.id })).toMatchObject({ state: 'claimed', claimed: 1, consumed: 0 });
     await close(appA);
 
-    // App B: same database, a working (enqueue-only) Bull queue on its own prefix. Nothing is queued.
-    const appB = await boot({ prepare: false, queue: bullOptions(prefixB, 0), stuckScheduledThreshold: '15m' });
-    const inspectB = inspect(prefixB);
+    // App B: same database, a working (enqueue-only) queue on its own prefix. Nothing is queued.
+    const appB = await boot({ prepare: false, queue: queueOptions(prefixB, 0), stuckScheduledThreshold: '15m' });
+    const inspectB = driver.handle(QUEUE_NAME, prefixB);
     try {
       expect(await inspectB.getJob(woken.id)).toBeNull();
       const executions = appB.dataSource.getRepository(StepExecution);
@@ -122,17 +115,17 @@ function redisSuite(kind: DatabaseKind): void {
       expect(await inspectB.getJob(woken.id)).toBeNull();
 
       // Overdue past stuckScheduledThreshold: two runs re-enqueue the same execution; Redis holds one job.
-      // Only the first recovered anything: the second found the job still waiting in Bull.
+      // Only the first recovered anything: the second found the job still waiting in the queue.
       await executions.update(woken.id, { scheduledFor: new Date(Date.now() - HOUR) });
       const first = await appB.moduleRef.get(HousekeepingService).run();
       const second = await appB.moduleRef.get(HousekeepingService).run();
       expect(first).toMatchObject({ stuckScheduledRecovered: 1, stuckScheduledStillQueued: 0, stuckInProgressRecovered: 0, unrecoverable: [] });
       expect(second).toMatchObject({ stuckScheduledRecovered: 0, stuckScheduledStillQueued: 1, unrecoverable: [] });
       const job = await inspectB.getJob(woken.id);
-      expect(job?.id).toBe(woken.id);
+      expect(job?.queueId).toBe(driver.queueJobId(woken.id));
       // The job names the workflow and hero, so the executor locks and reads them without a lookup.
       expect(job?.data).toEqual({ executionId: woken.id, workflowId: wf.id, heroType: wf.heroType, heroId: wf.heroId });
-      const counts = await inspectB.getJobCounts();
+      const counts = await inspectB.counts();
       expect(counts.waiting + counts.delayed + counts.active).toBe(1);
       expect(await executions.countBy({ workflowId: wf.id })).toBe(1);
     } finally {
@@ -140,8 +133,8 @@ function redisSuite(kind: DatabaseKind): void {
     }
     await close(appB);
 
-    // App C: a Bull worker on that queue runs the job: the woken step, then the next one.
-    const appC = await boot({ prepare: false, queue: bullOptions(prefixB, 1), stuckScheduledThreshold: '15m' });
+    // App C: a worker on that queue runs the job: the woken step, then the next one.
+    const appC = await boot({ prepare: false, queue: queueOptions(prefixB, 1), stuckScheduledThreshold: '15m' });
     await until('the workflow to finish', async () => (await appC.gd.reload(wf)).state === 'finished');
 
     expect(hkJournal).toEqual(['delivered P-42', 'archived']);
@@ -166,7 +159,7 @@ function redisSuite(kind: DatabaseKind): void {
   it('an enqueue that fails during recovery is reported in unrecoverable (not counted as recovered), and the run terminates', async () => {
     const prefix = prefixes[2];
     hkJournal.length = 0;
-    const app = await boot({ queue: bullOptions(prefix, 0), stuckInProgressThreshold: '1h', stuckScheduledThreshold: '15m' });
+    const app = await boot({ queue: queueOptions(prefix, 0), stuckInProgressThreshold: '1h', stuckScheduledThreshold: '15m' });
     const heroes = app.dataSource.getRepository(TestHero);
     const workflows = app.moduleRef.get(WorkflowService);
     const executions = app.dataSource.getRepository(StepExecution);
@@ -180,7 +173,7 @@ function redisSuite(kind: DatabaseKind): void {
     await executions.update(crashedRow.id, { state: 'in_progress', startedAt: new Date(Date.now() - 2 * HOUR) });
     await app.dataSource.getRepository(WorkflowRecord).update(crashed.id, { state: 'performing', currentStepName: 'sweep' });
 
-    await (app.moduleRef.get(QUEUE_PORT) as BullQueueAdapter).queue.close();
+    await driver.view(app.moduleRef.get(QUEUE_PORT)).close();
     const summary = await app.moduleRef.get(HousekeepingService).run();
 
     // The in_progress row was closed and its successor committed, but the successor's job failed;
@@ -196,6 +189,20 @@ function redisSuite(kind: DatabaseKind): void {
       unrecoverable: [crashedHistory[1].id, overdueRow.id],
     });
     expect(await executions.findOneByOrFail({ id: overdueRow.id })).toMatchObject({ state: 'scheduled' });
+    await close(app);
+  });
+
+  it('start() whose enqueue fails (the Redis client closed) still returns the committed workflow: the failure is logged for housekeeping, not thrown', async () => {
+    const logger = new ErrorLines();
+    const app = await boot({ queue: queueOptions(prefixes[3], 0), logger });
+    const heroes = app.dataSource.getRepository(TestHero);
+    const workflows = app.moduleRef.get(WorkflowService);
+    await driver.view(app.moduleRef.get(QUEUE_PORT)).close();
+
+    // On PostgreSQL start() is one statement with no transaction around it: committed as it returns.
+    const wf = await workflows.start(ChoreWorkflow, await heroes.save(heroes.create({ name: 'Lost' })));
+    expect((await workflows.executionHistory(wf)).map((e) => e.state)).toEqual(['scheduled']);
+    await until('the enqueue to fail', async () => logger.errors.some((line) => /Enqueue after commit failed/.test(line)));
     await close(app);
   });
 }

@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import Bull from 'bull';
 import { GENEVA_DRIVE_CHANNELS, GenevaWorkflow, QUEUE_PORT, Step, Workflow, WorkflowRecord } from 'geneva-drive';
 import { sleep, waitUntil } from '../src/bull-wait.js';
+import { REDIS_QUEUE_DRIVERS } from '../src/redis-queues.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
-import { enabledDatabases, redisAvailable, redisUrl } from '../utils/databases.js';
+import { enabledDatabases, redisAvailable } from '../utils/databases.js';
 
 @Workflow()
 class ScheduleWorkflow extends GenevaWorkflow {
@@ -58,43 +58,43 @@ describe('housekeeping on a schedule [sqlite, local queue]', () => {
 });
 
 const kind = enabledDatabases().includes('postgres') ? 'postgres' : 'sqlite';
-(redisAvailable() ? describe : describe.skip)(`housekeeping on a schedule [${kind}, Bull on Redis${redisAvailable() ? '' : ': skipped, Redis not reachable'}]`, () => {
-  const prefix = `gd-hk-schedule-${process.pid}`;
-  const apps: TestApp[] = [];
-  afterEach(async () => {
-    while (apps.length) await apps.pop()!.close();
-    const cleaner = new Bull('geneva-drive', redisUrl(), { prefix });
-    await cleaner.obliterate({ force: true });
-    await cleaner.close();
-  });
-
-  const boot = async (everyMs: number, prepare: boolean) => {
-    const app = await createTestApp(kind, [ScheduleWorkflow], {
-      queue: { adapter: 'bull', redis: redisUrl(), prefix, concurrency: 1 },
-      housekeeping: { every: everyMs },
-      prepare,
+for (const driver of Object.values(REDIS_QUEUE_DRIVERS)) {
+  (redisAvailable() ? describe : describe.skip)(`housekeeping on a schedule [${kind}, ${driver.adapter} on Redis${redisAvailable() ? '' : ': skipped, Redis not reachable'}]`, () => {
+    const prefix = `gd-hk-schedule-${driver.adapter}-${process.pid}`;
+    const apps: TestApp[] = [];
+    afterEach(async () => {
+      while (apps.length) await apps.pop()!.close();
+      const cleaner = driver.handle('geneva-drive', prefix);
+      await cleaner.obliterate();
+      await cleaner.close();
     });
-    apps.push(app);
-    return app;
-  };
 
-  it('runs once per period across two workers with their own Bull clients on one queue (a repeatable job, not a timer each)', async () => {
-    const first = await boot(400, true);
-    await boot(400, false);
-    const started = Date.now();
-    const runs = await countRuns(() => sleep(2_200));
-    const periods = Math.ceil((Date.now() - started) / 400);
-    // One schedule in Redis for the whole cluster: about one run per period, never one per process.
-    expect(runs).toBeGreaterThanOrEqual(2);
-    expect(runs).toBeLessThanOrEqual(periods + 1);
-    const queue = (first.moduleRef.get(QUEUE_PORT) as unknown as { queue: Bull.Queue }).queue;
-    expect((await queue.getRepeatableJobs()).map((job) => [job.name, Number(job.every)])).toEqual([['geneva-drive-housekeeping', 400]]);
-  });
+    const boot = async (everyMs: number, prepare: boolean) => {
+      const app = await createTestApp(kind, [ScheduleWorkflow], {
+        queue: driver.options({ name: 'geneva-drive', prefix, concurrency: 1 }),
+        housekeeping: { every: everyMs },
+        prepare,
+      });
+      apps.push(app);
+      return app;
+    };
 
-  it('replaces the schedule of an earlier period when the configuration changes', async () => {
-    await boot(5_000, true);
-    const app = await boot(1_000, false);
-    const queue = (app.moduleRef.get(QUEUE_PORT) as unknown as { queue: Bull.Queue }).queue;
-    expect((await queue.getRepeatableJobs()).map((job) => Number(job.every))).toEqual([1_000]);
+    it('runs once per period across two workers with their own Redis clients on one queue (a repeatable job, not a timer each)', async () => {
+      const first = await boot(400, true);
+      await boot(400, false);
+      const started = Date.now();
+      const runs = await countRuns(() => sleep(2_200));
+      const periods = Math.ceil((Date.now() - started) / 400);
+      // One schedule in Redis for the whole cluster: about one run per period, never one per process.
+      expect(runs).toBeGreaterThanOrEqual(2);
+      expect(runs).toBeLessThanOrEqual(periods + 1);
+      expect(await driver.view(first.moduleRef.get(QUEUE_PORT)).schedules()).toEqual([['geneva-drive-housekeeping', 400]]);
+    });
+
+    it('replaces the schedule of an earlier period when the configuration changes', async () => {
+      await boot(5_000, true);
+      const app = await boot(1_000, false);
+      expect((await driver.view(app.moduleRef.get(QUEUE_PORT)).schedules()).map(([, every]) => every)).toEqual([1_000]);
+    });
   });
-});
+}

@@ -55,11 +55,17 @@ const EMPTY: Omit<HousekeepingSummary, 'gauges'> = {
   stuckInProgressRecovered: 0,
   stuckScheduledRecovered: 0,
   stuckScheduledStillQueued: 0,
+  overdueDeadlinesRecovered: 0,
   pausedAtRecoveryLimit: [],
   unrecoverable: [],
 };
 
 const NO_RECOVERY_LIMIT_PAUSED = { 'geneva_drive.recovery_limit_paused': { total: 0, byWorkflow: {} } };
+/** No parked execution has a deadline (`timeout`): the deadline gauges read zero. */
+const NO_DEADLINES = {
+  'geneva_drive.waiting_with_deadline': { total: 0, byWorkflow: {} },
+  'geneva_drive.deadlines_overdue': { total: 0, byWorkflow: {} },
+};
 
 /** Counts successful `DELETE FROM <table>` statements on the DataSource (a TypeORM query subscriber). */
 class DeleteCounter implements EntitySubscriberInterface {
@@ -196,6 +202,7 @@ describeEachDatabase('housekeeping: cleanup disabled (deleteCompletedWorkflowsAf
         'geneva_drive.waiting_step_executions': { total: 0, byWorkflow: {} },
         'geneva_drive.waiting_overdue': { total: 0, byWorkflow: {} },
         ...NO_RECOVERY_LIMIT_PAUSED,
+        ...NO_DEADLINES,
       },
     });
     expect(await h.reload(wf)).toMatchObject({ state: 'finished' });
@@ -812,6 +819,7 @@ describeEachDatabase('housekeeping: waiting gauges (waitingVisibilityThreshold 7
       'geneva_drive.waiting_step_executions': { total: 5, byWorkflow: { DeliveryWorkflow: 3, ApprovalWorkflow: 2 } },
       'geneva_drive.waiting_overdue': { total: 3, byWorkflow: { DeliveryWorkflow: 2, ApprovalWorkflow: 1 } },
       ...NO_RECOVERY_LIMIT_PAUSED,
+      ...NO_DEADLINES,
     });
   });
 
@@ -822,6 +830,7 @@ describeEachDatabase('housekeeping: waiting gauges (waitingVisibilityThreshold 7
       'geneva_drive.waiting_step_executions': { total: 0, byWorkflow: {} },
       'geneva_drive.waiting_overdue': { total: 0, byWorkflow: {} },
       ...NO_RECOVERY_LIMIT_PAUSED,
+      ...NO_DEADLINES,
     });
   });
 });
@@ -836,6 +845,7 @@ describeEachDatabase('housekeeping: overdue gauge turned off (waitingVisibilityT
     expect(summary.gauges).toEqual({
       'geneva_drive.waiting_step_executions': { total: 1, byWorkflow: { DeliveryWorkflow: 1 } },
       ...NO_RECOVERY_LIMIT_PAUSED,
+      ...NO_DEADLINES,
     });
   });
 });

@@ -9,6 +9,7 @@ import { GenevaDriveMetricsModule } from 'geneva-drive/metrics';
 import { register, Registry } from 'prom-client';
 import type { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
 import { sleep, waitUntil } from '../src/bull-wait.js';
+import { SkipOnTimeoutWorkflow } from '../src/deadline-workflows.js';
 import { ChoreWorkflow, DeliveryWorkflow } from '../src/housekeeping-workflows.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { describeEachDatabase, enabledDatabases, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
@@ -157,6 +158,18 @@ function metricsSuite(kind: DatabaseKind): void {
     expect(await series(registry, 'geneva_drive_stuck_step_executions')).toEqual({ 'state=in_progress': 0, 'state=scheduled': 0 });
     expect(await series(registry, 'geneva_drive_recovery_limit_paused_workflows')).toEqual({ 'workflow_class=ChoreWorkflow': 1 });
     expect(await series(registry, 'geneva_drive_waiting_step_executions')).toEqual({});
+  });
+
+  it('does not count a wait that timed out as a signal sent', async () => {
+    const registry = new Registry();
+    app = await createTestApp(kind, [SkipOnTimeoutWorkflow], { imports: [GenevaDriveMetricsModule.forRoot({ registry })] });
+    const heroes = app.dataSource.getRepository(TestHero);
+    const wf = await app.moduleRef.get(WorkflowService).start(SkipOnTimeoutWorkflow, await heroes.save(heroes.create({ name: 'Di' })));
+    await app.gd.performNextStep(wf); // send
+    await app.gd.performNextStep(wf); // awaitSignature parks
+    await app.gd.expireWait(wf);
+    await app.gd.assertTimedOut(wf, 'awaitSignature');
+    expect(await series(registry, 'geneva_drive_signals_total')).toEqual({});
   });
 }
 

@@ -178,8 +178,10 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       return dataSource.query(`SELECT type, name, tbl_name, sql FROM sqlite_master WHERE tbl_name LIKE 'geneva_drive_%' ORDER BY type, name`);
     }
     if (kind === 'postgres') {
+      // Columns in their order, not their ordinal numbers: PostgreSQL never reuses the number of a
+      // dropped column, so a column dropped by a down migration and added again gets a new one.
       const columns = await dataSource.query(
-        `SELECT table_name, column_name, ordinal_position, data_type, character_maximum_length, is_nullable, column_default, collation_name ` +
+        `SELECT table_name, column_name, data_type, character_maximum_length, is_nullable, column_default, collation_name ` +
           `FROM information_schema.columns WHERE table_schema = current_schema() AND table_name LIKE 'geneva_drive_%' ORDER BY table_name, ordinal_position`,
       );
       const indexes = await dataSource.query(
@@ -248,6 +250,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
         'AddGenevaDriveSignals1730000000001',
         'ExactGenevaDriveIdentifiers1730000000002',
         'AddGenevaDriveListIndexes1730000000003',
+        'AddGenevaDriveWaitDeadlines1730000000004',
       ]);
       for (const table of [...GENEVA_TABLES, 'test_heroes', 'test_uuid_heroes']) {
         expect(await hasTable(table)).toBe(true);
@@ -470,6 +473,10 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     });
 
     it('goes down and up again', async () => {
+      await dataSource.undoLastMigration(); // wait deadlines: the column and its index go
+      expect(await hasColumn('geneva_drive_step_executions', 'timeout_at')).toBe(false);
+      expect(await hasColumn('geneva_drive_step_executions', 'waiting_since')).toBe(true);
+
       expect(await indexNames()).toEqual(expect.arrayContaining(LIST_INDEXES));
       await dataSource.undoLastMigration(); // the list indexes
       expect((await indexNames()).filter((name) => LIST_INDEXES.includes(name))).toEqual([]);
@@ -546,12 +553,17 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
   /**
    * Replaces this worker's database with an older schema, built by the migrations `from` (default:
    * the first release's, verbatim) and opens `dataSource` on it with today's migrations listed:
-   * `migrations` (default: all of them). Returns the schema a new install gets today, to compare with.
+   * `migrations` (default: all of them). Returns the schema a new install gets today, to compare
+   * with, and the same before the wait-deadlines migration (the last one).
    */
   async function openReleasedSchema(
     primaryKey: 'bigint' | 'uuid',
     options: { withoutSignals?: boolean; migrations?: Array<new () => object>; from?: Array<new () => MigrationInterface> } = {},
-  ): Promise<unknown[]> {
+  ): Promise<{ fresh: unknown[]; beforeDeadlines: unknown[] }> {
+    await prepareDatabase(kind, { primaryKey, withoutDeadlines: true });
+    dataSource = await new DataSource(dataSourceOptions(kind)).initialize();
+    const beforeDeadlines = await schemaSnapshot();
+    await dataSource.destroy();
     await prepareDatabase(kind, { primaryKey });
     dataSource = await new DataSource(dataSourceOptions(kind)).initialize();
     const fresh = await schemaSnapshot();
@@ -570,7 +582,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     dataSource = await new DataSource({ ...current, migrations: options.migrations ?? current.migrations }).initialize();
     // What the engine does at boot: with uuid keys, the entities' metadata switches to uuid ids.
     await new SchemaCapabilities().detect(dataSource);
-    return fresh;
+    return { fresh, beforeDeadlines };
   }
 
   /** The rows of a workflow, its executions and its signals, as the entities load them. */
@@ -584,18 +596,19 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
 
   describe.each(['bigint', 'uuid'] as const)("upgrading the first release's schema (%s keys)", (primaryKey) => {
     let fresh: unknown[];
+    let beforeDeadlines: unknown[];
     let released: unknown[];
 
     beforeAll(async () => {
-      fresh = await openReleasedSchema(primaryKey);
+      ({ fresh, beforeDeadlines } = await openReleasedSchema(primaryKey));
       released = await schemaSnapshot();
     });
     afterAll(() => dataSource?.destroy());
 
     it('keeps every row, then tells apart what the old collation merged, and goes down and up again', async () => {
-      // Only MySQL/MariaDB had the inexact columns; elsewhere only the list indexes are new.
-      if (kind === 'mysql') expect(released).not.toEqual(withoutListIndexes(fresh));
-      else expect(released).toEqual(withoutListIndexes(fresh));
+      // Only MySQL/MariaDB had the inexact columns; elsewhere only the list indexes and the deadlines are new.
+      if (kind === 'mysql') expect(released).not.toEqual(withoutListIndexes(beforeDeadlines));
+      else expect(released).toEqual(withoutListIndexes(beforeDeadlines));
 
       const workflowId = await insertBaseRows();
       const before = await rowsOf(workflowId);
@@ -610,13 +623,15 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       expect(await schemaSnapshot()).toEqual(fresh); // the schema of a new install
       expect(await rowsOf(workflowId)).toEqual(before);
       await expectVariantsKeptApart(workflowId);
+      await dataSource.undoLastMigration(); // the wait deadlines
+      expect(await schemaSnapshot()).toEqual(beforeDeadlines);
 
       await dataSource.undoLastMigration(); // the list indexes
-      expect(await schemaSnapshot()).toEqual(withoutListIndexes(fresh));
+      expect(await schemaSnapshot()).toEqual(withoutListIndexes(beforeDeadlines));
       if (kind === 'mysql') {
         // Down cannot merge the signals the exact columns kept apart: it refuses before changing anything.
         await expectUniqueViolation(dataSource.undoLastMigration(), 'geneva_drive_signals_dedup');
-        expect(await schemaSnapshot()).toEqual(withoutListIndexes(fresh));
+        expect(await schemaSnapshot()).toEqual(withoutListIndexes(beforeDeadlines));
       }
       // Without the variants, down restores the first release's columns, the rows intact.
       const keepOnly = (entity: EntityTarget<object>, rows: Array<{ id: string }>) =>
@@ -640,7 +655,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
 
     beforeAll(async () => {
       const before = genevaDriveMigrations({ primaryKey }).filter((migration) => migration !== AddGenevaDriveListIndexes1730000000003);
-      fresh = await openReleasedSchema(primaryKey, { from: before });
+      ({ fresh } = await openReleasedSchema(primaryKey, { from: before }));
       previous = await schemaSnapshot();
     });
     afterAll(() => dataSource?.destroy());
@@ -732,10 +747,10 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     let fresh: unknown[];
 
     beforeAll(async () => {
-      fresh = await openReleasedSchema('bigint', {
+      ({ fresh } = await openReleasedSchema('bigint', {
         withoutSignals: true,
         migrations: [CreateTestFixtures1600000000000, CreateGenevaDriveTables1730000000000, ExactGenevaDriveIdentifiers1730000000002],
-      });
+      }));
     });
     afterAll(() => dataSource?.destroy());
 

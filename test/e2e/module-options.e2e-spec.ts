@@ -78,7 +78,7 @@ describe('module configuration [sqlite]', () => {
     })
       .setLogger(engineLogger())
       .compile();
-    await expect(build).rejects.toThrow(/queue\.adapter must be one of bull, local, manual/);
+    await expect(build).rejects.toThrow(/queue\.adapter must be one of bull, bullmq, local, manual/);
   });
 
   it.each([[-1], [1.5], [Number.NaN], ['3']])('rejects maxRecoveries %p at boot with an InvalidOptionError naming the option', async (maxRecoveries) => {

@@ -1,5 +1,6 @@
 /**
- * Several OS processes on one database and one Bull queue. Two worker processes (test/src/worker-
+ * Several OS processes on one database and one Redis queue, with each Redis queue adapter (`bull`,
+ * `bullmq`). Two worker processes (test/src/worker-
  * process.ts, compiled once per run with test/tsconfig.worker.json: jest's TypeScript transform does
  * not reach child processes) consume the queue; the jest process only starts workflows (an
  * enqueue-only application, concurrency 0) and reads the `test_step_runs` table the bodies write.
@@ -8,14 +9,13 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/glo
 import type { ChildProcess } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import Bull from 'bull';
 import { QUEUE_PORT, StepExecution, WorkflowService, type WorkflowRecord } from 'geneva-drive';
-import type { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
 import { dataSourceOptions, describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 import { ChildHandle, compileChildEntry, forkCompiled, ROOT } from '../src/child-process.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
-import { removePendingJobs, waitUntil } from '../src/bull-wait.js';
+import { waitUntil } from '../src/bull-wait.js';
+import { REDIS_QUEUE_DRIVERS, type QueueView, type RedisQueueDriver } from '../src/redis-queues.js';
 import type { ParentMessage, WorkerMessage } from '../src/worker-process.js';
 import {
   CREATE_STEP_RUNS_TABLE,
@@ -65,10 +65,11 @@ class WorkerHandle extends ChildHandle<WorkerMessage, ParentMessage> {
   }
 }
 
-async function spawnWorker(entry: string, kind: DatabaseKind, prefix: string): Promise<WorkerHandle> {
+async function spawnWorker(entry: string, driver: RedisQueueDriver, kind: DatabaseKind, prefix: string): Promise<WorkerHandle> {
   const options = dataSourceOptions(kind);
   const child = forkCompiled(entry, {
     GD_WORKER_DB: kind,
+    GD_WORKER_ADAPTER: driver.adapter,
     GD_WORKER_REDIS: redisUrl(),
     GD_WORKER_PREFIX: prefix,
     GD_WORKER_QUEUE: QUEUE_NAME,
@@ -97,34 +98,34 @@ function overlapsWithinWorkflows(runs: StepRun[]): string[] {
   return problems;
 }
 
-function multiProcessSuite(kind: DatabaseKind, entry: () => string): void {
-  const prefix = `gd-e2e-multi-process-${process.pid}-${kind}`;
-  let admin: Bull.Queue;
+function multiProcessSuite(driver: RedisQueueDriver, kind: DatabaseKind, entry: () => string): void {
+  const prefix = `gd-e2e-multi-process-${driver.adapter}-${process.pid}-${kind}`;
+  let admin: ReturnType<RedisQueueDriver['handle']>;
   let app: TestApp;
-  let queue: Bull.Queue<{ executionId: string }>;
+  let queue: QueueView;
   let workflows: WorkflowService;
   let workers: WorkerHandle[] = [];
 
   beforeAll(async () => {
-    admin = new Bull(QUEUE_NAME, redisUrl(), { prefix });
-    await admin.obliterate({ force: true });
+    admin = driver.handle(QUEUE_NAME, prefix);
+    await admin.obliterate();
     // Enqueue-only: this process starts workflows, the workers run them.
-    app = await createTestApp(kind, WORKER_WORKFLOWS, { queue: { adapter: 'bull', redis: redisUrl(), prefix, name: QUEUE_NAME, concurrency: 0 } });
-    queue = (app.moduleRef.get(QUEUE_PORT) as BullQueueAdapter).queue;
+    app = await createTestApp(kind, WORKER_WORKFLOWS, { queue: driver.options({ prefix, name: QUEUE_NAME, concurrency: 0 }) });
+    queue = driver.view(app.moduleRef.get(QUEUE_PORT));
     workflows = app.moduleRef.get(WorkflowService);
     await app.dataSource.query(CREATE_STEP_RUNS_TABLE);
-    workers = await Promise.all([spawnWorker(entry(), kind, prefix), spawnWorker(entry(), kind, prefix)]);
+    workers = await Promise.all([spawnWorker(entry(), driver, kind, prefix), spawnWorker(entry(), driver, kind, prefix)]);
   });
 
   afterAll(async () => {
     await Promise.all(workers.map((worker) => worker.stop()));
     await app?.close();
-    await admin?.obliterate({ force: true });
+    await admin?.obliterate();
     await admin?.close();
   });
 
   beforeEach(async () => {
-    await removePendingJobs(queue); // the delayed first step a previous test left behind
+    await queue.removePending(); // the delayed first step a previous test left behind
     await app.reset();
     await app.dataSource.query(`DELETE FROM ${STEP_RUNS_TABLE}`);
     for (const worker of workers) worker.messages.length = 0;
@@ -166,18 +167,15 @@ function multiProcessSuite(kind: DatabaseKind, entry: () => string): void {
     ]);
   });
 
-  it('runs the body once when Bull delivers the same execution as two jobs to the workers', async () => {
+  it('runs the body once when the queue delivers the same execution as two jobs to the workers', async () => {
     const [hero] = await heroes(1);
     const wf = await workflows.start(WorkerDuplicateWorkflow, hero);
     const slow = (await workflows.currentExecution(wf))!;
-    const original = await waitUntil('the delayed job', () => queue.getJob(slow.id));
+    await waitUntil('the delayed job', () => queue.getJob(slow.id));
     const duplicateId = `${slow.id}-duplicate`;
 
     // The engine's own job made due now, plus a second job (another id, the same data).
-    await Promise.all([
-      original.promote(),
-      queue.add({ executionId: slow.id }, { jobId: duplicateId, attempts: 1, removeOnComplete: true, removeOnFail: true }),
-    ]);
+    await Promise.all([queue.promote(slow.id), queue.addStepJob({ executionId: slow.id }, duplicateId)]);
 
     await waitForState(wf, 'finished');
     await waitUntil('both jobs to be done', () => jobMessages('completed', slow.id).length + jobMessages('failed', slow.id).length === 2);
@@ -236,11 +234,13 @@ if (redisAvailable()) {
     for (const child of children) child.kill('SIGKILL'); // only if a suite's afterAll could not stop it
     await rm(buildDir, { recursive: true, force: true });
   });
-  describeEachDatabase('multiple worker processes on one Bull queue', (kind) => multiProcessSuite(kind, () => entry));
+  for (const driver of Object.values(REDIS_QUEUE_DRIVERS)) {
+    describeEachDatabase(`multiple worker processes on one ${driver.adapter} queue`, (kind) => multiProcessSuite(driver, kind, () => entry));
+  }
 } else {
   const reason = `Redis not reachable at ${process.env.GD_REDIS_URL ?? 'redis://127.0.0.1:6379'}`;
   console.warn(`multi-process.e2e-spec: ${reason} — multi-process tests skipped (set GENEVA_DRIVE_TEST_REQUIRE=redis to make this a failure)`);
-  describe.skip(`multiple worker processes on one Bull queue (skipped: ${reason})`, () =>
-    describeEachDatabase('multiple worker processes on one Bull queue', (kind) => multiProcessSuite(kind, () => '')),
+  describe.skip(`multiple worker processes on one Redis queue (skipped: ${reason})`, () =>
+    describeEachDatabase('multiple worker processes on one Redis queue', (kind) => multiProcessSuite(REDIS_QUEUE_DRIVERS.bull, kind, () => '')),
   );
 }

@@ -1,23 +1,28 @@
 /**
- * The `bull` adapter registers its queue through @nestjs/bull: the application's BullModule.forRoot
- * settings apply, the queue can be injected by its name, and the engine's consumer is a processor
- * Nest starts. Real Redis, each test on keys of its own prefix.
+ * The `bull` and `bullmq` adapters register their queue through @nestjs/bull and @nestjs/bullmq (each
+ * suite runs on both): the application's BullModule.forRoot settings apply, the queue can be injected
+ * by its name, and the engine's consumer is a processor Nest starts. Real Redis, each test on keys of
+ * its own prefix.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { BullModule, getQueueToken, InjectQueue } from '@nestjs/bull';
-import { Injectable, type DynamicModule } from '@nestjs/common';
+import { BullModule as BullMqModule, InjectQueue as InjectBullMqQueue } from '@nestjs/bullmq';
+import { Injectable, type DynamicModule, type Type } from '@nestjs/common';
 import { Test, type TestingModule } from '@nestjs/testing';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import type Bull from 'bull';
+import type { Queue as BullMqQueue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { DataSource } from 'typeorm';
-import { GenevaDriveModule, QUEUE_PORT, QueueConfigurationError, WorkflowService, type WorkflowRecord } from 'geneva-drive';
-import { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
+import { GenevaDriveModule, QUEUE_PORT, QueueConfigurationError, WorkflowService, type QueueAdapterOptions, type WorkflowRecord } from 'geneva-drive';
+import type { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
+import type { BullMqQueueAdapter } from '../../libs/geneva-drive/src/queue/bullmq-queue.adapter.js';
 import { dataSourceOptions, describeEachDatabase, prepareDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 import { engineLogger } from '../src/test-app.js';
 import { waitUntil } from '../src/bull-wait.js';
 import { journalOf, QueueParkedWorkflow, queueJournal, QueueThreeStepWorkflow } from '../src/bull-workflows.js';
+import { REDIS_QUEUE_DRIVERS, type RedisAdapter } from '../src/redis-queues.js';
 
 const QUEUE_NAME = 'gd-nest-bull';
 
@@ -27,11 +32,57 @@ class QueueInspector {
   constructor(@InjectQueue(QUEUE_NAME) readonly queue: Bull.Queue) {}
 }
 
-function nestBullSuite(kind: DatabaseKind): void {
+@Injectable()
+class BullMqQueueInspector {
+  constructor(@InjectBullMqQueue(QUEUE_NAME) readonly queue: BullMqQueue) {}
+}
+
+/** What differs between the two Nest packages: the root module, the injecting service, and each library's own options. */
+interface NestQueuePackage {
+  adapter: RedisAdapter;
+  forRoot(options: { prefix: string; own?: boolean }): DynamicModule;
+  inspector: Type<{ queue: unknown }>;
+  /** The library's own options given to the engine, over those of forRoot({ own: true }). */
+  ownOptions: Record<string, unknown>;
+  /** Checks the own options reached the queue (and its worker). */
+  checkOwnOptions(app: TestingModule): Promise<void>;
+}
+
+const NEST_PACKAGES: NestQueuePackage[] = [
+  {
+    adapter: 'bull',
+    forRoot: ({ prefix, own }) => BullModule.forRoot({ redis: redisUrl(), prefix, ...(own ? { settings: { lockDuration: 1000 } } : {}) }),
+    inspector: QueueInspector,
+    ownOptions: { settings: { lockDuration: 45_000, stalledInterval: 20_000 }, limiter: { max: 50, duration: 1000 }, defaultJobOptions: { timeout: 60_000 } },
+    async checkOwnOptions(app) {
+      const queue = app.get(QueueInspector).queue as Bull.Queue & { settings: Record<string, unknown>; limiter: unknown };
+      expect(queue.settings).toMatchObject({ lockDuration: 45_000, stalledInterval: 20_000 });
+      expect(queue.limiter).toMatchObject({ max: 50, duration: 1000 });
+    },
+  },
+  {
+    adapter: 'bullmq',
+    forRoot: ({ prefix, own }) => BullMqModule.forRoot({ connection: { url: redisUrl() }, prefix, ...(own ? { defaultJobOptions: { keepLogs: 1 } } : {}) }),
+    inspector: BullMqQueueInspector,
+    ownOptions: { worker: { lockDuration: 45_000, stalledInterval: 20_000, limiter: { max: 50, duration: 1000 } }, defaultJobOptions: { keepLogs: 7, attempts: 5 } },
+    async checkOwnOptions(app) {
+      const adapter = app.get(QUEUE_PORT) as BullMqQueueAdapter;
+      expect(adapter.worker!.opts).toMatchObject({ lockDuration: 45_000, stalledInterval: 20_000, limiter: { max: 50, duration: 1000 }, concurrency: 1 });
+      expect(adapter.queue.defaultJobOptions).toMatchObject({ keepLogs: 7, attempts: 5 });
+    },
+  },
+];
+
+/** The queue the engine runs on. */
+const engineQueue = (app: TestingModule) => (app.get(QUEUE_PORT) as BullQueueAdapter | BullMqQueueAdapter).queue;
+
+function nestBullSuite(nest: NestQueuePackage, kind: DatabaseKind): void {
   let moduleRef: TestingModule | undefined;
   const redis = new Redis(redisUrl());
-  // Unique per jest worker and database: parallel runs never share keys.
-  const prefix = (test: string) => `gd-e2e-nest-bull-${process.pid}-${kind}-${test}`;
+  const driver = REDIS_QUEUE_DRIVERS[nest.adapter];
+  const queueOptions = (options: Record<string, unknown>) => ({ adapter: nest.adapter, name: QUEUE_NAME, ...options }) as QueueAdapterOptions;
+  // Unique per adapter, jest worker and database: parallel runs never share keys.
+  const prefix = (test: string) => `gd-e2e-nest-${nest.adapter}-${process.pid}-${kind}-${test}`;
 
   afterEach(async () => {
     await moduleRef?.close();
@@ -46,7 +97,7 @@ function nestBullSuite(kind: DatabaseKind): void {
   beforeAll(clearDefaultPrefix);
 
   afterAll(async () => {
-    for (const key of await redis.keys(`gd-e2e-nest-bull-${process.pid}-${kind}-*`)) await redis.del(key);
+    for (const key of await redis.keys(`gd-e2e-nest-${nest.adapter}-${process.pid}-${kind}-*`)) await redis.del(key);
     await clearDefaultPrefix();
     redis.disconnect();
   });
@@ -55,7 +106,7 @@ function nestBullSuite(kind: DatabaseKind): void {
     await prepareDatabase(kind);
     moduleRef = await Test.createTestingModule({
       imports: [TypeOrmModule.forRoot({ ...dataSourceOptions(kind), migrations: [], migrationsRun: false }), ...imports],
-      providers: [QueueThreeStepWorkflow, QueueParkedWorkflow, QueueInspector],
+      providers: [QueueThreeStepWorkflow, QueueParkedWorkflow, nest.inspector],
     })
       .setLogger(engineLogger())
       .compile();
@@ -75,13 +126,12 @@ function nestBullSuite(kind: DatabaseKind): void {
 
   it("uses BullModule.forRoot's connection and prefix, and the application injects the engine's queue", async () => {
     const app = await boot([
-      BullModule.forRoot({ redis: redisUrl(), prefix: prefix('root') }),
-      GenevaDriveModule.forRoot({ queue: { adapter: 'bull', name: QUEUE_NAME, concurrency: 2 }, housekeeping: false, logger: engineLogger() }),
+      nest.forRoot({ prefix: prefix('root') }),
+      GenevaDriveModule.forRoot({ queue: queueOptions({ concurrency: 2 }), housekeeping: false, logger: engineLogger() }),
     ]);
-    const adapter = app.get(QUEUE_PORT) as BullQueueAdapter;
-    const injected = app.get(QueueInspector).queue;
-    expect(injected).toBe(adapter.queue);
-    expect(app.get(getQueueToken(QUEUE_NAME))).toBe(adapter.queue);
+    const injected = app.get(nest.inspector).queue;
+    expect(injected).toBe(engineQueue(app));
+    expect(app.get(getQueueToken(QUEUE_NAME))).toBe(engineQueue(app));
 
     const wf = await startThreeSteps(app);
     await finish(app, wf);
@@ -90,32 +140,20 @@ function nestBullSuite(kind: DatabaseKind): void {
     const heroes = app.get<DataSource>(getDataSourceToken()).getRepository(TestHero);
     const parked = await app.get(WorkflowService).start(QueueParkedWorkflow, await heroes.save(heroes.create({ name: 'Bob' })));
     const execution = (await app.get(WorkflowService).currentExecution(parked))!;
-    const job = await waitUntil('the parked job', () => injected.getJob(execution.id));
+    const queued = injected as { getJob(id: string): Promise<{ data: unknown } | null | undefined>; getJobCounts(): Promise<Record<string, number>> };
+    const job = await waitUntil('the parked job', () => queued.getJob(driver.queueJobId(execution.id)));
     expect(job.data).toEqual({ executionId: execution.id, workflowId: parked.id, heroType: 'TestHero', heroId: parked.heroId });
-    expect(await injected.getJobCounts()).toMatchObject({ delayed: 1 });
-    expect(await redis.exists(`${prefix('root')}:${QUEUE_NAME}:${execution.id}`)).toBe(1);
+    expect(await queued.getJobCounts()).toMatchObject({ delayed: 1 });
+    expect(await redis.exists(`${prefix('root')}:${QUEUE_NAME}:${driver.queueJobId(execution.id)}`)).toBe(1);
     expect(await redis.keys(`bull:${QUEUE_NAME}:*`)).toEqual([]);
   });
 
-  it("passes Bull's own options through, over BullModule.forRoot's", async () => {
+  it("passes the queue library's own options through, over BullModule.forRoot's", async () => {
     const app = await boot([
-      BullModule.forRoot({ redis: redisUrl(), prefix: 'not-this-one', settings: { lockDuration: 1000 } }),
-      GenevaDriveModule.forRoot({
-        queue: {
-          adapter: 'bull',
-          name: QUEUE_NAME,
-          prefix: prefix('options'),
-          settings: { lockDuration: 45_000, stalledInterval: 20_000 },
-          limiter: { max: 50, duration: 1000 },
-          defaultJobOptions: { timeout: 60_000 },
-        },
-        housekeeping: false,
-        logger: engineLogger(),
-      }),
+      nest.forRoot({ prefix: 'not-this-one', own: true }),
+      GenevaDriveModule.forRoot({ queue: queueOptions({ prefix: prefix('options'), ...nest.ownOptions }), housekeeping: false, logger: engineLogger() }),
     ]);
-    const queue = app.get(QueueInspector).queue as Bull.Queue & { settings: Record<string, unknown>; limiter: unknown; defaultJobOptions: Record<string, unknown> };
-    expect(queue.settings).toMatchObject({ lockDuration: 45_000, stalledInterval: 20_000 });
-    expect(queue.limiter).toMatchObject({ max: 50, duration: 1000 });
+    await nest.checkOwnOptions(app);
 
     const wf = await startThreeSteps(app);
     await finish(app, wf);
@@ -128,28 +166,28 @@ function nestBullSuite(kind: DatabaseKind): void {
 
   it('works without BullModule.forRoot, from the redis option alone', async () => {
     const app = await boot([
-      GenevaDriveModule.forRoot({ queue: { adapter: 'bull', name: QUEUE_NAME, redis: redisUrl(), prefix: prefix('standalone') }, housekeeping: false, logger: engineLogger() }),
+      GenevaDriveModule.forRoot({ queue: queueOptions({ redis: redisUrl(), prefix: prefix('standalone') }), housekeeping: false, logger: engineLogger() }),
     ]);
     await finish(app, await startThreeSteps(app));
     expect((await redis.keys(`${prefix('standalone')}:${QUEUE_NAME}:*`)).length).toBeGreaterThan(0);
   });
 
-  it('forRootAsync: a bull queue declared beside useFactory is registered, with the factory giving the rest', async () => {
+  it(`forRootAsync: a ${nest.adapter} queue declared beside useFactory is registered, with the factory giving the rest`, async () => {
     const app = await boot([
-      BullModule.forRoot({ redis: redisUrl(), prefix: prefix('async') }),
+      nest.forRoot({ prefix: prefix('async') }),
       GenevaDriveModule.forRootAsync({
-        queue: { adapter: 'bull', name: QUEUE_NAME },
+        queue: queueOptions({}),
         useFactory: async () => ({ housekeeping: false as const, logger: engineLogger() }),
       }),
     ]);
-    expect(app.get(QueueInspector).queue).toBe((app.get(QUEUE_PORT) as BullQueueAdapter).queue);
+    expect(app.get(nest.inspector).queue).toBe(engineQueue(app));
     await finish(app, await startThreeSteps(app));
   });
 
-  it("forRootAsync: a bull queue returned by the factory is refused at boot, saying where it goes", async () => {
+  it(`forRootAsync: a ${nest.adapter} queue returned by the factory is refused at boot, saying where it goes`, async () => {
     // The compilation fails, leaving no application to close: without TypeORM, no connection stays open.
     const build = Test.createTestingModule({
-      imports: [GenevaDriveModule.forRootAsync({ useFactory: () => ({ queue: { adapter: 'bull' as const, redis: redisUrl() }, housekeeping: false as const }) })],
+      imports: [GenevaDriveModule.forRootAsync({ useFactory: () => ({ queue: queueOptions({ redis: redisUrl() }), housekeeping: false as const }) })],
     })
       .setLogger(engineLogger())
       .compile();
@@ -158,8 +196,14 @@ function nestBullSuite(kind: DatabaseKind): void {
   });
 }
 
+function bothPackages(): void {
+  for (const nest of NEST_PACKAGES) {
+    describeEachDatabase(`${nest.adapter} queue through @nestjs/${nest.adapter}`, (kind) => nestBullSuite(nest, kind));
+  }
+}
+
 if (redisAvailable()) {
-  describeEachDatabase('bull queue through @nestjs/bull', nestBullSuite);
+  bothPackages();
 } else {
-  describe.skip('bull queue through @nestjs/bull (Redis not reachable)', () => describeEachDatabase('bull queue through @nestjs/bull', nestBullSuite));
+  describe.skip('Redis queues through @nestjs/bull and @nestjs/bullmq (Redis not reachable)', bothPackages);
 }

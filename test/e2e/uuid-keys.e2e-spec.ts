@@ -8,7 +8,6 @@
  * counts, the oldest-first choice of a buffered signal and signal settlement must all still be right.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, jest } from '@jest/globals';
-import Bull from 'bull';
 import { DataSource, type QueryRunner, type Repository } from 'typeorm';
 import {
   GENEVA_DRIVE_MIGRATIONS,
@@ -26,6 +25,7 @@ import {
 import {
   AddGenevaDriveListIndexes1730000000003,
   AddGenevaDriveSignals1730000000001,
+  AddGenevaDriveWaitDeadlines1730000000004,
   CreateGenevaDriveTables1730000000000,
   ExactGenevaDriveIdentifiers1730000000002,
 } from '../../libs/geneva-drive/src/migrations/index.js';
@@ -33,8 +33,8 @@ import { detectPrimaryKeyType, uuidv7 } from '../../libs/geneva-drive/src/persis
 import { SchemaCapabilities } from '../../libs/geneva-drive/src/persistence/schema-capabilities.js';
 import { WorkflowStore } from '../../libs/geneva-drive/src/persistence/workflow-store.js';
 import { isUniqueViolation } from '../../libs/geneva-drive/src/persistence/unique-violation.js';
-import type { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
 import { waitUntil } from '../src/bull-wait.js';
+import { REDIS_QUEUE_DRIVERS, type RedisQueueDriver } from '../src/redis-queues.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import {
   resetUuidFixtures,
@@ -107,6 +107,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
       AddGenevaDriveSignals1730000000001,
       ExactGenevaDriveIdentifiers1730000000002,
       AddGenevaDriveListIndexes1730000000003,
+      AddGenevaDriveWaitDeadlines1730000000004,
     ]);
     const uuid = genevaDriveMigrations({ primaryKey: 'uuid' });
     expect(uuid.map((migration) => new migration().name)).toEqual([
@@ -114,12 +115,14 @@ describe('uuid keys: the migration sets and the id generator', () => {
       'AddGenevaDriveSignals1730000000001',
       'ExactGenevaDriveIdentifiers1730000000002',
       'AddGenevaDriveListIndexes1730000000003',
+      'AddGenevaDriveWaitDeadlines1730000000004',
     ]);
     expect(uuid[0].prototype).toBeInstanceOf(CreateGenevaDriveTables1730000000000);
     expect(uuid[1].prototype).toBeInstanceOf(AddGenevaDriveSignals1730000000001);
     // The upgrade to exact identifiers does not depend on the key type: one class for both sets.
     expect(uuid[2]).toBe(ExactGenevaDriveIdentifiers1730000000002);
     expect(uuid[3]).toBe(AddGenevaDriveListIndexes1730000000003);
+    expect(uuid[4]).toBe(AddGenevaDriveWaitDeadlines1730000000004);
     expect(genevaDriveMigrations({ primaryKey: 'uuid' })).toEqual(uuid); // the same classes on every call
     expect(() => genevaDriveMigrations({ primaryKey: 'int' as never })).toThrow(TypeError);
   });
@@ -200,6 +203,7 @@ describeEachDatabase('uuid keys', (kind) => {
         'AddGenevaDriveSignals1730000000001',
         'ExactGenevaDriveIdentifiers1730000000002',
         'AddGenevaDriveListIndexes1730000000003',
+        'AddGenevaDriveWaitDeadlines1730000000004',
       ]);
     });
   });
@@ -584,30 +588,29 @@ describeEachDatabase('uuid keys: the local queue', (kind) => {
   });
 });
 
-function bullSuite(kind: DatabaseKind): void {
-  const prefix = `gd-e2e-uuid-keys-${process.pid}-${kind}`;
+function redisQueueSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
+  const prefix = `gd-e2e-uuid-keys-${driver.adapter}-${process.pid}-${kind}`;
   const QUEUE_NAME = 'geneva-drive-uuid-keys';
-  let admin: Bull.Queue;
+  let admin: ReturnType<RedisQueueDriver['handle']>;
   let app: TestApp;
 
   beforeAll(async () => {
-    admin = new Bull(QUEUE_NAME, redisUrl(), { prefix });
-    await admin.obliterate({ force: true });
-    app = await createTestApp(kind, UUID_WORKFLOWS, { primaryKey: 'uuid', queue: { adapter: 'bull', redis: redisUrl(), prefix, name: QUEUE_NAME, concurrency: 2 } });
+    admin = driver.handle(QUEUE_NAME, prefix);
+    await admin.obliterate();
+    app = await createTestApp(kind, UUID_WORKFLOWS, { primaryKey: 'uuid', queue: driver.options({ prefix, name: QUEUE_NAME, concurrency: 2 }) });
   });
   afterAll(async () => {
     await app?.close();
-    await admin?.obliterate({ force: true });
+    await admin?.obliterate();
     await admin?.close();
   });
 
-  it('a workflow with waitFor steps runs to the end on Bull: jobs keyed by uuid execution ids, wake-ups by uuid pairs', async () => {
+  it(`a workflow with waitFor steps runs to the end on ${driver.adapter}: jobs keyed by uuid execution ids, wake-ups by uuid pairs`, async () => {
     resetUuidFixtures();
     const workflows = app.moduleRef.get(WorkflowService);
     const signals = app.moduleRef.get(SignalService);
-    const queue = (app.moduleRef.get(QUEUE_PORT) as BullQueueAdapter).queue;
     const jobIds: string[] = [];
-    queue.on('active', (job) => jobIds.push(String(job.id)));
+    driver.onActive(app.moduleRef.get(QUEUE_PORT), (job) => jobIds.push(job.jobId));
     const heroes = app.dataSource.getRepository(UuidHero);
     const wf = await workflows.start(UuidPingWorkflow, await heroes.save(heroes.create({ name: 'Ada' })), { signals: [{ name: 'ping', payload: { n: 1 } }] });
 
@@ -622,15 +625,19 @@ function bullSuite(kind: DatabaseKind): void {
     const list = await signals.list(wf);
     // Each execution is recorded under its job id, the uuid execution id or the uuid pair of a
     // wake-up, whether the job went through Redis or started in this worker process (due at once,
-    // with a free slot); any job Bull ran had one of those ids.
+    // with a free slot); any job the queue ran had one of those ids.
     const expected = [rows[0].id, `${rows[1].id}-wake-${list[1].id}`, `${rows[2].id}-wake-${list[2].id}`];
     expect(rows.map((row) => row.jobId)).toEqual(expected);
     expect(jobIds.filter((id) => !expected.includes(id))).toEqual([]);
   });
 }
 
+function bothAdapters(): void {
+  for (const driver of Object.values(REDIS_QUEUE_DRIVERS)) describeEachDatabase(`uuid keys: ${driver.adapter} on Redis`, (kind) => redisQueueSuite(driver, kind));
+}
+
 if (redisAvailable()) {
-  describeEachDatabase('uuid keys: Bull on Redis', bullSuite);
+  bothAdapters();
 } else {
-  describe.skip('uuid keys: Bull on Redis (skipped: Redis not reachable)', () => describeEachDatabase('uuid keys: Bull on Redis', bullSuite));
+  describe.skip('uuid keys: Redis queues (skipped: Redis not reachable)', bothAdapters);
 }

@@ -34,7 +34,7 @@ const CONSUMER_VERSIONS = {
 };
 /** What the consumer installs as its own: it asked for these, nothing else may appear in production. */
 const BETTER_SQLITE3 = '12.11.1';
-const NOT_ASKED_FOR = ['pg', 'mysql2', 'class-validator', 'class-transformer', 'bull', '@nestjs/bull', 'ioredis', '@nestjs/terminus', 'prom-client', '@opentelemetry/api'];
+const NOT_ASKED_FOR = ['pg', 'mysql2', 'class-validator', 'class-transformer', 'bull', '@nestjs/bull', 'bullmq', '@nestjs/bullmq', 'ioredis', '@nestjs/terminus', 'prom-client', '@opentelemetry/api'];
 
 const INSTALL_TIMEOUT_MS = 10 * 60_000;
 
@@ -107,7 +107,7 @@ describe('the geneva-drive package, installed into a Nest app', () => {
     }
   });
 
-  it('declares every package its build imports as a peer (or a dependency), and bull, @nestjs/terminus, prom-client and @opentelemetry/api as optional', () => {
+  it('declares every package its build imports as a peer (or a dependency), and the queue libraries, @nestjs/terminus, prom-client and @opentelemetry/api as optional', () => {
     const installed = join(app, 'node_modules/geneva-drive/dist');
     const declared = new Set([...Object.keys(libraryManifest.peerDependencies), ...Object.keys(libraryManifest.dependencies ?? {})]);
     const imported = new Set<string>();
@@ -118,7 +118,7 @@ describe('the geneva-drive package, installed into a Nest app', () => {
       }
     }
     expect([...imported].filter((name) => !declared.has(name))).toEqual([]);
-    for (const optional of ['bull', '@nestjs/bull', '@nestjs/terminus', 'prom-client', '@opentelemetry/api']) expect([optional, libraryManifest.peerDependenciesMeta?.[optional]?.optional]).toEqual([optional, true]);
+    for (const optional of ['bull', '@nestjs/bull', 'bullmq', '@nestjs/bullmq', '@nestjs/terminus', 'prom-client', '@opentelemetry/api']) expect([optional, libraryManifest.peerDependenciesMeta?.[optional]?.optional]).toEqual([optional, true]);
     expect(libraryManifest.dependencies ?? {}).toEqual({});
   });
 
@@ -166,10 +166,10 @@ describe('the geneva-drive package, installed into a Nest app', () => {
     expect((await call('POST', '/webhooks/payments', { ...event, workflowId: '999' })).status).toBe(404);
   }, 60_000);
 
-  it('without the optional bull package, refuses the bull queue adapter at boot and names the package', async () => {
+  it.each(['bull', 'bullmq'])('without the optional %s package, refuses the %s queue adapter at boot and names the package', async (adapter) => {
     // Written here rather than in the consumer app: it is a probe, not part of the app the quick start shows.
     writeFileSync(
-      join(app, 'bull-probe.mjs'),
+      join(app, `${adapter}-probe.mjs`),
       [
         "import 'reflect-metadata';",
         "import { Module } from '@nestjs/common';",
@@ -179,7 +179,7 @@ describe('the geneva-drive package, installed into a Nest app', () => {
         'class AppModule {}',
         'Module({ imports: [',
         "  TypeOrmModule.forRoot({ type: 'better-sqlite3', database: ':memory:', entities: [...GENEVA_DRIVE_ENTITIES], migrations: [...GENEVA_DRIVE_MIGRATIONS], migrationsRun: true }),",
-        "  GenevaDriveModule.forRoot({ queue: { adapter: 'bull', redis: 'redis://127.0.0.1:1' } }),",
+        `  GenevaDriveModule.forRoot({ queue: { adapter: '${adapter}', redis: 'redis://127.0.0.1:1' } }),`,
         '] })(AppModule);',
         'try {',
         '  const context = await NestFactory.createApplicationContext(AppModule, { logger: false, abortOnError: false });',
@@ -190,8 +190,8 @@ describe('the geneva-drive package, installed into a Nest app', () => {
         '}',
       ].join('\n'),
     );
-    const { stdout } = await run(process.execPath, ['bull-probe.mjs'], app, 60_000);
-    expect(stdout.trim()).toBe(`MissingDependencyError: The queue adapter 'bull' needs the package "bull", which is not installed: npm install bull`);
+    const { stdout } = await run(process.execPath, [`${adapter}-probe.mjs`], app, 60_000);
+    expect(stdout.trim()).toBe(`MissingDependencyError: The queue adapter '${adapter}' needs the package "${adapter}", which is not installed: npm install ${adapter}`);
   }, 60_000);
 
   it("runs the app's own jest spec with geneva-drive/testing, as ES modules", async () => {

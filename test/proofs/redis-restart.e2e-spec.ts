@@ -1,7 +1,7 @@
 /**
  * Redis killed and restarted during a stream of start()/signal(). The proof runs its own
  * redis-server (a free port from 6391, no persistence): a SIGKILL loses every job in it, waiting,
- * delayed and active alike. Bull worker processes (two; one in the short run) run ProofWorkflow; a
+ * delayed and active alike. Worker processes (two; one in the short run) run ProofWorkflow; a
  * separate sender process starts workflows and signals each with its idempotency key (a fifth
  * twice), every call bounded by a timeout and retried with the same key if it fails. Meanwhile the
  * spec kills Redis at random moments and starts it again on the same port after a random outage,
@@ -13,12 +13,15 @@
  * sender started finished; each keyed signal stored once and consumed once; never two active
  * executions; no side effect twice except on a recovered execution.
  *
+ * Run with each Redis queue adapter, `bull` and `bullmq`.
+ *
  * Size: GD_PROOF_SCALE=full for the long run (npm run test:proofs), the short run otherwise.
  */
-import { expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import type { ChildProcess } from 'node:child_process';
 import { sleep } from '../src/bull-wait.js';
 import type { DatabaseKind } from '../utils/databases.js';
+import { REDIS_ADAPTERS, type RedisAdapter } from '../src/redis-queues.js';
 import {
   callProblems,
   describeProof,
@@ -46,9 +49,9 @@ const SETTLE_TIMEOUT_MS = scaled(90_000, 180_000);
 
 const between = ([min, max]: readonly [number, number]) => min + Math.random() * (max - min);
 
-function redisRestartSuite(kind: DatabaseKind, entry: () => string, children: Set<ChildProcess>): void {
+function redisRestartSuite(adapter: RedisAdapter, kind: DatabaseKind, entry: () => string, children: Set<ChildProcess>): void {
   // Every step through Redis: chained steps have no job for a restart to lose.
-  const suite = proofSuite(kind, entry, children, 'redis', { ownRedis: true, chainSteps: false });
+  const suite = proofSuite(kind, entry, children, 'redis', { ownRedis: true, adapter, chainSteps: false });
 
   it(`${WORKFLOWS} workflows started and signaled while Redis is killed ${OUTAGES} times: no call hangs, nothing lost, all finish after housekeeping`, async () => {
     const began = Date.now();
@@ -81,7 +84,7 @@ function redisRestartSuite(kind: DatabaseKind, entry: () => string, children: Se
     const calls = sender.calls();
     const callsDuring = outages.map(({ from, to }) => calls.filter((c) => c.startedAt >= from && c.startedAt <= to).length);
     proofFigures(
-      `redis-restart [${kind}] ${WORKFLOWS} workflows, ${calls.length} calls (longest ${Math.max(...calls.map((c) => c.ms))} ms), outages ${outages.map((o) => o.to - o.from).join(',')} ms ` +
+      `redis-restart [${adapter}, ${kind}] ${WORKFLOWS} workflows, ${calls.length} calls (longest ${Math.max(...calls.map((c) => c.ms))} ms), outages ${outages.map((o) => o.to - o.from).join(',')} ms ` +
         `with ${callsDuring.join(',')} calls begun in them; housekeeping ${hk.runs} runs (${hk.scheduledRecovered} re-enqueues, ${hk.unrecoverable.length} failed), ` +
         `${snap.executions.filter((e) => e.outcome === 'recovered').length} recovered, ${effects.duplicates} duplicated side effects; ` +
         `boot ${booted - began} ms, stream ${streamEnded - booted} ms, total ${Date.now() - began} ms`,
@@ -105,4 +108,10 @@ function redisRestartSuite(kind: DatabaseKind, entry: () => string, children: Se
   }, scaled(180_000, 420_000));
 }
 
-describeProof('Redis killed and restarted under a stream of start() and signal()', redisRestartSuite, false);
+describeProof(
+  'Redis killed and restarted under a stream of start() and signal()',
+  (kind, entry, children) => {
+    for (const adapter of REDIS_ADAPTERS) describe(`on ${adapter}`, () => redisRestartSuite(adapter, kind, entry, children));
+  },
+  false,
+);

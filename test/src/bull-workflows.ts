@@ -123,4 +123,20 @@ export class QueueSignalWorkflow extends JournalingWorkflow {
   }
 }
 
+/** The first step takes 600 ms: time to close the application while it runs; the next is due in an hour. */
+@Workflow({ hero: () => TestHero })
+export class QueueSlowWorkflow extends JournalingWorkflow {
+  @Step()
+  async slow() {
+    this.note('slow:start');
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    this.note('slow:end');
+  }
+
+  @Step({ wait: '1h' })
+  async later() {
+    this.note('later');
+  }
+}
+
 export const QUEUE_WORKFLOWS = [QueueThreeStepWorkflow, QueueFailingWorkflow, QueueDelayedWorkflow, QueueParkedWorkflow, QueueRestartWorkflow, QueueSignalWorkflow];

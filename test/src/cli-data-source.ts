@@ -1,7 +1,8 @@
 /**
  * The data source file the CLI spec hands to `geneva-drive --data-source`: the worker's test
  * database of GD_CLI_DB (the SQLite file GD_CLI_SQLITE_FILE), and as `genevaDrive` the InvoiceFlow class (unless GD_CLI_NO_CLASSES) and,
- * with GD_CLI_BULL_QUEUE, the Bull queue of that name (where the spec's application has its worker).
+ * with GD_CLI_BULL_QUEUE, the Redis queue of that name (where the spec's application has its worker) on
+ * the adapter GD_CLI_QUEUE_ADAPTER (bull, the default, or bullmq).
  */
 import { DataSource, type DataSourceOptions } from 'typeorm';
 import { GenevaDriveCliConfig } from '../../libs/geneva-drive/src/cli/cli-config.js';
@@ -18,5 +19,5 @@ const bullQueue = process.env.GD_CLI_BULL_QUEUE;
 
 export const genevaDrive: GenevaDriveCliConfig = {
   providers: process.env.GD_CLI_NO_CLASSES ? [] : [InvoiceFlow],
-  ...(bullQueue ? { queue: { adapter: 'bull', redis: redisUrl(), name: bullQueue } } : {}),
+  ...(bullQueue ? { queue: { adapter: process.env.GD_CLI_QUEUE_ADAPTER === 'bullmq' ? 'bullmq' : 'bull', redis: redisUrl(), name: bullQueue } } : {}),
 };

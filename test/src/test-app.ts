@@ -17,8 +17,8 @@ export interface TestApp {
 
 /**
  * Boots a Nest testing module with TypeORM on `kind`, GenevaDriveModule (manual queue unless
- * `options.queue` says otherwise) and the given workflow classes and providers. `withoutSignals` and
- * `primaryKey` choose the schema {@link prepareDatabase} builds (unless `prepare: false`); `entities`
+ * `options.queue` says otherwise) and the given workflow classes and providers. `withoutSignals`,
+ * `withoutDeadlines` and `primaryKey` choose the schema {@link prepareDatabase} builds (unless `prepare: false`); `entities`
  * registers a spec's own entities (their tables are the spec's to create); `imports` adds modules.
  */
 export async function createTestApp(
@@ -26,8 +26,8 @@ export async function createTestApp(
   providers: Provider[],
   options: GenevaDriveModuleOptions & SchemaOptions & { prepare?: boolean; entities?: Function[]; imports?: Array<Type | DynamicModule> } = {},
 ): Promise<TestApp> {
-  const { withoutSignals, primaryKey, prepare = true, entities = [], imports = [], ...moduleOptions } = options;
-  if (prepare) await prepareDatabase(kind, { withoutSignals, primaryKey });
+  const { withoutSignals, withoutDeadlines, primaryKey, prepare = true, entities = [], imports = [], ...moduleOptions } = options;
+  if (prepare) await prepareDatabase(kind, { withoutSignals, withoutDeadlines, primaryKey });
   const moduleRef = await Test.createTestingModule({
     imports: [
       TypeOrmModule.forRoot({ ...dataSourceOptions(kind, { primaryKey, entities }), migrations: [], migrationsRun: false }),

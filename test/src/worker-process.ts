@@ -5,9 +5,10 @@
  * Configuration comes from the environment (the jest worker's environment is inherited, so the
  * database URLs and JEST_WORKER_ID match the spec's):
  *   GD_WORKER_DB           sqlite | postgres | mysql
+ *   GD_WORKER_ADAPTER      bull | bullmq (default bull)
  *   GD_WORKER_REDIS        Redis URL
- *   GD_WORKER_PREFIX       Bull key prefix (the spec's)
- *   GD_WORKER_QUEUE        Bull queue name (the spec's)
+ *   GD_WORKER_PREFIX       Redis key prefix (the spec's)
+ *   GD_WORKER_QUEUE        queue name (the spec's)
  *   GD_WORKER_CONCURRENCY  step jobs at once (default 2)
  *   GD_WORKER_SQLITE_FILE  the spec's SQLite file (this compiled copy would otherwise resolve another)
  *
@@ -20,11 +21,10 @@ import 'reflect-metadata';
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import type Bull from 'bull';
 import type { DataSourceOptions } from 'typeorm';
 import { ExecutorService, GenevaDriveModule, QUEUE_PORT } from '../../libs/geneva-drive/src/index.js';
-import type { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
 import { dataSourceOptions, type DatabaseKind } from '../utils/databases.js';
+import { REDIS_QUEUE_DRIVERS, type JobEvent, type RedisAdapter } from './redis-queues.js';
 import { WORKER_WORKFLOWS } from './worker-workflows.js';
 
 export type WorkerMessage =
@@ -48,18 +48,18 @@ async function main(): Promise<void> {
   const kind = required('GD_WORKER_DB') as DatabaseKind;
   const sqliteFile = process.env.GD_WORKER_SQLITE_FILE;
   const database = { ...dataSourceOptions(kind), ...(kind === 'sqlite' && sqliteFile ? { database: sqliteFile } : {}) } as DataSourceOptions;
+  const driver = REDIS_QUEUE_DRIVERS[(process.env.GD_WORKER_ADAPTER ?? 'bull') as RedisAdapter];
 
   @Module({
     imports: [
       TypeOrmModule.forRoot({ ...database, migrations: [], migrationsRun: false }),
       GenevaDriveModule.forRoot({
-        queue: {
-          adapter: 'bull',
+        queue: driver.options({
           redis: required('GD_WORKER_REDIS'),
           prefix: required('GD_WORKER_PREFIX'),
           name: required('GD_WORKER_QUEUE'),
           concurrency: Number(process.env.GD_WORKER_CONCURRENCY ?? '2'),
-        },
+        }),
         housekeeping: false,
       }),
     ],
@@ -68,12 +68,12 @@ async function main(): Promise<void> {
   class WorkerModule {}
 
   const app = await NestFactory.createApplicationContext(WorkerModule, { logger: process.env.GD_TEST_LOGS ? undefined : ['error'] });
-  const queue = (app.get(QUEUE_PORT) as BullQueueAdapter).queue as Bull.Queue<{ executionId: string }>;
-  const jobEvent = (type: 'active' | 'completed' | 'failed') => (job: Bull.Job<{ executionId: string }>, error?: unknown) =>
-    send({ type, pid: process.pid, jobId: String(job.id), executionId: job.data.executionId, ...(error ? { error: String(error) } : {}) });
-  queue.on('active', jobEvent('active'));
-  queue.on('completed', (job) => jobEvent('completed')(job));
-  queue.on('failed', (job, error) => jobEvent('failed')(job, error));
+  const port = app.get(QUEUE_PORT);
+  const jobEvent = (type: 'active' | 'completed' | 'failed') => (job: JobEvent & { message?: string }) =>
+    send({ type, pid: process.pid, jobId: job.jobId, executionId: job.executionId, ...(job.message ? { error: job.message } : {}) });
+  driver.onActive(port, jobEvent('active'));
+  driver.onCompleted(port, jobEvent('completed'));
+  driver.onFailed(port, jobEvent('failed'));
 
   const executor = app.get(ExecutorService);
   let closing: Promise<void> | undefined;

@@ -19,7 +19,7 @@ import 'reflect-metadata';
 import { fileURLToPath } from 'node:url';
 import { DataSource, type DataSourceOptions, type MigrationInterface } from 'typeorm';
 import { GENEVA_DRIVE_ENTITIES } from '../../libs/geneva-drive/src/entities/index.js';
-import { AddGenevaDriveSignals1730000000001, genevaDriveMigrations } from '../../libs/geneva-drive/src/migrations/index.js';
+import { AddGenevaDriveSignals1730000000001, AddGenevaDriveWaitDeadlines1730000000004, genevaDriveMigrations } from '../../libs/geneva-drive/src/migrations/index.js';
 import type { PrimaryKeyType } from '../../libs/geneva-drive/src/persistence/primary-keys.js';
 import { CreateTestFixtures1600000000000, FIXTURE_ENTITIES, FIXTURE_TABLES } from './fixtures.js';
 
@@ -93,6 +93,8 @@ export function workerDatabaseName(): string {
 export interface SchemaOptions {
   /** Leave out the signals migration (a database that was never upgraded). */
   withoutSignals?: boolean;
+  /** Leave out the wait-deadlines migration (a database not upgraded for `timeout` steps). */
+  withoutDeadlines?: boolean;
   /** The key type of the geneva-drive tables (`genevaDriveMigrations({ primaryKey })`). @default 'bigint' */
   primaryKey?: PrimaryKeyType;
 }
@@ -102,7 +104,9 @@ function migrationsFor(opts: SchemaOptions = {}): (new () => MigrationInterface)
   const geneva = genevaDriveMigrations({ primaryKey: opts.primaryKey });
   // The uuid set's classes are subclasses of the exported ones.
   const isSignals = (migration: Function) => migration === AddGenevaDriveSignals1730000000001 || migration.prototype instanceof AddGenevaDriveSignals1730000000001;
-  return [CreateTestFixtures1600000000000, ...(opts.withoutSignals ? geneva.filter((migration) => !isSignals(migration)) : geneva)];
+  const isDeadlines = (migration: Function) => migration === AddGenevaDriveWaitDeadlines1730000000004;
+  const kept = geneva.filter((migration) => !(opts.withoutSignals && isSignals(migration)) && !(opts.withoutDeadlines && isDeadlines(migration)));
+  return [CreateTestFixtures1600000000000, ...kept];
 }
 
 /**

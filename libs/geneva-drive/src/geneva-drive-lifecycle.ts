@@ -10,7 +10,9 @@ import type { ResolvedGenevaDriveOptions } from './interfaces/geneva-drive-optio
 import { AfterCommitSubscriber } from './persistence/after-commit.js';
 import { SchemaCapabilities } from './persistence/schema-capabilities.js';
 import { TransactionRunner } from './persistence/transaction-runner.js';
+import { isDeadlineJob } from './queue/deadline-job.js';
 import type { QueuePort } from './queue/queue.port.js';
+import { WaitDeadline } from './signals/wait-deadline.js';
 
 /**
  * At init: finds the DataSource, binds the engine to it and checks the schema (each misconfiguration
@@ -27,6 +29,7 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
     private readonly executor: ExecutorService,
     @Inject(QUEUE_PORT) private readonly queue: QueuePort,
     private readonly housekeeping: HousekeepingService,
+    private readonly deadline: WaitDeadline,
     @Inject(GENEVA_DRIVE_OPTIONS) private readonly options: ResolvedGenevaDriveOptions,
     @Inject(GENEVA_DRIVE_LOGGER) private readonly logger: LoggerService,
   ) {}
@@ -40,10 +43,20 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
     if (!this.schema.hasSignals) {
       this.logger.warn('The signals migration has not run: waitFor steps will fail until it does (everything else works)');
     }
+    const timeoutSteps = this.schema.hasDeadlines ? [] : this.deadline.stepsWithTimeout();
+    if (timeoutSteps.length > 0) {
+      this.logger.warn(
+        `The wait-deadlines migration (AddGenevaDriveWaitDeadlines1730000000004) has not run: steps with a timeout (${timeoutSteps.join(', ')}) will fail at their gate until it does`,
+      );
+    }
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    await this.queue.start((executionId, jobId, hints) => this.executor.execute(executionId, { jobId, hints, chain: true }));
+    // A deadline job (its own job id) times a parked wait out; every other job runs its execution.
+    await this.queue.start(async (executionId, jobId, hints) => {
+      if (isDeadlineJob(jobId)) await this.deadline.fire(executionId);
+      else await this.executor.execute(executionId, { jobId, hints, chain: true });
+    });
     if (this.options.housekeepingEveryMs !== null) {
       // No colon in the name: Bull keys repeatable jobs by colon-separated fields.
       await this.queue.repeat('geneva-drive-housekeeping', this.options.housekeepingEveryMs, () => this.housekeeping.run());

@@ -22,6 +22,8 @@ import { WorkflowRegistry } from './registry/workflow.registry.js';
 import { SignalIntake } from './signals/signal-intake.js';
 import { SignalRendezvous } from './signals/signal-rendezvous.js';
 import { SignalService } from './signals/signal.service.js';
+import { SignalHero } from './signals/signal-hero.js';
+import { WaitDeadline } from './signals/wait-deadline.js';
 import { WorkflowService } from './workflow/workflow.service.js';
 
 function engineProviders(declaredDataSource: string | undefined, queue: QueueAdapterOptions | undefined): Provider[] {
@@ -65,6 +67,8 @@ function engineProviders(declaredDataSource: string | undefined, queue: QueueAda
     WorkflowService,
     SignalIntake,
     SignalService,
+    SignalHero,
+    WaitDeadline,
     HousekeepingService,
     GenevaDriveLifecycle,
   ];

@@ -33,6 +33,7 @@ export function isQueuePort(adapter: unknown): adapter is QueuePort {
 
 const QUEUE_OPTIONS: Record<Exclude<QueueAdapterOptions['adapter'], QueuePort>, string[]> = {
   bull: ['adapter', 'redis', 'name', 'prefix', 'concurrency', 'configKey', 'limiter', 'settings', 'defaultJobOptions', 'createClient'],
+  bullmq: ['adapter', 'redis', 'name', 'prefix', 'concurrency', 'configKey', 'defaultJobOptions', 'worker'],
   local: ['adapter', 'concurrency'],
   manual: ['adapter'],
 };

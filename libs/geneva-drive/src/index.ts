@@ -31,6 +31,7 @@ export {
   type PreconditionEvent,
   type SignalCall,
   type SignalEvent,
+  type SignalTimeoutEvent,
   type StartCall,
   type StepEvent,
 } from './instrumentation/geneva-drive.events.js';

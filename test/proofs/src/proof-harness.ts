@@ -4,7 +4,6 @@
  * runs, a housekeeping loop, and the invariants read back from the database at the end.
  */
 import { afterAll, beforeAll, describe } from '@jest/globals';
-import Bull from 'bull';
 import type { ChildProcess } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -12,6 +11,7 @@ import type { DataSource } from 'typeorm';
 import { HousekeepingService, Signal, StepExecution, WorkflowRecord, type HousekeepingSummary } from 'geneva-drive';
 import { ChildHandle, compileChildEntry, forkCompiled, ROOT } from '../../src/child-process.js';
 import { sleep, waitUntil } from '../../src/bull-wait.js';
+import { REDIS_QUEUE_DRIVERS, type RedisAdapter, type RedisQueueDriver } from '../../src/redis-queues.js';
 import { createTestApp, informationLine, type TestApp } from '../../src/test-app.js';
 import { describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../../utils/databases.js';
 import type { CallReport, ProofChildMessage, ProofParentMessage } from './proof-process.js';
@@ -84,6 +84,8 @@ export class ProofChild extends ChildHandle<ProofChildMessage, ProofParentMessag
 /** Where the child processes connect. */
 export interface ProofTarget {
   kind: DatabaseKind;
+  /** The Redis queue adapter every process of the proof uses. */
+  adapter: RedisAdapter;
   redis: string;
   prefix: string;
 }
@@ -129,6 +131,7 @@ export async function spawnProofChild(
     GD_PROOF_CHAIN: options.chainSteps === false ? '0' : '1',
     GD_PROOF_ROLE: role,
     GD_PROOF_DB: target.kind,
+    GD_PROOF_ADAPTER: target.adapter,
     GD_PROOF_REDIS: target.redis,
     GD_PROOF_PREFIX: target.prefix,
     GD_PROOF_QUEUE: QUEUE_NAME,
@@ -167,24 +170,25 @@ export function proofSuite(
   entry: () => string,
   children: Set<ChildProcess>,
   name: string,
-  options: { ownRedis?: boolean; chainSteps?: boolean } = {},
+  options: { ownRedis?: boolean; adapter?: RedisAdapter; chainSteps?: boolean } = {},
 ): ProofSuite {
+  const driver = REDIS_QUEUE_DRIVERS[options.adapter ?? 'bull'];
   let app: TestApp;
   let target: ProofTarget;
-  let admin: Bull.Queue | undefined;
+  let admin: ReturnType<RedisQueueDriver['handle']> | undefined;
   let redis: OwnRedis | undefined;
   const everyone: ProofChild[] = [];
   const loops: Array<{ stop(): Promise<unknown> }> = [];
 
   beforeAll(async () => {
     redis = options.ownRedis ? await OwnRedis.start() : undefined;
-    target = { kind, redis: redis?.url ?? redisUrl(), prefix: `gd-proof-${name}-${process.pid}-${Date.now()}-${kind}` };
+    target = { kind, adapter: driver.adapter, redis: redis?.url ?? redisUrl(), prefix: `gd-proof-${name}-${driver.adapter}-${process.pid}-${Date.now()}-${kind}` };
     if (!redis) {
-      admin = new Bull(QUEUE_NAME, target.redis, { prefix: target.prefix });
-      await admin.obliterate({ force: true });
+      admin = driver.handle(QUEUE_NAME, target.prefix);
+      await admin.obliterate();
     }
     app = await createTestApp(kind, PROOF_WORKFLOWS, {
-      queue: { adapter: 'bull', redis: target.redis, prefix: target.prefix, name: QUEUE_NAME, concurrency: 0 },
+      queue: driver.options({ redis: target.redis, prefix: target.prefix, name: QUEUE_NAME, concurrency: 0 }),
       stuckInProgressThreshold: '2s',
       stuckScheduledThreshold: '2s',
     });
@@ -195,7 +199,7 @@ export function proofSuite(
     await Promise.all(loops.map((loop) => loop.stop()));
     await Promise.all(everyone.map((c) => c.stop()));
     await app?.close();
-    await admin?.obliterate({ force: true });
+    await admin?.obliterate();
     await admin?.close();
     await redis?.kill();
   });

@@ -12,18 +12,18 @@
  *    fails; each attempt is reported.
  *
  * Environment (the jest worker's is inherited, so the database URLs and JEST_WORKER_ID match):
- *   GD_PROOF_ROLE, GD_PROOF_DB (postgres | mysql), GD_PROOF_REDIS, GD_PROOF_PREFIX, GD_PROOF_QUEUE,
+ *   GD_PROOF_ROLE, GD_PROOF_DB (postgres | mysql), GD_PROOF_ADAPTER (bull | bullmq), GD_PROOF_REDIS, GD_PROOF_PREFIX, GD_PROOF_QUEUE,
  *   GD_PROOF_CONCURRENCY (worker).
  */
 import 'reflect-metadata';
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
-import type Bull from 'bull';
 import type { DataSource } from 'typeorm';
 import { GenevaDriveModule, QUEUE_PORT, SignalService, WorkflowService } from '../../../libs/geneva-drive/src/index.js';
-import type { BullQueueAdapter } from '../../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
+import { BullQueueAdapter } from '../../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
 import { dataSourceOptions, type DatabaseKind } from '../../utils/databases.js';
+import { REDIS_QUEUE_DRIVERS, type JobEvent, type RedisAdapter } from '../../src/redis-queues.js';
 import { TestHero } from '../../utils/fixtures.js';
 import { GO, goKey, PROOF_WORKFLOWS, ProofWorkflow } from './proof-workflows.js';
 
@@ -68,11 +68,19 @@ export type ProofChildMessage =
 export type ProofParentMessage = SendPlan | { type: 'shutdown' };
 
 /**
- * Bull's stall detection, shortened: a killed worker's active job is handed back to the queue after
- * about 3 s instead of up to a minute (30 s lock + 30 s check), so a step whose job a crash left
- * `active` before the step started is run again within the proof's time. The engine is untouched.
+ * Bull's (and BullMQ's) stall detection, shortened: a killed worker's active job is handed back to
+ * the queue after about 3 s instead of up to a minute (30 s lock + 30 s check), so a step whose job
+ * a crash left `active` before the step started is run again within the proof's time. The engine is
+ * untouched.
  */
 const BULL_STALL_SETTINGS = { lockDuration: 3_000, lockRenewTime: 1_000, stalledInterval: 1_500 };
+const BULLMQ_STALL_SETTINGS = { lockDuration: 3_000, stalledInterval: 1_500 };
+/**
+ * BullMQ's queue client keeps a command through 20 reconnects at least a second apart, so an outage
+ * of the proof's length would only delay the sender's enqueues; with one retry they fail in it and
+ * are lost, as Bull's do, which is what the proof is about.
+ */
+const BULLMQ_SENDER_CONNECTION = { maxRetriesPerRequest: 1 };
 
 function required(name: string): string {
   const value = process.env[name];
@@ -105,18 +113,17 @@ async function attempt<T>(timeoutMs: number, call: () => Promise<T>): Promise<{ 
 async function main(): Promise<void> {
   const role = required('GD_PROOF_ROLE') as 'worker' | 'sender';
   const kind = required('GD_PROOF_DB') as DatabaseKind;
+  const driver = REDIS_QUEUE_DRIVERS[(process.env.GD_PROOF_ADAPTER ?? 'bull') as RedisAdapter];
+  const concurrency = role === 'worker' ? Number(process.env.GD_PROOF_CONCURRENCY ?? '3') : 0;
+  const own = { redis: required('GD_PROOF_REDIS'), prefix: required('GD_PROOF_PREFIX'), name: required('GD_PROOF_QUEUE'), concurrency };
+  const queue = driver.options(own);
+  const bullMqSettings = role === 'worker' ? { worker: BULLMQ_STALL_SETTINGS } : { redis: { url: own.redis, ...BULLMQ_SENDER_CONNECTION } };
 
   @Module({
     imports: [
       TypeOrmModule.forRoot({ ...dataSourceOptions(kind), migrations: [], migrationsRun: false }),
       GenevaDriveModule.forRoot({
-        queue: {
-          adapter: 'bull',
-          redis: required('GD_PROOF_REDIS'),
-          prefix: required('GD_PROOF_PREFIX'),
-          name: required('GD_PROOF_QUEUE'),
-          concurrency: role === 'worker' ? Number(process.env.GD_PROOF_CONCURRENCY ?? '3') : 0,
-        },
+        queue: queue.adapter === 'bullmq' ? { ...queue, ...bullMqSettings } : queue,
         housekeeping: false,
         ...(process.env.GD_PROOF_CHAIN === '0' ? { chainSteps: false as const } : {}),
       }),
@@ -137,14 +144,17 @@ async function main(): Promise<void> {
   process.on('disconnect', () => shutdown(1));
 
   if (role === 'worker') {
-    const queue = (app.get(QUEUE_PORT) as BullQueueAdapter).queue as Bull.Queue<{ executionId: string }> & { settings: Record<string, number>; startMoveUnlockedJobsToWait(): void };
-    Object.assign(queue.settings, BULL_STALL_SETTINGS);
-    queue.startMoveUnlockedJobsToWait();
-    const report = (event: 'active' | 'completed' | 'failed') => (job: Bull.Job<{ executionId: string }>, error?: unknown) =>
-      send({ type: 'job', pid: process.pid, event, jobId: String(job.id), executionId: job.data.executionId, ...(error ? { error: String(error) } : {}) });
-    queue.on('active', (job) => report('active')(job));
-    queue.on('completed', (job) => report('completed')(job));
-    queue.on('failed', (job, error) => report('failed')(job, error));
+    const port = app.get(QUEUE_PORT);
+    if (port instanceof BullQueueAdapter) {
+      const queue = port.queue as unknown as { settings: Record<string, number>; startMoveUnlockedJobsToWait(): void };
+      Object.assign(queue.settings, BULL_STALL_SETTINGS);
+      queue.startMoveUnlockedJobsToWait();
+    }
+    const report = (event: 'active' | 'completed' | 'failed') => (job: JobEvent & { message?: string }) =>
+      send({ type: 'job', pid: process.pid, event, jobId: job.jobId, executionId: job.executionId, ...(job.message ? { error: job.message } : {}) });
+    driver.onActive(port, report('active'));
+    driver.onCompleted(port, report('completed'));
+    driver.onFailed(port, report('failed'));
     process.on('message', (message: ProofParentMessage) => {
       if (message.type === 'shutdown') shutdown(0);
     });

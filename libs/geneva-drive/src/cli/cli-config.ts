@@ -20,7 +20,7 @@ export interface GenevaDriveCliConfig {
   imports?: ModuleMetadata['imports'];
   /**
    * The application's queue, so that a step woken (or resumed, or skipped to) from the shell is
-   * enqueued where the workers are: `{ adapter: 'bull', redis, name?, prefix? }` (the CLI itself
+   * enqueued where the workers are: `{ adapter: 'bull' | 'bullmq', redis, name?, prefix? }` (the CLI itself
    * never processes jobs: concurrency is 0). Without it the CLI records its jobs nowhere and the
    * application's housekeeping enqueues the due execution after `stuckScheduledThreshold`.
    * @default { adapter: 'manual' }

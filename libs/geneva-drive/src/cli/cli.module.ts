@@ -13,7 +13,7 @@ const SILENT = { log: () => undefined, warn: () => undefined, error: () => undef
 
 /** The queue of the CLI: the application's, enqueue-only; or none (manual: jobs are recorded and dropped). */
 export function cliQueue(queue: QueueAdapterOptions | undefined): QueueAdapterOptions {
-  if (queue?.adapter === 'bull') return { ...queue, concurrency: 0 };
+  if (queue?.adapter === 'bull' || queue?.adapter === 'bullmq') return { ...queue, concurrency: 0 };
   return queue ?? { adapter: 'manual' };
 }
 

@@ -91,6 +91,13 @@ export class StepExecution {
   @Column({ name: 'waiting_since', type: Date, nullable: true })
   waitingSince: Date | null;
 
+  /**
+   * When a parked `waitFor` step with a `timeout` gives up waiting (set when it parks). Kept once a
+   * signal or the deadline ends the wait, as the record of the deadline it had.
+   */
+  @Column({ name: 'timeout_at', type: Date, nullable: true })
+  timeoutAt: Date | null;
+
   @Column({ name: 'created_at', type: Date })
   createdAt: Date;
 

@@ -41,9 +41,28 @@ export class SignalsNotMigratedError extends GenevaDriveError {
  */
 export class InvalidSignalError extends GenevaDriveError {
   constructor(
-    readonly argument: 'workflow' | 'options' | 'name' | 'idempotencyKey' | 'signals',
+    readonly argument: 'workflow' | 'hero' | 'options' | 'name' | 'idempotencyKey' | 'signals',
     message: string,
   ) {
     super(message);
+  }
+}
+
+/** The database lacks the wait-deadlines migration, and a step with a `timeout` reached its gate. @publicApi */
+export class DeadlinesNotMigratedError extends GenevaDriveError {
+  constructor(what: string) {
+    super(`${what} needs the timeout_at column of geneva_drive_step_executions: run the AddGenevaDriveWaitDeadlines1730000000004 migration (in GENEVA_DRIVE_MIGRATIONS)`);
+  }
+}
+
+/** `signalHero` found no ongoing workflow of the class for the hero; nothing was written. @publicApi */
+export class NoOngoingWorkflowError extends GenevaDriveError {
+  constructor(
+    readonly workflowClass: string,
+    readonly heroType: string,
+    readonly heroId: string,
+    readonly signalName: string,
+  ) {
+    super(`Cannot deliver signal "${signalName}": no ongoing ${workflowClass} workflow for ${heroType} ${heroId}`);
   }
 }

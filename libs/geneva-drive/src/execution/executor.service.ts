@@ -3,7 +3,7 @@ import { In, type EntityManager } from 'typeorm';
 import type { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
-import { SignalsNotMigratedError } from '../errors/signal.errors.js';
+import { DeadlinesNotMigratedError, SignalsNotMigratedError } from '../errors/signal.errors.js';
 import { StepNotDefinedError } from '../errors/step-not-defined.error.js';
 import { PAUSE_POLICY, resolveExceptionPolicy, type ExceptionPolicy } from '../exception-policy/exception-policy.js';
 import { isFlowControl, type FlowControlIntent } from '../flow-control/flow-control.js';
@@ -18,6 +18,7 @@ import { successorOf, WorkflowStore, type NewExecution } from '../persistence/wo
 import { evaluateCondition, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { SignalRendezvous } from '../signals/signal-rendezvous.js';
+import { WaitDeadline } from '../signals/wait-deadline.js';
 import { workflowInternals, type GenevaWorkflow } from '../workflow/geneva-workflow.js';
 import { errorColumns, withMetadata } from './error-record.js';
 import { isInterrupt, StepIteration } from './step-iteration.js';
@@ -95,6 +96,8 @@ export class ExecutorService {
     private readonly registry: WorkflowRegistry,
     private readonly instances: WorkflowInstances,
     private readonly gate: SignalRendezvous,
+    // [deadline hook] wait deadlines of `waitFor` steps with a `timeout` (signals/wait-deadline.ts).
+    private readonly deadline: WaitDeadline,
     @Inject(GENEVA_DRIVE_OPTIONS) private readonly options: ResolvedGenevaDriveOptions,
     @Inject(GENEVA_DRIVE_LOGGER) private readonly logger: LoggerService,
   ) {}
@@ -241,7 +244,8 @@ export class ExecutorService {
       logger.error(`Precondition raised ${String(error)}`);
       // A waitFor step on a database without the signals migration fails and pauses whatever the
       // policy says: skipping or retrying would run past the event the step was written for.
-      const policy = error instanceof SignalsNotMigratedError ? PAUSE_POLICY : resolveExceptionPolicy(step, definition.exceptionPolicies, error);
+      const notMigrated = error instanceof SignalsNotMigratedError || error instanceof DeadlinesNotMigratedError; // [deadline hook]
+      const policy = notMigrated ? PAUSE_POLICY : resolveExceptionPolicy(step, definition.exceptionPolicies, error);
       await this.applyExceptionPolicy(manager, prepared, workflow, policy, error, 'precondition');
       return { done: true, error };
     }
@@ -298,14 +302,25 @@ export class ExecutorService {
     pinned: Signal | null,
   ): Promise<'cancel' | 'skip' | 'wait' | 'pass'> {
     const { definition, step, instance, execution } = prepared;
-    if (step.waitFor) this.gate.assertSchemaSupportsSignals(workflow, step);
+    if (step.waitFor) {
+      this.gate.assertSchemaSupportsSignals(workflow, step);
+      this.deadline.assertSchema(workflow, step); // [deadline hook]
+    }
     for (const condition of definition.cancelIf) {
       if (await evaluateCondition(condition, instance)) return 'cancel';
     }
     if (step.skipIf !== undefined && (await evaluateCondition(step.skipIf, instance))) return 'skip';
     if (step.waitFor) {
+      // [deadline hook] a wait that timed out (onTimeout 'run') passes its gate with no signal.
+      if (await this.deadline.timedOut(manager, execution)) {
+        workflowInternals.bind(instance, { hero: instance.hero, record: workflow, execution, signal: null, logger: prepared.logger, timedOut: true });
+        return 'pass';
+      }
       const signal = await this.gate.attachOrPark(manager, workflow, execution, step, instance, pinned);
-      if (signal === null) return 'wait';
+      if (signal === null) {
+        await this.deadline.arm(manager, workflow, execution, step, definition); // [deadline hook] parked: arm its deadline
+        return 'wait';
+      }
       workflowInternals.bind(instance, { hero: instance.hero, record: workflow, execution, signal, logger: prepared.logger });
     }
     return 'pass';
@@ -398,6 +413,7 @@ export class ExecutorService {
       hooksDurationMs: performance.now() - started - bodyMs,
       outcome: result.kind === 'flow' ? result.intent.kind : result.kind,
       ...(result.kind === 'exception' ? { exception: result.error } : {}),
+      ...(instance.timedOut ? { timedOut: true } : {}), // [deadline hook]
     }));
     return result;
   }

@@ -14,6 +14,7 @@ import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { jobHints, jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
 import type { QueuePort, StepJob } from '../queue/queue.port.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
+import { WaitDeadline } from '../signals/wait-deadline.js';
 
 const RECOVERY_PAGE = 100;
 
@@ -37,6 +38,11 @@ export interface HousekeepingSummary {
    */
   stuckScheduledStillQueued: number;
   /**
+   * Parked executions whose `timeout` passed more than `stuckScheduledThreshold` ago with the workflow
+   * runnable (their deadline job was lost), timed out by this run.
+   */
+  overdueDeadlinesRecovered: number;
+  /**
    * Workflows paused in this run because their step was found stuck `in_progress` once more after
    * `maxRecoveries` recoveries in a row (each also logged at error level).
    */
@@ -52,14 +58,18 @@ export interface HousekeepingSummary {
     'geneva_drive.waiting_overdue'?: Gauge;
     /** Workflows paused by the recovery limit and not resumed, skipped or canceled since. */
     'geneva_drive.recovery_limit_paused': Gauge;
+    /** Parked executions with a deadline (`timeout`). Absent without the wait-deadlines migration. */
+    'geneva_drive.waiting_with_deadline'?: Gauge;
+    /** Of those, deadlines overdue by more than `stuckScheduledThreshold` (a lost job; housekeeping times them out). */
+    'geneva_drive.deadlines_overdue'?: Gauge;
   } | null;
 }
 
 /**
  * Deletes old finished/canceled workflows in batches, recovers executions stuck `in_progress` or
- * `scheduled` (a crashed worker, a lost enqueue), and reads the waiting gauges. Never touches a
- * paused workflow or a parked (`waiting`) execution, and always terminates: every sweep walks the
- * candidates once, in id order.
+ * `scheduled` (a crashed worker, a lost enqueue), times out parked executions whose deadline job
+ * was lost, and reads the waiting gauges. Never touches a paused workflow, nor a parked (`waiting`)
+ * execution before its deadline, and always terminates: every sweep walks the candidates once, in id order.
  * @publicApi
  */
 @Injectable()
@@ -70,6 +80,7 @@ export class HousekeepingService {
     private readonly registry: WorkflowRegistry,
     private readonly schema: SchemaCapabilities,
     @Inject(QUEUE_PORT) private readonly queue: QueuePort,
+    private readonly deadline: WaitDeadline,
     @Inject(GENEVA_DRIVE_OPTIONS) private readonly options: ResolvedGenevaDriveOptions,
     @Inject(GENEVA_DRIVE_LOGGER) private readonly logger: LoggerService,
   ) {}
@@ -82,6 +93,7 @@ export class HousekeepingService {
       stuckInProgressRecovered: 0,
       stuckScheduledRecovered: 0,
       stuckScheduledStillQueued: 0,
+      overdueDeadlinesRecovered: 0,
       pausedAtRecoveryLimit: [],
       unrecoverable: [],
       gauges: null,
@@ -89,6 +101,9 @@ export class HousekeepingService {
     await this.deleteOldWorkflows(summary);
     await this.recoverStuck('in_progress', summary);
     await this.recoverStuck('scheduled', summary);
+    const deadlines = await this.deadline.recoverOverdue();
+    summary.overdueDeadlinesRecovered = deadlines.recovered;
+    summary.unrecoverable.push(...deadlines.unrecoverable);
     summary.gauges = await this.readGauges();
     this.logger.log(`Housekeeping: ${JSON.stringify({ ...summary, gauges: undefined })}`);
     publish('housekeeping', () => summary);
@@ -299,9 +314,16 @@ export class HousekeepingService {
       overdue.total += Number(row.overdue ?? 0);
     }
     const paused = await this.readRecoveryLimitGauge();
-    return threshold === null
-      ? { 'geneva_drive.waiting_step_executions': waiting, 'geneva_drive.recovery_limit_paused': paused }
-      : { 'geneva_drive.waiting_step_executions': waiting, 'geneva_drive.waiting_overdue': overdue, 'geneva_drive.recovery_limit_paused': paused };
+    const gauges: NonNullable<HousekeepingSummary['gauges']> =
+      threshold === null
+        ? { 'geneva_drive.waiting_step_executions': waiting, 'geneva_drive.recovery_limit_paused': paused }
+        : { 'geneva_drive.waiting_step_executions': waiting, 'geneva_drive.waiting_overdue': overdue, 'geneva_drive.recovery_limit_paused': paused };
+    const deadlines = await this.deadline.readGauges();
+    if (deadlines) {
+      gauges['geneva_drive.waiting_with_deadline'] = gaugeOf(deadlines.withDeadline);
+      gauges['geneva_drive.deadlines_overdue'] = gaugeOf(deadlines.overdue);
+    }
+    return gauges;
   }
 
   /** Paused workflows whose latest execution is the one the recovery limit failed (nothing came after it). */
@@ -331,4 +353,8 @@ export class HousekeepingService {
   private get manager(): EntityManager {
     return this.transactions.dataSource.manager;
   }
+}
+
+function gaugeOf(byWorkflow: Record<string, number>): Gauge {
+  return { total: Object.values(byWorkflow).reduce((sum, n) => sum + n, 0), byWorkflow };
 }

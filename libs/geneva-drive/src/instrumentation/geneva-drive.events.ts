@@ -75,6 +75,8 @@ export interface StepEvent extends ExecutionEvent {
   /** `continue`: a resumable step stopped at a checkpoint and continues in a successor. */
   outcome: 'completed' | 'cancel' | 'pause' | 'reattempt' | 'skip' | 'finished' | 'continue' | 'exception';
   exception?: unknown;
+  /** Present (true) when the body ran because its wait timed out (`onTimeout: 'run'`). */
+  timedOut?: true;
 }
 
 /** `geneva-drive:finalize`: the outcome was committed (states are absent when it was discarded). @publicApi */
@@ -106,6 +108,19 @@ export interface SignalEvent {
 /** The disposition of a committed delivery. */
 export function deliveryDisposition(duplicate: boolean, woken: number): SignalEvent['disposition'] {
   return duplicate ? 'duplicate' : woken > 0 ? 'woke' : 'buffered';
+}
+
+/**
+ * Also on `geneva-drive:signal`: a parked step's `timeout` passed with no matching signal (told
+ * apart from a delivery by `timedOut`). `onTimeout` says what followed.
+ * @publicApi
+ */
+export interface SignalTimeoutEvent {
+  timedOut: true;
+  workflowId: string;
+  executionId: string;
+  stepName: string;
+  onTimeout: 'run' | 'skip' | 'cancel' | 'pause';
 }
 
 const channels = {

@@ -47,6 +47,32 @@ export interface BullQueueAdapterOptions {
   createClient?: (type: 'client' | 'subscriber' | 'bclient', redisOptions?: object) => unknown;
 }
 
+/**
+ * BullMQ on Redis, registered through `@nestjs/bullmq` (`BullModule.registerQueue`) the same way as
+ * `bull`: the application's `BullModule.forRoot` settings apply and `@InjectQueue(name)` gives the
+ * application this queue. Options given here win over `BullModule.forRoot`'s; the engine's own
+ * per-job options win over `defaultJobOptions`. BullMQ refuses integer job ids, so a step job's id in
+ * Redis is the engine's job id (the execution id, or a wake-up's id) behind `step-`.
+ * @publicApi
+ */
+export interface BullMqQueueAdapterOptions {
+  adapter: 'bullmq';
+  /** Redis connection: a URL, or ioredis options handed to BullMQ as its `connection`. @default `BullModule.forRoot`'s, else localhost */
+  redis?: string | RedisConnectionOptions;
+  /** Queue name, and the name of its `@InjectQueue` token. Give every application sharing a Redis its own. @default 'geneva-drive' */
+  name?: string;
+  /** Redis key prefix. @default `BullModule.forRoot`'s, else 'bull' */
+  prefix?: string;
+  /** Step jobs processed at once by this process; 0 makes the process enqueue-only. @default 1 */
+  concurrency?: number;
+  /** Which `BullModule.forRoot(configKey, ...)` configuration to use. @default the unnamed one */
+  configKey?: string;
+  /** BullMQ's default job options, as BullMQ takes them. */
+  defaultJobOptions?: Record<string, unknown>;
+  /** Options of the engine's BullMQ `Worker` (`limiter`, `lockDuration`, `stalledInterval`, ...), as BullMQ takes them. */
+  worker?: Record<string, unknown>;
+}
+
 /** In-process timers that rebuild themselves from the database at boot. @publicApi */
 export interface LocalQueueAdapterOptions {
   adapter: 'local';
@@ -64,13 +90,13 @@ export interface CustomQueueAdapterOptions {
   adapter: QueuePort;
 }
 
-export type QueueAdapterOptions = BullQueueAdapterOptions | LocalQueueAdapterOptions | ManualQueueAdapterOptions | CustomQueueAdapterOptions;
+export type QueueAdapterOptions = BullQueueAdapterOptions | BullMqQueueAdapterOptions | LocalQueueAdapterOptions | ManualQueueAdapterOptions | CustomQueueAdapterOptions;
 
 /** Options of `GenevaDriveModule.forRoot`. Every option is optional. @publicApi */
 export interface GenevaDriveModuleOptions {
   /**
-   * Where step jobs run. With `forRootAsync`, a `bull` queue is declared beside `useFactory` (it is
-   * registered with `@nestjs/bull` when the module is declared). @default { adapter: 'local' }
+   * Where step jobs run. With `forRootAsync`, a `bull` or `bullmq` queue is declared beside
+   * `useFactory` (it is registered with `@nestjs/bull` or `@nestjs/bullmq` when the module is declared). @default { adapter: 'local' }
    */
   queue?: QueueAdapterOptions;
   /** Name of the TypeORM DataSource (as given to `TypeOrmModule.forRoot({ name })`). @default the default DataSource */

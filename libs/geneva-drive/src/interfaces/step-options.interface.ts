@@ -16,6 +16,9 @@ export interface StepJobOptions {
   chain?: boolean;
 }
 
+/** What a `waitFor` step does when its `timeout` passes with no matching signal. @publicApi */
+export type TimeoutAction = 'run' | 'skip' | 'cancel' | 'pause';
+
 /** Options of `@Step()`. @publicApi */
 export interface StepOptions<W = any> {
   /** Stable step name stored in the database. @default the method name */
@@ -24,6 +27,17 @@ export interface StepOptions<W = any> {
   wait?: Duration;
   /** Park the step until a matching signal arrives: a signal name or a matcher. */
   waitFor?: string | SignalMatcherLike<W>;
+  /**
+   * With `waitFor`: how long the step may stay parked, counted from when it parks (after any `wait`).
+   * When it passes with no matching signal, `onTimeout` applies. Needs the wait-deadlines migration.
+   */
+  timeout?: Duration;
+  /**
+   * With `timeout`: what happens when the deadline passes. `'run'` runs the body with
+   * `receivedSignal === null` and `timedOut === true`; `'skip'`, `'cancel'` and `'pause'` act like the
+   * operator action. The execution's metadata records `timedOut: true`. @default 'run'
+   */
+  onTimeout?: TimeoutAction;
   /** Skip the step when true (evaluated when the step is due, after `cancelIf`). */
   skipIf?: WorkflowCondition<W>;
   /** What to do when the step throws. @default 'pause' (unless a class-level policy applies) */

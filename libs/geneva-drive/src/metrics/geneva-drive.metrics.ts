@@ -2,7 +2,7 @@ import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { Gauge as HousekeepingGauge, HousekeepingSummary } from '../housekeeping/housekeeping.service.js';
-import { GENEVA_DRIVE_CHANNELS, type PreconditionEvent, type SignalEvent, type StepEvent } from '../instrumentation/geneva-drive.events.js';
+import { GENEVA_DRIVE_CHANNELS, type PreconditionEvent, type SignalEvent, type SignalTimeoutEvent, type StepEvent } from '../instrumentation/geneva-drive.events.js';
 
 /** The registry the metrics are registered in (the app's own, or prom-client's default). */
 export const GENEVA_DRIVE_METRICS_REGISTRY = Symbol('GENEVA_DRIVE_METRICS_REGISTRY');
@@ -83,7 +83,7 @@ export class GenevaDriveMetrics implements OnModuleDestroy {
     this.listeners = {
       [GENEVA_DRIVE_CHANNELS.precondition]: (message) => this.onPrecondition(message as PreconditionEvent),
       [GENEVA_DRIVE_CHANNELS.step]: (message) => this.onStep(message as StepEvent),
-      [GENEVA_DRIVE_CHANNELS.signal]: (message) => this.onSignal(message as SignalEvent),
+      [GENEVA_DRIVE_CHANNELS.signal]: (message) => this.onSignal(message as SignalEvent | SignalTimeoutEvent),
       [GENEVA_DRIVE_CHANNELS.housekeeping]: (message) => this.onHousekeeping(message as HousekeepingSummary),
     };
     for (const [channel, listener] of Object.entries(this.listeners)) subscribe(channel, listener);
@@ -115,7 +115,9 @@ export class GenevaDriveMetrics implements OnModuleDestroy {
     this.stepDuration.observe(labels, event.durationMs / 1000);
   }
 
-  private onSignal(event: SignalEvent): void {
+  private onSignal(event: SignalEvent | SignalTimeoutEvent): void {
+    // A wait's timeout is published on the same channel; it is no signal sent.
+    if ('timedOut' in event) return;
     this.signals.inc({ name: event.name, disposition: event.disposition });
   }
 

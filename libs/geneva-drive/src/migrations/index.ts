@@ -4,8 +4,15 @@ import { CreateGenevaDriveTables1730000000000 } from './1730000000000-create-gen
 import { AddGenevaDriveSignals1730000000001 } from './1730000000001-add-geneva-drive-signals.js';
 import { ExactGenevaDriveIdentifiers1730000000002 } from './1730000000002-exact-geneva-drive-identifiers.js';
 import { AddGenevaDriveListIndexes1730000000003 } from './1730000000003-add-geneva-drive-list-indexes.js';
+import { AddGenevaDriveWaitDeadlines1730000000004 } from './1730000000004-add-geneva-drive-wait-deadlines.js';
 
-export { AddGenevaDriveListIndexes1730000000003, AddGenevaDriveSignals1730000000001, CreateGenevaDriveTables1730000000000, ExactGenevaDriveIdentifiers1730000000002 };
+export {
+  AddGenevaDriveListIndexes1730000000003,
+  AddGenevaDriveSignals1730000000001,
+  AddGenevaDriveWaitDeadlines1730000000004,
+  CreateGenevaDriveTables1730000000000,
+  ExactGenevaDriveIdentifiers1730000000002,
+};
 
 /**
  * geneva-drive's migrations, in order, for the application's TypeORM `migrations` list. The class
@@ -18,6 +25,7 @@ export const GENEVA_DRIVE_MIGRATIONS = [
   AddGenevaDriveSignals1730000000001,
   ExactGenevaDriveIdentifiers1730000000002,
   AddGenevaDriveListIndexes1730000000003,
+  AddGenevaDriveWaitDeadlines1730000000004,
 ];
 
 /** Options of {@link genevaDriveMigrations}. @publicApi */
@@ -27,11 +35,12 @@ export interface GenevaDriveMigrationsOptions {
 }
 
 /*
- * The same migrations configured for uuid keys (the exact-identifiers upgrade and the list indexes do
- * not depend on the key type: the same class serves both sets). TypeORM identifies a migration by its `name`
- * (class name + 13-digit timestamp) — the subclasses inherit the name of their parent, so the
- * migrations table reads the same whichever set ran — and instantiates the classes it is given
- * without arguments, hence subclasses rather than constructor options.
+ * The same migrations configured for uuid keys (the exact-identifiers upgrade, the list indexes and
+ * the wait deadlines do not depend on the key type: the same class serves both sets). TypeORM
+ * identifies a migration by its `name` (class name + 13-digit timestamp) — the subclasses inherit
+ * the name of their parent, so the migrations table reads the same whichever set ran — and
+ * instantiates the classes it is given without arguments, hence subclasses rather than constructor
+ * options.
  */
 class CreateGenevaDriveTablesWithUuidKeys extends CreateGenevaDriveTables1730000000000 {
   protected override readonly primaryKey: PrimaryKeyType = 'uuid';
@@ -55,7 +64,13 @@ export function genevaDriveMigrations(options: GenevaDriveMigrationsOptions = {}
     case 'bigint':
       return [...GENEVA_DRIVE_MIGRATIONS];
     case 'uuid':
-      return [CreateGenevaDriveTablesWithUuidKeys, AddGenevaDriveSignalsWithUuidKeys, ExactGenevaDriveIdentifiers1730000000002, AddGenevaDriveListIndexes1730000000003];
+      return [
+        CreateGenevaDriveTablesWithUuidKeys,
+        AddGenevaDriveSignalsWithUuidKeys,
+        ExactGenevaDriveIdentifiers1730000000002,
+        AddGenevaDriveListIndexes1730000000003,
+        AddGenevaDriveWaitDeadlines1730000000004,
+      ];
     default:
       throw new TypeError(`genevaDriveMigrations: primaryKey must be 'bigint' or 'uuid', got ${JSON.stringify(primaryKey)}`);
   }

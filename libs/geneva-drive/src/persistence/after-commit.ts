@@ -23,11 +23,15 @@ export class AfterCommitSubscriber implements EntitySubscriberInterface {
     if (!dataSource.subscribers.includes(this)) dataSource.subscribers.push(this);
   }
 
-  /** Registers `run` for after the outermost commit of `manager`'s transaction; runs it now when there is none. */
+  /**
+   * Registers `run` for after the outermost commit of `manager`'s transaction. With none, the writes
+   * committed as they were made (PostgreSQL's one-statement start()): `run` starts now, and like any
+   * after-commit callback it is not waited for and its failure is reported, not thrown at the caller.
+   */
   async register(manager: EntityManager, run: Callback): Promise<void> {
     const runner = manager.queryRunner;
     if (!runner || !runner.isTransactionActive) {
-      await run();
+      this.launch((async () => run())());
       return;
     }
     const list = this.pending.get(runner) ?? [];
@@ -41,19 +45,12 @@ export class AfterCommitSubscriber implements EntitySubscriberInterface {
     const list = this.pending.get(runner);
     if (!list) return;
     this.pending.delete(runner);
-    for (const entry of list) this.runCommitted(entry.run);
+    for (const entry of list) this.launch(Promise.resolve().then(entry.run));
   }
 
-  /**
-   * Runs a callback for work already committed, in the background as after a COMMIT: the caller does
-   * not wait for it (a queue that is down must not hold up the call that committed), and its error
-   * is reported, not thrown. `drain` waits for it.
-   */
-  runCommitted(run: Callback): void {
-    const done: Promise<void> = Promise.resolve()
-      .then(run)
-      .catch((error) => this.onError(error))
-      .finally(() => this.running.delete(done));
+  /** Tracks a started callback until it settles (see drain), reporting its failure. */
+  private launch(started: Promise<void>): void {
+    const done: Promise<void> = started.catch((error) => this.onError(error)).finally(() => this.running.delete(done));
     this.running.add(done);
   }
 

@@ -25,10 +25,16 @@ const ENTITIES = [WorkflowRecord, StepExecution, Signal];
  */
 export class SchemaCapabilities {
   private signals = true;
+  private deadlines = true;
   private keys: PrimaryKeyType = 'bigint';
 
   get hasSignals(): boolean {
     return this.signals;
+  }
+
+  /** Whether the wait-deadlines migration ran (`timeout_at` on executions): steps with a `timeout` need it. */
+  get hasDeadlines(): boolean {
+    return this.deadlines;
   }
 
   /** The key type of the geneva-drive tables. */
@@ -49,7 +55,7 @@ export class SchemaCapabilities {
 
   /**
    * Reads the schema, and stops the boot when it cannot work: geneva-drive's entities unknown to the
-   * DataSource, its tables or columns missing (the signals migration alone may be missing), or
+   * DataSource, its tables or columns missing (the signals and wait-deadlines migrations alone may be missing), or
    * tables that disagree on their key type. `dataSourceName` is for the messages.
    */
   async detect(dataSource: DataSource, dataSourceName = 'default'): Promise<void> {
@@ -70,7 +76,7 @@ export class SchemaCapabilities {
     const stepColumns = columnsOf(dataSource, StepExecution);
     const missing = [
       ...missingColumns('geneva_drive_workflows', workflows, columnsOf(dataSource, WorkflowRecord)),
-      ...missingColumns('geneva_drive_step_executions', executions, stepColumns.filter((column) => !SIGNAL_COLUMNS.includes(column))),
+      ...missingColumns('geneva_drive_step_executions', executions, stepColumns.filter((column) => !SIGNAL_COLUMNS.includes(column) && !DEADLINE_COLUMNS.includes(column))),
     ];
     if (missing.length > 0) throw new SchemaNotMigratedError(missing, CreateGenevaDriveTables1730000000000.name);
     const signals = tables.get('geneva_drive_signals')!;
@@ -79,15 +85,15 @@ export class SchemaCapabilities {
       const missingSignalColumns = missingColumns('geneva_drive_signals', signals, columnsOf(dataSource, Signal));
       if (missingSignalColumns.length > 0) throw new SchemaNotMigratedError(missingSignalColumns, AddGenevaDriveSignals1730000000001.name);
     }
-    if (!this.signals) {
-      const metadata = dataSource.getMetadata(StepExecution);
-      for (const property of ['signalId', 'waitingSince']) {
-        const column = metadata.findColumnWithPropertyName(property);
-        if (column) {
-          column.isSelect = false;
-          column.isInsert = false;
-          column.isUpdate = false;
-        }
+    this.deadlines = DEADLINE_COLUMNS.every((column) => executions.has(column));
+    const absentProperties = [...(this.signals ? [] : ['signalId', 'waitingSince']), ...(this.deadlines ? [] : ['timeoutAt'])];
+    const metadata = dataSource.getMetadata(StepExecution);
+    for (const property of absentProperties) {
+      const column = metadata.findColumnWithPropertyName(property);
+      if (column) {
+        column.isSelect = false;
+        column.isInsert = false;
+        column.isUpdate = false;
       }
     }
     if (this.keys === 'uuid') {
@@ -102,6 +108,8 @@ export class SchemaCapabilities {
 
 /** The columns the signals migration adds to the executions table. */
 const SIGNAL_COLUMNS = ['signal_id', 'waiting_since'];
+/** The column the wait-deadlines migration adds to the executions table. */
+const DEADLINE_COLUMNS = ['timeout_at'];
 
 function columnsOf(dataSource: DataSource, entity: Function): string[] {
   return dataSource.getMetadata(entity).columns.map((column) => column.databaseName);

@@ -391,8 +391,6 @@ export class WorkflowStore {
       await this.queue.enqueue(job);
       return;
     }
-    // Outside a transaction the write that scheduled the job (start()'s one statement) has committed.
-    if (!manager.queryRunner?.isTransactionActive) return this.afterCommit.runCommitted(() => this.queue.enqueue(job).then(() => undefined));
     await this.afterCommit.register(manager, async () => {
       await this.queue.enqueue(job);
     });

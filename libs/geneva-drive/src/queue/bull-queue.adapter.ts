@@ -1,13 +1,10 @@
 import type { LoggerService } from '@nestjs/common';
 import type Bull from 'bull';
 import type { BullQueueAdapterOptions } from '../interfaces/geneva-drive-options.interface.js';
-import type { QueuePort, StepJob, StepJobHandler, StepJobHints } from './queue.port.js';
+import type { DueJobStarter } from './due-job-starter.js';
+import type { QueuePort, StepJob, StepJobHandler } from './queue.port.js';
+import { stepJobData, stepJobOptions, type StepJobData } from './step-job-data.js';
 import type { StepJobGate } from './step-job-gate.js';
-
-/** What a step job carries. */
-export interface StepJobData extends StepJobHints {
-  executionId: string;
-}
 
 /**
  * Step jobs on Bull (Redis): any number of worker processes and hosts. The queue is the one
@@ -20,16 +17,13 @@ export interface StepJobData extends StepJobHints {
  * what to do after a failure is the engine's exception policy, already committed.
  */
 export class BullQueueAdapter implements QueuePort {
-  /** Jobs started in this process instead of going through Redis (see {@link startsHere}). */
-  private readonly startedHere = new Set<Promise<void>>();
-
   constructor(
     readonly queue: Bull.Queue<StepJobData>,
     private readonly gate: StepJobGate,
     private readonly options: BullQueueAdapterOptions,
     private readonly logger: LoggerService,
-    /** The module's `chainSteps` is on: a due job may start in this process. */
-    private readonly startDueHere = true,
+    /** Starts a job due now in this process instead (see DueJobStarter). */
+    private readonly starter: DueJobStarter,
   ) {}
 
   /**
@@ -40,20 +34,12 @@ export class BullQueueAdapter implements QueuePort {
    * execution, so false stays true to the fact.
    */
   async enqueue(job: StepJob, options?: { reportAdded?: boolean }): Promise<boolean> {
-    if (!options?.reportAdded && this.startsHere(job)) return true;
+    if (this.starter.tryStart(job, options)) return true;
     const jobId = job.jobId ?? job.executionId;
     const existing = options?.reportAdded ? await this.queue.getJob(jobId) : null;
     await this.queue.add(
-      { executionId: job.executionId, ...job.hints },
-      {
-        jobId,
-        delay: Math.max(0, job.runAt.getTime() - Date.now()),
-        attempts: 1,
-        removeOnComplete: true,
-        removeOnFail: true,
-        ...(job.jobOptions.priority !== undefined ? { priority: job.jobOptions.priority } : {}),
-        ...(job.jobOptions.lifo !== undefined ? { lifo: job.jobOptions.lifo } : {}),
-      },
+      stepJobData(job),
+      { jobId, ...stepJobOptions(job) },
     );
     return existing === null;
   }
@@ -80,29 +66,7 @@ export class BullQueueAdapter implements QueuePort {
 
   async stop(): Promise<void> {
     this.gate.refuse();
-    await Promise.allSettled([...this.startedHere]);
+    await this.starter.settle();
     await this.queue.close();
-  }
-
-  /**
-   * A job due now, enqueued (after its commit) by a process that works this queue and has a free
-   * slot, starts here at once: no round trips to Redis, no wait for a worker to pick it up (a signal
-   * waking a parked step, a workflow started by a worker). It is the job's only run: should the
-   * process die before the execution starts, the row stays `scheduled` and overdue, and
-   * housekeeping's stuck-scheduled sweep enqueues it again, as after any lost enqueue. Housekeeping's
-   * own re-enqueues, steps with `jobOptions: { chain: false }`, and processes that only enqueue
-   * (concurrency 0) go through Redis.
-   */
-  private startsHere(job: StepJob): boolean {
-    const concurrency = this.options.concurrency ?? 1;
-    if (!this.startDueHere || concurrency <= 0 || !this.gate.isAccepting || this.gate.inFlight >= concurrency) return false;
-    if (job.jobOptions.chain === false || job.runAt.getTime() > Date.now()) return false;
-    const jobId = job.jobId ?? job.executionId;
-    const run: Promise<void> = this.gate
-      .run(job.executionId, jobId, job.hints)
-      .catch((error) => this.logger.warn(`Step job ${jobId} (started in this process) ended with ${String(error)}`))
-      .finally(() => this.startedHere.delete(run));
-    this.startedHere.add(run);
-    return true;
   }
 }

@@ -5,7 +5,7 @@ import { Inject, type DynamicModule, type Provider, type Type } from '@nestjs/co
 import type { Job } from 'bull';
 import { DEFAULT_QUEUE_NAME } from '../geneva-drive.constants.js';
 import type { BullQueueAdapterOptions } from '../interfaces/geneva-drive-options.interface.js';
-import type { StepJobData } from './bull-queue.adapter.js';
+import type { StepJobData } from './step-job-data.js';
 import { ENGINE_BULL_QUEUE, GenevaDriveBullQueueModule, STEP_JOB_GATE } from './queue-registration.js';
 import { StepJobGate } from './step-job-gate.js';
 

@@ -1,7 +1,9 @@
 import type { LoggerService } from '@nestjs/common';
 import { StepExecution } from '../entities/step-execution.entity.js';
+import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import type { TransactionRunner } from '../persistence/transaction-runner.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
+import { deadlineJobId, isDeadlineJob } from './deadline-job.js';
 import type { QueuePort, StepJob, StepJobHandler, StepJobHints } from './queue.port.js';
 
 interface ReadyJob {
@@ -15,14 +17,15 @@ const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * Runs step jobs in this process with timers. Restart-safe: at start it rebuilds its timers from
- * the scheduled executions of runnable workflows, so nothing is lost with the process. For the
- * embedded default and development; use Bull to run several processes. Its timers keep the process
- * alive (a worker-only application context keeps running) until the application is closed.
+ * the scheduled executions of runnable workflows, and the deadlines of their parked ones, so nothing
+ * is lost with the process. For the embedded default and development; use Bull to run several
+ * processes. Its timers keep the process alive (a worker-only application context keeps running)
+ * until the application is closed.
  */
 export class LocalQueueAdapter implements QueuePort {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly intervals: NodeJS.Timeout[] = [];
-  private readonly ready: ReadyJob[] = [];
+  private readonly ready: Array<ReadyJob & { key: string }> = [];
   private readonly running = new Set<Promise<void>>();
   private handler: StepJobHandler | undefined;
   private stopped = false;
@@ -31,6 +34,7 @@ export class LocalQueueAdapter implements QueuePort {
     private readonly transactions: TransactionRunner,
     private readonly concurrency: number,
     private readonly logger: LoggerService,
+    private readonly schema: SchemaCapabilities,
   ) {}
 
   async enqueue(job: StepJob): Promise<boolean> {
@@ -52,6 +56,17 @@ export class LocalQueueAdapter implements QueuePort {
     for (const execution of due) {
       this.arm({ executionId: execution.id, jobId: execution.jobId ?? execution.id, hints: { workflowId: execution.workflowId } }, execution.scheduledFor.getTime());
     }
+    if (this.schema.hasDeadlines) {
+      const parked = await this.transactions.dataSource
+        .createQueryBuilder(StepExecution, 'e')
+        .innerJoin('geneva_drive_workflows', 'w', 'w.id = e.workflow_id')
+        .select(['e.id', 'e.timeoutAt'])
+        .where("e.state = 'waiting'")
+        .andWhere('e.timeoutAt IS NOT NULL')
+        .andWhere("w.state = 'ready'")
+        .getMany();
+      for (const execution of parked) this.arm({ executionId: execution.id, jobId: deadlineJobId(execution.id) }, execution.timeoutAt!.getTime());
+    }
   }
 
   async repeat(name: string, everyMs: number, task: () => Promise<unknown>): Promise<void> {
@@ -70,24 +85,27 @@ export class LocalQueueAdapter implements QueuePort {
     await Promise.allSettled([...this.running]);
   }
 
-  /** Arms a timer for the execution; false when one is already armed or due (one job per execution at a time: duplicates collapse). */
+  /**
+   * Arms a timer for the execution; false when one is already armed or due (one job per execution at
+   * a time: duplicates collapse). A deadline job is keyed apart: it waits beside the step's own jobs.
+   */
   private arm(job: ReadyJob, at: number): boolean {
-    const { executionId } = job;
-    if (this.timers.has(executionId) || this.ready.some((ready) => ready.executionId === executionId)) return false;
+    const key = isDeadlineJob(job.jobId) ? job.jobId : job.executionId;
+    if (this.timers.has(key) || this.ready.some((ready) => ready.key === key)) return false;
     const delay = at - Date.now();
     if (delay <= 0) {
       // Due now: no timer between the commit that enqueued it and its start.
-      this.ready.push(job);
+      this.ready.push({ ...job, key });
       this.drain();
       return true;
     }
     const timer = setTimeout(() => {
-      this.timers.delete(executionId);
+      this.timers.delete(key);
       if (delay > MAX_TIMER_MS) return void this.arm(job, at);
-      this.ready.push(job);
+      this.ready.push({ ...job, key });
       this.drain();
     }, Math.min(delay, MAX_TIMER_MS));
-    this.timers.set(executionId, timer);
+    this.timers.set(key, timer);
     return true;
   }
 

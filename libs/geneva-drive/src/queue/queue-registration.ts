@@ -2,9 +2,12 @@ import { Module, type DynamicModule, type LoggerService, type Provider } from '@
 import { importOptional } from '../errors/missing-dependency.error.js';
 import { QueueConfigurationError } from '../errors/queue-configuration.error.js';
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS, QUEUE_PORT } from '../geneva-drive.constants.js';
-import type { BullQueueAdapterOptions, QueueAdapterOptions, ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
+import type { BullMqQueueAdapterOptions, BullQueueAdapterOptions, QueueAdapterOptions, ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
+import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { BullQueueAdapter } from './bull-queue.adapter.js';
+import { BullMqQueueAdapter, type BullMqStepConsumer } from './bullmq-queue.adapter.js';
+import { DueJobStarter } from './due-job-starter.js';
 import { LocalQueueAdapter } from './local-queue.adapter.js';
 import { ManualQueueAdapter } from './manual-queue.adapter.js';
 import type { QueuePort } from './queue.port.js';
@@ -14,50 +17,72 @@ import type { StepJobGate } from './step-job-gate.js';
 export const ENGINE_BULL_QUEUE = Symbol.for('geneva-drive:bull-queue');
 export const STEP_JOB_GATE = Symbol.for('geneva-drive:step-job-gate');
 
+/** The BullMQ queue @nestjs/bullmq built for the engine, and its consumer (null in an enqueue-only process). */
+export const ENGINE_BULLMQ_QUEUE = Symbol.for('geneva-drive:bullmq-queue');
+export const ENGINE_BULLMQ_CONSUMER = Symbol.for('geneva-drive:bullmq-consumer');
+
 /** Holds the engine's `BullModule.registerQueue` (built in bull-queue.module.ts) and re-exports its queue token. */
 @Module({})
 export class GenevaDriveBullQueueModule {}
+
+/** The same for @nestjs/bullmq (bullmq-queue.module.ts). */
+@Module({})
+export class GenevaDriveBullMqQueueModule {}
 
 /** What GenevaDriveModule adds for its queue: the modules the adapter needs, the QueuePort provider, the exports. */
 export interface QueueRegistration {
   imports: Array<Promise<DynamicModule>>;
   providers: Provider[];
-  exports: Array<typeof GenevaDriveBullQueueModule>;
+  exports: Array<typeof GenevaDriveBullQueueModule | typeof GenevaDriveBullMqQueueModule>;
 }
 
 /**
  * `declared` is the queue known when the module is declared (`forRoot`'s option, or the one beside
- * `forRootAsync`'s factory): a Bull queue must be, to be registered with @nestjs/bull.
+ * `forRootAsync`'s factory): a Bull or BullMQ queue must be, to be registered with @nestjs/bull(mq).
  */
 export function queueRegistration(declared: QueueAdapterOptions | undefined, checkDeclaredOptions: () => unknown): QueueRegistration {
   const bull = declared?.adapter === 'bull' ? declared : undefined;
+  const bullMq = declared?.adapter === 'bullmq' ? declared : undefined;
+  const registered = bull ? [ENGINE_BULL_QUEUE, STEP_JOB_GATE] : bullMq ? [ENGINE_BULLMQ_QUEUE, STEP_JOB_GATE, ENGINE_BULLMQ_CONSUMER] : [];
   return {
-    imports: bull ? [lazyModule(() => loadBullQueueModule(bull, checkDeclaredOptions))] : [],
+    imports: bull
+      ? [lazyModule(() => loadBullQueueModule(bull, checkDeclaredOptions))]
+      : bullMq
+        ? [lazyModule(() => loadBullMqQueueModule(bullMq, checkDeclaredOptions))]
+        : [],
     providers: [
       {
         provide: QUEUE_PORT,
-        useFactory: (options: ResolvedGenevaDriveOptions, transactions: TransactionRunner, logger: LoggerService, bullQueue?: BullQueueAdapter['queue'], gate?: StepJobGate): QueuePort => {
+        useFactory: (options: ResolvedGenevaDriveOptions, transactions: TransactionRunner, logger: LoggerService, schema: SchemaCapabilities, registeredQueue?: unknown, gate?: StepJobGate, consumer?: BullMqStepConsumer | null): QueuePort => {
           const queue = options.queue;
           if (typeof queue.adapter === 'object') return queue.adapter;
           switch (queue.adapter) {
             case 'bull':
-              if (!bullQueue || !gate) {
-                throw new QueueConfigurationError(
-                  "geneva-drive: a 'bull' queue returned by forRootAsync's factory cannot be registered with @nestjs/bull: declare `queue` beside useFactory (connection settings that need injection go to BullModule.forRootAsync)",
-                );
-              }
-              return new BullQueueAdapter(bullQueue, gate, queue, logger, options.chainSteps.maxSteps > 0);
+            case 'bullmq': {
+              if (!registeredQueue || !gate) throw notRegistered(queue.adapter);
+              const starter = new DueJobStarter(gate, queue.concurrency ?? 1, options.chainSteps.maxSteps > 0, logger);
+              return queue.adapter === 'bull'
+                ? new BullQueueAdapter(registeredQueue as BullQueueAdapter['queue'], gate, queue, logger, starter)
+                : new BullMqQueueAdapter(registeredQueue as BullMqQueueAdapter['queue'], gate, consumer ?? null, logger, starter);
+            }
             case 'manual':
               return new ManualQueueAdapter();
             default:
-              return new LocalQueueAdapter(transactions, queue.concurrency ?? 1, logger);
+              return new LocalQueueAdapter(transactions, queue.concurrency ?? 1, logger, schema);
           }
         },
-        inject: [GENEVA_DRIVE_OPTIONS, TransactionRunner, GENEVA_DRIVE_LOGGER, ...(bull ? [ENGINE_BULL_QUEUE, STEP_JOB_GATE] : [])],
+        inject: [GENEVA_DRIVE_OPTIONS, TransactionRunner, GENEVA_DRIVE_LOGGER, SchemaCapabilities, ...registered],
       },
     ],
-    exports: bull ? [GenevaDriveBullQueueModule] : [],
+    exports: bull ? [GenevaDriveBullQueueModule] : bullMq ? [GenevaDriveBullMqQueueModule] : [],
   };
+}
+
+function notRegistered(adapter: 'bull' | 'bullmq'): QueueConfigurationError {
+  const nest = adapter === 'bull' ? '@nestjs/bull' : '@nestjs/bullmq';
+  return new QueueConfigurationError(
+    `geneva-drive: a '${adapter}' queue returned by forRootAsync's factory cannot be registered with ${nest}: declare \`queue\` beside useFactory (connection settings that need injection go to BullModule.forRootAsync)`,
+  );
 }
 
 /**
@@ -71,6 +96,16 @@ async function loadBullQueueModule(options: BullQueueAdapterOptions, checkDeclar
   await importOptional('bull', feature, () => import('bull'));
   const { bullQueueModule } = await importOptional('@nestjs/bull', feature, () => import('./bull-queue.module.js'));
   return bullQueueModule(options);
+}
+
+/** `bullmq` first, for the same reason. */
+/** As for Bull: refused options never reach a queue that connects to Redis. */
+async function loadBullMqQueueModule(options: BullMqQueueAdapterOptions, checkDeclaredOptions: () => unknown): Promise<DynamicModule> {
+  checkDeclaredOptions();
+  const feature = "The queue adapter 'bullmq'";
+  await importOptional('bullmq', feature, () => import('bullmq'));
+  const { bullMqQueueModule } = await importOptional('@nestjs/bullmq', feature, () => import('./bullmq-queue.module.js'));
+  return bullMqQueueModule(options);
 }
 
 /**

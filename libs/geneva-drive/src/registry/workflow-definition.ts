@@ -2,7 +2,7 @@ import { ownStepDeclarations, type StepDeclaration } from '../decorators/step-de
 import { workflowOptionsOf } from '../decorators/workflow.decorator.js';
 import { StepConfigurationError } from '../errors/step-configuration.error.js';
 import { EXCEPTION_ACTIONS, ExceptionPolicy, PAUSE_POLICY, type ExceptionAction } from '../exception-policy/exception-policy.js';
-import type { StepJobOptions, WorkflowCondition } from '../interfaces/step-options.interface.js';
+import type { StepJobOptions, TimeoutAction, WorkflowCondition } from '../interfaces/step-options.interface.js';
 import type { ClassExceptionPolicy, WorkflowOptions } from '../interfaces/workflow-options.interface.js';
 import { toSignalMatcher, type SignalMatcherLike } from '../signals/signal-matcher.js';
 import { parseDuration } from '../util/duration.js';
@@ -14,6 +14,9 @@ export interface StepDefinition {
   readonly invoke: (workflow: any, ...args: unknown[]) => unknown;
   readonly waitMs: number | undefined;
   readonly waitFor: SignalMatcherLike | undefined;
+  /** With `waitFor`: how long the step may stay parked (`timeout`), and what happens then. */
+  readonly timeoutMs: number | undefined;
+  readonly onTimeout: TimeoutAction;
   readonly skipIf: WorkflowCondition | undefined;
   readonly exceptionPolicy: ExceptionPolicy;
   readonly hasExplicitPolicy: boolean;
@@ -87,7 +90,7 @@ export class WorkflowDefinition {
   }
 }
 
-const STEP_OPTION_KEYS = ['name', 'wait', 'waitFor', 'skipIf', 'onException', 'maxReattempts', 'terminalAction', 'maxRecoveries', 'before', 'after', 'jobOptions'];
+const STEP_OPTION_KEYS = ['name', 'wait', 'waitFor', 'timeout', 'onTimeout', 'skipIf', 'onException', 'maxReattempts', 'terminalAction', 'maxRecoveries', 'before', 'after', 'jobOptions'];
 const RESUMABLE_OPTION_KEYS = ['maxIterations', 'maxRuntime'];
 const WORKFLOW_OPTION_KEYS = ['name', 'hero', 'cancelIf', 'onException', 'jobOptions', 'mayProceedWithoutHero', 'skipUndefinedSteps'];
 
@@ -220,6 +223,8 @@ function buildStep(name: string, declaration: StepDeclaration, target: Function,
     waitFor = toSignalMatcher(value as string | SignalMatcherLike);
   }
 
+  const { timeoutMs, onTimeout } = buildTimeout(options, waitFor !== undefined, fail);
+
   const skipIf = options.skipIf === undefined ? undefined : validateCondition(options.skipIf, target, (p) => fail(`skipIf: ${p}`));
   const { policy, explicit } = buildStepPolicy(options, fail);
 
@@ -246,6 +251,8 @@ function buildStep(name: string, declaration: StepDeclaration, target: Function,
     invoke,
     waitMs,
     waitFor,
+    timeoutMs,
+    onTimeout,
     skipIf,
     exceptionPolicy: policy,
     hasExplicitPolicy: explicit,
@@ -256,6 +263,24 @@ function buildStep(name: string, declaration: StepDeclaration, target: Function,
     maxRecoveries,
     sourceLocation: declaration.sourceLocation,
   });
+}
+
+const TIMEOUT_ACTIONS: readonly TimeoutAction[] = ['run', 'skip', 'cancel', 'pause'];
+
+/** `timeout` (a positive duration, only beside `waitFor`) and `onTimeout` (only beside `timeout`). */
+function buildTimeout(options: StepDeclaration['options'], waits: boolean, fail: (problem: string) => never): { timeoutMs: number | undefined; onTimeout: TimeoutAction } {
+  const { timeout, onTimeout } = options;
+  if (onTimeout !== undefined && !TIMEOUT_ACTIONS.includes(onTimeout)) {
+    fail(`onTimeout must be one of ${TIMEOUT_ACTIONS.map((a) => `'${a}'`).join(', ')}, got ${JSON.stringify(onTimeout) ?? String(onTimeout)}`);
+  }
+  if (timeout === undefined) {
+    if (onTimeout !== undefined) fail('onTimeout needs a timeout');
+    return { timeoutMs: undefined, onTimeout: 'run' };
+  }
+  if (!waits) fail('timeout needs waitFor: only a step parked waiting for a signal can time out (to delay a step use wait)');
+  const timeoutMs = parseDuration(timeout);
+  if (timeoutMs === undefined || timeoutMs <= 0) fail(`timeout must be a positive duration (ms or '14d'), got ${JSON.stringify(timeout) ?? String(timeout)}`);
+  return { timeoutMs, onTimeout: onTimeout ?? 'run' };
 }
 
 function buildStepPolicy(options: StepDeclaration['options'], fail: (problem: string) => never): { policy: ExceptionPolicy; explicit: boolean } {

@@ -7,6 +7,7 @@ import { deliveryDisposition, publish, traced } from '../instrumentation/geneva-
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { idOf, WorkflowStore } from '../persistence/workflow-store.js';
+import { SignalHero } from './signal-hero.js';
 import { SignalIntake } from './signal-intake.js';
 import { SignalRendezvous } from './signal-rendezvous.js';
 
@@ -40,6 +41,7 @@ export class SignalService {
     private readonly rendezvous: SignalRendezvous,
     private readonly schema: SchemaCapabilities,
     private readonly intake: SignalIntake,
+    private readonly heroes: SignalHero, // [signal-hero hook]
   ) {}
 
   /**
@@ -89,6 +91,21 @@ export class SignalService {
       }));
       return result.signal as Signal<Payload>;
     });
+  }
+
+  /**
+   * [signal-hero hook] Delivers `name` to the hero's ongoing workflow of this class — to each of them,
+   * with `allowMultiple` — as `signal()` would, in one transaction, and returns the rows (oldest
+   * workflow first). The hero is an entity or, when the workflow declares its hero class, its id. An
+   * `idempotencyKey` deduplicates per workflow. `NoOngoingWorkflowError` when there is none.
+   */
+  signalHero<Payload = Record<string, unknown>>(
+    workflowClass: abstract new (...args: any[]) => unknown,
+    hero: object | string | number,
+    name: string,
+    options: SignalOptions<Payload> = {},
+  ): Promise<Array<Signal<Payload>>> {
+    return this.heroes.deliver(workflowClass as never, hero, name, options?.manager, (workflowId, manager) => this.signal(workflowId, name, { ...options, manager }));
   }
 
   /** The workflow's signals, oldest first (none on a database without the signals migration). */

@@ -19,7 +19,7 @@ export interface GenevaDriveHealthThresholds {
 /**
  * geneva-drive for @nestjs/terminus: `up` when the engine's database and queue answer and, with
  * thresholds, the gauges of the last housekeeping run are within them. The gauges come from the
- * `geneva-drive:housekeeping` channel, so a check costs one `SELECT 1` and, on Bull, one Redis PING.
+ * `geneva-drive:housekeeping` channel, so a check costs one `SELECT 1` and, on Bull, one Redis PING (on BullMQ, one job count).
  * Provide it in a module that imports `TerminusModule`.
  * @publicApi
  */

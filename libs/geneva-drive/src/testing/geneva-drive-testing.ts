@@ -9,9 +9,11 @@ import { QUEUE_PORT } from '../geneva-drive.constants.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { idOf, WorkflowStore } from '../persistence/workflow-store.js';
 import type { QueuePort, StepJob } from '../queue/queue.port.js';
+import { isDeadlineJob } from '../queue/deadline-job.js';
 import { ManualQueueAdapter } from '../queue/manual-queue.adapter.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { describeMatcher } from '../signals/signal-matcher.js';
+import { WaitDeadline } from '../signals/wait-deadline.js';
 import type { StepExecutionState } from '../state/step-execution-state.js';
 import type { WorkflowState } from '../state/workflow-state.js';
 
@@ -32,11 +34,12 @@ export class GenevaDriveTesting {
     private readonly store: WorkflowStore,
     private readonly registry: WorkflowRegistry,
     private readonly queue: QueuePort,
+    private readonly deadline: WaitDeadline,
   ) {}
 
   static create(app: INestApplicationContext): GenevaDriveTesting {
     const get = <T>(token: unknown) => app.get<T>(token as never, { strict: false });
-    return new GenevaDriveTesting(get(ExecutorService), get(TransactionRunner), get(WorkflowStore), get(WorkflowRegistry), get(QUEUE_PORT));
+    return new GenevaDriveTesting(get(ExecutorService), get(TransactionRunner), get(WorkflowStore), get(WorkflowRegistry), get(QUEUE_PORT), get(WaitDeadline));
   }
 
   /** Jobs recorded by the manual queue (empty with other adapters). */
@@ -164,6 +167,35 @@ export class GenevaDriveTesting {
     }
   }
 
+  /**
+   * Ends the parked wait now, as its deadline would (the step's `onTimeout`), without waiting for the
+   * `timeout`; returns the execution. With `onTimeout: 'run'` the step is then due: `performNextStep`
+   * runs it with `timedOut` set. Throws when the workflow is not parked on a step with a `timeout`.
+   */
+  async expireWait(workflow: WorkflowRef): Promise<StepExecution> {
+    const record = await this.reload(workflow);
+    const current = await this.store.currentExecution(this.manager, record.id);
+    const step = current ? this.registry.findByName(record.type)?.step(current.stepName) : undefined;
+    if (current?.state !== 'waiting' || step?.timeoutMs === undefined) {
+      throw new Error(
+        `expireWait: workflow ${record.id} is not parked on a step with a timeout (${record.state}; current execution ${current ? `${current.stepName} (${current.state})` : 'none'})`,
+      );
+    }
+    const expired = await this.deadline.fire(current.id, { force: true });
+    if (!expired) throw new Error(`expireWait: the wait of "${current.stepName}" could not be expired (workflow ${record.state})`);
+    this.sync(workflow, await this.reload(workflow));
+    return this.manager.findOneOrFail(StepExecution, { where: { id: current.id } });
+  }
+
+  /** Some execution of the step timed out waiting for its signal (its `timeout` passed, or `expireWait`). */
+  async assertTimedOut(workflow: WorkflowRef, stepName: string): Promise<void> {
+    const rows = await this.manager.find(StepExecution, { where: { workflowId: idOf(workflow), stepName }, order: { createdAt: 'ASC', id: 'ASC' } });
+    if (!rows.some((row) => row.metadata?.timedOut === true)) {
+      const seen = rows.map((row) => `${row.state}/${row.outcome ?? '-'}`).join(', ') || 'no executions';
+      throw new AssertionError({ message: `Expected step "${stepName}" to have timed out waiting; found ${seen}, none timed out`, actual: seen, expected: 'timedOut' });
+    }
+  }
+
   /** The most recent signal with this name is in `state`. */
   async assertSignalState(workflow: WorkflowRef, name: string, state: SignalState): Promise<void> {
     const signal = await this.manager.findOne(Signal, { where: { workflowId: idOf(workflow), name }, order: { createdAt: 'DESC', id: 'DESC' } });
@@ -184,7 +216,7 @@ export class GenevaDriveTesting {
 
   private async executeAndReload(workflow: WorkflowRef, executionId: string, options: ExecuteOptions = { interruptible: false }): Promise<StepExecution> {
     // Run as the manual queue's latest job for the execution would be, so the row records its job id.
-    const job = this.enqueuedJobs.findLast((candidate) => candidate.executionId === executionId);
+    const job = this.enqueuedJobs.findLast((candidate) => candidate.executionId === executionId && !isDeadlineJob(candidate.jobId));
     try {
       await this.executor.execute(executionId, job ? { ...options, jobId: job.jobId ?? job.executionId } : options);
     } finally {

@@ -13,6 +13,8 @@ export interface StepContext<Hero> {
   execution: StepExecution;
   signal: Signal<any> | null;
   logger: LoggerService;
+  /** A `waitFor` step whose `timeout` passed with no matching signal (`onTimeout: 'run'`). */
+  timedOut?: boolean;
 }
 
 // Kept outside the instances, so workflow classes expose nothing of the engine in their type.
@@ -43,6 +45,14 @@ export abstract class GenevaWorkflow<Hero = unknown> {
   /** The signal this step is processing (a `waitFor` step), otherwise `null`. */
   get receivedSignal(): Signal<any> | null {
     return this.context('receivedSignal').signal;
+  }
+
+  /**
+   * True when this `waitFor` step runs because its `timeout` passed with no matching signal
+   * (`onTimeout: 'run'`); `receivedSignal` is then `null`.
+   */
+  get timedOut(): boolean {
+    return this.context('timedOut').timedOut === true;
   }
 
   /** A logger whose lines carry the workflow and execution context. */

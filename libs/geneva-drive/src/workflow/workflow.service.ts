@@ -18,6 +18,7 @@ import type { WorkflowDefinition } from '../registry/workflow-definition.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { SignalRendezvous } from '../signals/signal-rendezvous.js';
 import { SignalIntake } from '../signals/signal-intake.js';
+import { WaitDeadline } from '../signals/wait-deadline.js';
 import type { StartSignal } from '../signals/signal.service.js';
 import { ONGOING_WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
 import type { GenevaWorkflow } from './geneva-workflow.js';
@@ -52,6 +53,7 @@ export class WorkflowService {
     private readonly rendezvous: SignalRendezvous,
     private readonly intake: SignalIntake,
     private readonly schema: SchemaCapabilities,
+    private readonly deadline: WaitDeadline,
   ) {}
 
   /**
@@ -158,7 +160,8 @@ export class WorkflowService {
 
   /**
    * Resumes a paused workflow: the kept execution is enqueued again for its original time (now if
-   * overdue), a parked one meets any signal buffered meanwhile, and when there is none (paused by a
+   * overdue), a parked one meets any signal buffered meanwhile (or its `timeout`, when that passed
+   * during the pause), and when there is none (paused by a
    * failure or by `pause()` in a step) the same step is scheduled afresh. Atomic.
    */
   resume(workflow: WorkflowRecord | string): Promise<WorkflowRecord> {
@@ -169,7 +172,8 @@ export class WorkflowService {
       if (current?.state === 'scheduled') {
         await this.store.enqueue(manager, record, current, jobOptionsFor(definition, definition?.step(current.stepName)));
       } else if (current?.state === 'waiting') {
-        await this.rendezvous.redeliver(manager, record, current);
+        // A deadline that passed while paused applies now; otherwise a buffered signal is delivered.
+        if (!(await this.deadline.onResume(manager, record, current))) await this.rendezvous.redeliver(manager, record, current);
       } else if (record.nextStepName !== null) {
         // A resumable chain continues from its cursor: the step closed by a pause, or the failed
         // execution that had already moved its cursor. Anything else starts the step afresh.

@@ -1,0 +1,85 @@
+import type { LoggerService } from '@nestjs/common';
+import type { Queue, Worker } from 'bullmq';
+import type { DueJobStarter } from './due-job-starter.js';
+import type { QueuePort, StepJob, StepJobHandler } from './queue.port.js';
+import { stepJobData, stepJobOptions, type StepJobData } from './step-job-data.js';
+import type { StepJobGate } from './step-job-gate.js';
+
+/** BullMQ refuses job ids that are integers (execution ids are): a step job's id is the engine's behind this. */
+const JOB_ID_PREFIX = 'step-';
+
+/** The name of step jobs; repeated tasks (housekeeping) are named after themselves. */
+export const STEP_JOB_NAME = 'step';
+
+/** The BullMQ job id of an engine job id (the execution id or StepJob.jobId). */
+export function bullMqJobId(engineJobId: string): string {
+  return `${JOB_ID_PREFIX}${engineJobId}`;
+}
+
+/** The engine job id a BullMQ job id stands for. */
+export function engineJobId(bullMqJobId: string): string {
+  return bullMqJobId.startsWith(JOB_ID_PREFIX) ? bullMqJobId.slice(JOB_ID_PREFIX.length) : bullMqJobId;
+}
+
+/** What the adapter needs of the engine's consumer (bullmq-queue.module.ts): its worker, and where repeated tasks go. */
+export interface BullMqStepConsumer {
+  readonly worker: Worker;
+  readonly tasks: Map<string, () => Promise<unknown>>;
+}
+
+/**
+ * Step jobs on BullMQ (Redis), the counterpart of BullQueueAdapter: the queue is the one
+ * @nestjs/bullmq registered, consumed by a Nest-managed `@Processor` worker that hands step jobs to
+ * the engine through `gate` and runs repeated tasks by job name. One job per engine job id (BullMQ,
+ * like Bull, answers an add of an existing id with the existing job), one attempt, removed once
+ * done. An enqueue-only process (concurrency 0) has no consumer.
+ */
+export class BullMqQueueAdapter implements QueuePort {
+  constructor(
+    readonly queue: Queue<StepJobData>,
+    private readonly gate: StepJobGate,
+    private readonly consumer: BullMqStepConsumer | null,
+    private readonly logger: LoggerService,
+    /** Starts a job due now in this process instead (see DueJobStarter). */
+    private readonly starter: DueJobStarter,
+  ) {}
+
+  /** The engine's worker in this process, none in an enqueue-only one. */
+  get worker(): Worker | undefined {
+    return this.consumer?.worker;
+  }
+
+  /** As BullQueueAdapter.enqueue: a job due now may start here; whether the job was added is read just before the add, and only when asked. */
+  async enqueue(job: StepJob, options?: { reportAdded?: boolean }): Promise<boolean> {
+    if (this.starter.tryStart(job, options)) return true;
+    const jobId = bullMqJobId(job.jobId ?? job.executionId);
+    const existing = options?.reportAdded ? await this.queue.getJob(jobId) : undefined;
+    await this.queue.add(STEP_JOB_NAME, stepJobData(job), { jobId, ...stepJobOptions(job) });
+    return !existing;
+  }
+
+  async start(handler: StepJobHandler): Promise<void> {
+    this.queue.on('error', (error) => this.logger.error(`BullMQ queue error: ${String(error)}`));
+    this.worker?.on('error', (error) => this.logger.error(`BullMQ worker error: ${String(error)}`));
+    this.gate.start(handler);
+  }
+
+  /** A job scheduler: Redis holds one schedule per name for the whole cluster, so one worker runs each period; upserting replaces an earlier period. */
+  async repeat(name: string, everyMs: number, task: () => Promise<unknown>): Promise<void> {
+    if (!this.consumer) return;
+    this.consumer.tasks.set(name, task);
+    await this.queue.upsertJobScheduler(name, { every: everyMs }, { name, data: {} as StepJobData, opts: { removeOnComplete: true, removeOnFail: true } });
+  }
+
+  /** A cheap read: BullMQ's datastore-neutral client has no ping. */
+  async ping(): Promise<void> {
+    await this.queue.count();
+  }
+
+  /** Refuses jobs not yet handed over and waits for the running ones; @nestjs/bullmq closes the queue at shutdown. */
+  async stop(): Promise<void> {
+    this.gate.refuse();
+    await this.starter.settle();
+    await this.consumer?.worker.close();
+  }
+}
