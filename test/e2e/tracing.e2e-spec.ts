@@ -3,12 +3,11 @@
  * the spans of a workflow with a signal run for real (local queue on every database), their
  * attributes and parents, failures marked as errors, the trace context a job carries only when the
  * module is there, and a `signal()` in one process whose woken step, run by a worker process on
- * Bull, joins its trace.
+ * Bull or BullMQ, joins its trace.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import Bull from 'bull';
 import type { ChildProcess } from 'node:child_process';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -16,6 +15,7 @@ import { ExecutorService, SignalService, StepExecution, WorkflowAlreadyOngoingEr
 import { GENEVA_DRIVE_SPAN_ATTRIBUTES as A, GenevaDriveTracingModule } from 'geneva-drive/tracing';
 import { waitUntil } from '../src/bull-wait.js';
 import { ChildHandle, compileChildEntry, forkCompiled, ROOT } from '../src/child-process.js';
+import { REDIS_ADAPTERS, REDIS_QUEUE_DRIVERS } from '../src/redis-queues.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import type { TracingParentMessage, TracingWorkerMessage } from '../src/tracing-worker.js';
 import { inMemoryTracerProvider, TRACING_WORKFLOWS, TracedBreakageWorkflow, TracedParcelWorkflow, type SpanSummary } from '../src/tracing-workflows.js';
@@ -252,10 +252,12 @@ describe('the trace context of a job', () => {
 
 
 const bullKind: DatabaseKind = enabledDatabases().includes('postgres') ? 'postgres' : 'sqlite';
-(redisAvailable() ? describe : describe.skip)(`GenevaDriveTracingModule across processes, on Bull [${bullKind}]`, () => {
-  const prefix = `gd-e2e-tracing-${process.pid}`;
+describe.each(REDIS_ADAPTERS)(`GenevaDriveTracingModule across processes, on %s [${bullKind}]`, (adapter) => {
+  if (!redisAvailable()) return void it.skip('needs Redis', () => undefined);
+  const driver = REDIS_QUEUE_DRIVERS[adapter];
+  const prefix = `gd-e2e-tracing-${process.pid}-${adapter}`;
   const queueName = 'gd-tracing';
-  const buildDir = path.join(ROOT, '.tmp', `tracing-worker-${process.env.JEST_WORKER_ID ?? '0'}-${process.pid}`);
+  const buildDir = path.join(ROOT, '.tmp', `tracing-worker-${process.env.JEST_WORKER_ID ?? '0'}-${process.pid}-${adapter}`);
   const children = new Set<ChildProcess>();
   let app: TestApp;
   let worker: ChildHandle<TracingWorkerMessage, TracingParentMessage>;
@@ -267,13 +269,14 @@ const bullKind: DatabaseKind = enabledDatabases().includes('postgres') ? 'postgr
     const entry = await compileChildEntry(path.relative(ROOT, tsconfig), path.join(buildDir, 'out'), 'test/src/tracing-worker.js');
     // Enqueue-only (concurrency 0): every step runs in the worker.
     app = await createTestApp(bullKind, TRACING_WORKFLOWS, {
-      queue: { adapter: 'bull', redis: redisUrl(), prefix, name: queueName, concurrency: 0 },
+      queue: driver.options({ name: queueName, prefix, concurrency: 0 }),
       imports: [GenevaDriveTracingModule.forRoot()],
     });
     const options = dataSourceOptions(bullKind);
     worker = new ChildHandle(
       forkCompiled(entry, {
         GD_TRACING_DB: bullKind,
+        GD_TRACING_ADAPTER: adapter,
         GD_TRACING_REDIS: redisUrl(),
         GD_TRACING_PREFIX: prefix,
         GD_TRACING_QUEUE: queueName,
@@ -288,8 +291,8 @@ const bullKind: DatabaseKind = enabledDatabases().includes('postgres') ? 'postgr
     await worker?.stop({ type: 'shutdown' });
     for (const child of children) child.kill('SIGKILL'); // only if it would not stop
     await app?.close();
-    const admin = new Bull(queueName, redisUrl(), { prefix });
-    await admin.obliterate({ force: true });
+    const admin = driver.handle(queueName, prefix);
+    await admin.obliterate();
     await admin.close();
     await rm(buildDir, { recursive: true, force: true });
   });

@@ -1,11 +1,12 @@
 /**
  * A geneva-drive worker with tracing, in its own OS process, for the tracing spec
  * (test/e2e/tracing.e2e-spec.ts compiles it with tsc and forks it with an IPC channel). It consumes
- * the spec's Bull queue with GenevaDriveTracingModule, the OpenTelemetry SDK's in-memory exporter as
+ * the spec's Bull or BullMQ queue with GenevaDriveTracingModule, the OpenTelemetry SDK's in-memory exporter as
  * the global tracer provider and the async-hooks context manager, as an app would set them up.
  *
  * Environment: GD_TRACING_DB (sqlite | postgres | mysql), GD_TRACING_SQLITE_FILE (for SQLite: this
- * compiled copy of databases.ts would otherwise resolve another file), GD_TRACING_REDIS,
+ * compiled copy of databases.ts would otherwise resolve another file), GD_TRACING_ADAPTER (bull |
+ * bullmq), GD_TRACING_REDIS,
  * GD_TRACING_PREFIX, GD_TRACING_QUEUE. It sends { type: 'ready' } once booted, answers
  * { type: 'spans' } with the spans finished so far, and closes on { type: 'shutdown' }.
  */
@@ -41,7 +42,13 @@ trace.setGlobalTracerProvider(tracing.provider);
   imports: [
     TypeOrmModule.forRoot(options),
     GenevaDriveModule.forRoot({
-      queue: { adapter: 'bull', redis: env('GD_TRACING_REDIS'), prefix: env('GD_TRACING_PREFIX'), name: env('GD_TRACING_QUEUE'), concurrency: 1 },
+      queue: {
+        adapter: env('GD_TRACING_ADAPTER') as 'bull' | 'bullmq',
+        redis: env('GD_TRACING_REDIS'),
+        prefix: env('GD_TRACING_PREFIX'),
+        name: env('GD_TRACING_QUEUE'),
+        concurrency: 1,
+      },
       housekeeping: false,
     }),
     GenevaDriveTracingModule.forRoot(),
