@@ -60,7 +60,11 @@ const EMPTY: Omit<HousekeepingSummary, 'gauges'> = {
   unrecoverable: [],
 };
 
-const NO_RECOVERY_LIMIT_PAUSED = { 'geneva_drive.recovery_limit_paused': { total: 0, byWorkflow: {} } };
+/** Nothing paused: neither paused gauge counts anything. */
+const NO_RECOVERY_LIMIT_PAUSED = {
+  'geneva_drive.recovery_limit_paused': { total: 0, byWorkflow: {} },
+  'geneva_drive.paused_workflows': { total: 0, byWorkflow: {} },
+};
 /** No parked execution has a deadline (`timeout`): the deadline gauges read zero. */
 const NO_DEADLINES = {
   'geneva_drive.waiting_with_deadline': { total: 0, byWorkflow: {} },
@@ -659,6 +663,7 @@ for (const primaryKey of ['bigint', 'uuid'] as const) describeEachDatabase(`hous
 
     expect(summary).toMatchObject({ ...EMPTY, stuckInProgressRecovered: 0, pausedAtRecoveryLimit: [wf.id] });
     expect(summary.gauges?.['geneva_drive.recovery_limit_paused']).toEqual({ total: 1, byWorkflow: { ChoreWorkflow: 1 } });
+    expect(summary.gauges?.['geneva_drive.paused_workflows']).toEqual({ total: 1, byWorkflow: { ChoreWorkflow: 1 } });
     expect(h.jobIds()).toEqual([]);
     const history = await h.history(wf);
     expect(history.map((e) => [e.stepName, e.state, e.outcome])).toEqual([
@@ -821,6 +826,17 @@ describeEachDatabase('housekeeping: waiting gauges (waitingVisibilityThreshold 7
       ...NO_RECOVERY_LIMIT_PAUSED,
       ...NO_DEADLINES,
     });
+  });
+
+  it('counts every paused workflow per type, whatever paused it', async () => {
+    const byOperator = await h.start(ChoreWorkflow);
+    await ctx.workflows.pause(byOperator);
+    await ctx.workflows.pause(await h.parked(DeliveryWorkflow));
+    await h.start(ChoreWorkflow); // running, not paused
+    const summary = await h.run();
+    expect(summary.gauges?.['geneva_drive.paused_workflows']).toEqual({ total: 2, byWorkflow: { ChoreWorkflow: 1, DeliveryWorkflow: 1 } });
+    // Neither was paused by the recovery limit.
+    expect(summary.gauges?.['geneva_drive.recovery_limit_paused']).toEqual({ total: 0, byWorkflow: {} });
   });
 
   it('reads zero gauges when nothing waits', async () => {

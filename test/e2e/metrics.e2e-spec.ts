@@ -50,6 +50,9 @@ async function runDelivery(app: TestApp, registry: Registry): Promise<void> {
   expect(await series(registry, 'geneva_drive_waiting_overdue_step_executions')).toEqual({ 'workflow_class=DeliveryWorkflow': 1 });
   expect(await series(registry, 'geneva_drive_stuck_step_executions')).toEqual({ 'state=in_progress': 0, 'state=scheduled': 0 });
   expect(await series(registry, 'geneva_drive_recovery_limit_paused_workflows')).toEqual({});
+  expect(await series(registry, 'geneva_drive_paused_workflows')).toEqual({});
+  expect(await series(registry, 'geneva_drive_waiting_with_deadline_step_executions')).toEqual({});
+  expect(await series(registry, 'geneva_drive_deadlines_overdue_step_executions')).toEqual({});
   expect(await series(registry, 'geneva_drive_step_executions_total')).toEqual({});
   expect(await series(registry, 'geneva_drive_queue_delay_seconds', '_count')).toEqual({ [AWAIT]: 1 });
 
@@ -157,6 +160,7 @@ function metricsSuite(kind: DatabaseKind): void {
     await housekeeping.run();
     expect(await series(registry, 'geneva_drive_stuck_step_executions')).toEqual({ 'state=in_progress': 0, 'state=scheduled': 0 });
     expect(await series(registry, 'geneva_drive_recovery_limit_paused_workflows')).toEqual({ 'workflow_class=ChoreWorkflow': 1 });
+    expect(await series(registry, 'geneva_drive_paused_workflows')).toEqual({ 'workflow_class=ChoreWorkflow': 1 });
     expect(await series(registry, 'geneva_drive_waiting_step_executions')).toEqual({});
   });
 

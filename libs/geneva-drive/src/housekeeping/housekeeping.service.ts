@@ -58,6 +58,8 @@ export interface HousekeepingSummary {
     'geneva_drive.waiting_overdue'?: Gauge;
     /** Workflows paused by the recovery limit and not resumed, skipped or canceled since. */
     'geneva_drive.recovery_limit_paused': Gauge;
+    /** Every paused workflow, whatever paused it (an operator, a step, a failure, the recovery limit). */
+    'geneva_drive.paused_workflows': Gauge;
     /** Parked executions with a deadline (`timeout`). Absent without the wait-deadlines migration. */
     'geneva_drive.waiting_with_deadline'?: Gauge;
     /** Of those, deadlines overdue by more than `stuckScheduledThreshold` (a lost job; housekeeping times them out). */
@@ -314,10 +316,11 @@ export class HousekeepingService {
       overdue.total += Number(row.overdue ?? 0);
     }
     const paused = await this.readRecoveryLimitGauge();
+    const always = { 'geneva_drive.recovery_limit_paused': paused, 'geneva_drive.paused_workflows': await this.readPausedGauge() };
     const gauges: NonNullable<HousekeepingSummary['gauges']> =
       threshold === null
-        ? { 'geneva_drive.waiting_step_executions': waiting, 'geneva_drive.recovery_limit_paused': paused }
-        : { 'geneva_drive.waiting_step_executions': waiting, 'geneva_drive.waiting_overdue': overdue, 'geneva_drive.recovery_limit_paused': paused };
+        ? { 'geneva_drive.waiting_step_executions': waiting, ...always }
+        : { 'geneva_drive.waiting_step_executions': waiting, 'geneva_drive.waiting_overdue': overdue, ...always };
     const deadlines = await this.deadline.readGauges();
     if (deadlines) {
       gauges['geneva_drive.waiting_with_deadline'] = gaugeOf(deadlines.withDeadline);
@@ -345,6 +348,23 @@ export class HousekeepingService {
     const gauge: Gauge = { total: 0, byWorkflow: {} };
     for (const row of rows) {
       gauge.byWorkflow[row.type] = Number(row.paused);
+      gauge.total += Number(row.paused);
+    }
+    return gauge;
+  }
+
+  /** Paused workflows by type: a read of the (type, state, id) index. */
+  private async readPausedGauge(): Promise<Gauge> {
+    const rows: Array<{ type: unknown; paused: string | number }> = await this.manager
+      .createQueryBuilder(WorkflowRecord, 'w')
+      .select('w.type', 'type')
+      .addSelect('COUNT(*)', 'paused')
+      .where('w.state = :paused', { paused: 'paused' })
+      .groupBy('w.type')
+      .getRawMany();
+    const gauge: Gauge = { total: 0, byWorkflow: {} };
+    for (const row of rows) {
+      gauge.byWorkflow[String(identifierText(row.type))] = Number(row.paused);
       gauge.total += Number(row.paused);
     }
     return gauge;

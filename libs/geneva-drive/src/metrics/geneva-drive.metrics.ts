@@ -27,6 +27,9 @@ export class GenevaDriveMetrics implements OnModuleDestroy {
   readonly waitingOverdue: Gauge<'workflow_class'>;
   readonly stuck: Gauge<'state'>;
   readonly recoveryLimitPaused: Gauge<'workflow_class'>;
+  readonly paused: Gauge<'workflow_class'>;
+  readonly waitingWithDeadline: Gauge<'workflow_class'>;
+  readonly deadlinesOverdue: Gauge<'workflow_class'>;
 
   private readonly listeners: Record<string, (message: unknown) => void>;
   private readonly names: string[] = [];
@@ -80,6 +83,21 @@ export class GenevaDriveMetrics implements OnModuleDestroy {
       help: 'Workflows paused by the recovery limit and not acted on since, at the last housekeeping run.',
       labelNames: ['workflow_class'],
     }));
+    this.paused = new Gauge(this.registered({
+      name: 'geneva_drive_paused_workflows',
+      help: 'Paused workflows, whatever paused them, at the last housekeeping run.',
+      labelNames: ['workflow_class'],
+    }));
+    this.waitingWithDeadline = new Gauge(this.registered({
+      name: 'geneva_drive_waiting_with_deadline_step_executions',
+      help: 'Step executions parked with a deadline (timeout), at the last housekeeping run.',
+      labelNames: ['workflow_class'],
+    }));
+    this.deadlinesOverdue = new Gauge(this.registered({
+      name: 'geneva_drive_deadlines_overdue_step_executions',
+      help: 'Parked step executions whose deadline passed more than stuckScheduledThreshold ago (a lost deadline job), at the last housekeeping run.',
+      labelNames: ['workflow_class'],
+    }));
     this.listeners = {
       [GENEVA_DRIVE_CHANNELS.precondition]: (message) => this.onPrecondition(message as PreconditionEvent),
       [GENEVA_DRIVE_CHANNELS.step]: (message) => this.onStep(message as StepEvent),
@@ -129,6 +147,9 @@ export class GenevaDriveMetrics implements OnModuleDestroy {
     setByWorkflow(this.waiting, gauges['geneva_drive.waiting_step_executions']);
     setByWorkflow(this.waitingOverdue, gauges['geneva_drive.waiting_overdue']);
     setByWorkflow(this.recoveryLimitPaused, gauges['geneva_drive.recovery_limit_paused']);
+    setByWorkflow(this.paused, gauges['geneva_drive.paused_workflows']);
+    setByWorkflow(this.waitingWithDeadline, gauges['geneva_drive.waiting_with_deadline']);
+    setByWorkflow(this.deadlinesOverdue, gauges['geneva_drive.deadlines_overdue']);
   }
 }
 
