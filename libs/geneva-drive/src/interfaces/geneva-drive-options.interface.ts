@@ -133,8 +133,10 @@ export interface GenevaDriveModuleOptions {
    * with the previous step's outcome: no queue hop and no second lock. A chain hands back to the
    * queue after `maxSteps` steps or once `maxDuration` has passed since it began, so one workflow
    * cannot hold a worker; a worker that dies mid-chain leaves the rows housekeeping recovers as
-   * always. `false`, or `jobOptions: { chain: false }` on a step or workflow, sends every step
-   * through the queue. @default { maxSteps: 10, maxDuration: '100ms' }
+   * always. On Bull and BullMQ, a job due now that a worker process enqueues also starts there,
+   * when a slot is free or frees within `maxDuration`, instead of going through Redis. `false`, or
+   * `jobOptions: { chain: false }` on a step or workflow, sends every step through the queue.
+   * @default { maxSteps: 10, maxDuration: '100ms' }
    */
   chainSteps?: { maxSteps?: number; maxDuration?: Duration } | false;
   /** Replaces Nest's `Logger` for every line the engine writes. */

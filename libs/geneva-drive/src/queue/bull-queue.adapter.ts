@@ -34,14 +34,14 @@ export class BullQueueAdapter implements QueuePort {
    * execution, so false stays true to the fact.
    */
   async enqueue(job: StepJob, options?: { reportAdded?: boolean }): Promise<boolean> {
-    if (this.starter.tryStart(job, options)) return true;
-    const jobId = job.jobId ?? job.executionId;
-    const existing = options?.reportAdded ? await this.queue.getJob(jobId) : null;
-    await this.queue.add(
-      stepJobData(job),
-      { jobId, ...stepJobOptions(job) },
-    );
+    if (this.starter.tryStart(job, (held) => this.add(held), options)) return true;
+    const existing = options?.reportAdded ? await this.queue.getJob(job.jobId ?? job.executionId) : null;
+    await this.add(job);
     return existing === null;
+  }
+
+  private add(job: StepJob): Promise<unknown> {
+    return this.queue.add(stepJobData(job), { jobId: job.jobId ?? job.executionId, ...stepJobOptions(job) });
   }
 
   async start(handler: StepJobHandler): Promise<void> {

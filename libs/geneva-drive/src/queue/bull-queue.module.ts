@@ -19,7 +19,7 @@ export function bullQueueModule(options: BullQueueAdapterOptions): DynamicModule
   const concurrency = options.concurrency ?? 1;
   const providers: Provider[] = [
     { provide: ENGINE_BULL_QUEUE, useExisting: getQueueToken(name) },
-    { provide: STEP_JOB_GATE, useValue: new StepJobGate() },
+    { provide: STEP_JOB_GATE, useValue: new StepJobGate(concurrency) },
   ];
   if (concurrency > 0) providers.push(stepProcessor(name, concurrency));
   return {

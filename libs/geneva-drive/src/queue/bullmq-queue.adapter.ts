@@ -51,11 +51,14 @@ export class BullMqQueueAdapter implements QueuePort {
 
   /** As BullQueueAdapter.enqueue: a job due now may start here; whether the job was added is read just before the add, and only when asked. */
   async enqueue(job: StepJob, options?: { reportAdded?: boolean }): Promise<boolean> {
-    if (this.starter.tryStart(job, options)) return true;
-    const jobId = bullMqJobId(job.jobId ?? job.executionId);
-    const existing = options?.reportAdded ? await this.queue.getJob(jobId) : undefined;
-    await this.queue.add(STEP_JOB_NAME, stepJobData(job), { jobId, ...stepJobOptions(job) });
+    if (this.starter.tryStart(job, (held) => this.add(held), options)) return true;
+    const existing = options?.reportAdded ? await this.queue.getJob(bullMqJobId(job.jobId ?? job.executionId)) : undefined;
+    await this.add(job);
     return !existing;
+  }
+
+  private add(job: StepJob): Promise<unknown> {
+    return this.queue.add(STEP_JOB_NAME, stepJobData(job), { jobId: bullMqJobId(job.jobId ?? job.executionId), ...stepJobOptions(job) });
   }
 
   async start(handler: StepJobHandler): Promise<void> {

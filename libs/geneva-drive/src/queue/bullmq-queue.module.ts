@@ -20,7 +20,7 @@ export function bullMqQueueModule(options: BullMqQueueAdapterOptions): DynamicMo
   const concurrency = options.concurrency ?? 1;
   const providers: Provider[] = [
     { provide: ENGINE_BULLMQ_QUEUE, useExisting: getQueueToken(name) },
-    { provide: STEP_JOB_GATE, useValue: new StepJobGate() },
+    { provide: STEP_JOB_GATE, useValue: new StepJobGate(concurrency) },
     // One provider of the class (not an alias of another): @nestjs/bullmq starts a worker per provider it finds.
     concurrency > 0 ? { provide: ENGINE_BULLMQ_CONSUMER, useClass: stepProcessor(name, { ...options.worker, concurrency }) } : { provide: ENGINE_BULLMQ_CONSUMER, useValue: null },
   ];

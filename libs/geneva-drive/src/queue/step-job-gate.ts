@@ -3,14 +3,20 @@ import type { StepJobHandler, StepJobHints } from './queue.port.js';
 /**
  * Hands jobs from a queue consumer Nest starts itself (a `@Processor` of @nestjs/bull, which
  * consumes from module init) to the engine, which is ready only once the application has
- * bootstrapped: a job taken earlier waits here for the handler.
+ * bootstrapped: a job taken earlier waits here for the handler. It also owns the process's
+ * `concurrency` slots, shared by the jobs the queue delivers and those started in this process
+ * (DueJobStarter): at most that many run at once, and a job waiting for a slot gets one in the order
+ * it came.
  */
 export class StepJobGate {
   private open!: (handler: StepJobHandler) => void;
   private readonly handler = new Promise<StepJobHandler>((resolve) => (this.open = resolve));
   private accepting = false;
-  /** Jobs handed to the engine and not finished yet, from the queue or started here. */
-  inFlight = 0;
+  /** Slots taken: running jobs, and jobs a slot was handed to that have not started yet. */
+  private taken = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(private readonly slots: number) {}
 
   /** Lets waiting and future jobs through to `handler`. */
   start(handler: StepJobHandler): void {
@@ -31,12 +37,45 @@ export class StepJobGate {
     });
   }
 
-  async run(executionId: string, jobId: string, hints?: StepJobHints): Promise<void> {
-    this.inFlight++;
+  /** Takes a slot if one is free and no job waits for one. */
+  tryTake(): boolean {
+    if (this.taken >= this.slots || this.waiting.length > 0) return false;
+    this.taken++;
+    return true;
+  }
+
+  /**
+   * Waits up to `ms` for a slot, in turn: true once it is taken (run the job with `{ slotTaken: true }`),
+   * false when none came in time (nothing is taken).
+   */
+  waitForSlot(ms: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      const granted = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        this.waiting.splice(this.waiting.indexOf(granted), 1);
+        resolve(false);
+      }, ms);
+      this.waiting.push(granted);
+    });
+  }
+
+  /** Runs the job in a slot: the one `slotTaken` says it holds, or the next free one. */
+  async run(executionId: string, jobId: string, hints?: StepJobHints, options?: { slotTaken?: boolean }): Promise<void> {
+    if (!options?.slotTaken && !this.tryTake()) await new Promise<void>((resolve) => this.waiting.push(resolve));
     try {
       return await (await this.handler)(executionId, jobId, hints);
     } finally {
-      this.inFlight--;
+      this.release();
     }
+  }
+
+  /** Gives back a slot: it passes to the next job waiting, if any, without being freed in between. */
+  release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.taken--;
   }
 }
