@@ -96,6 +96,7 @@ export const spelledOut = GenevaDriveModule.forRoot({
   housekeepingBatchSize: 1000,
   housekeeping: { every: '30m' },
   chainSteps: { maxSteps: 10, maxDuration: '100ms' },
+  preparedStatements: true,
   logger: new Logger('GenevaDrive'),
   isGlobal: true,
 });

@@ -143,6 +143,12 @@ describeEachDatabase('boot checks', (kind) => {
     );
   });
 
+  it('a preparedStatements that is not a boolean: InvalidOptionError naming it', async () => {
+    const attempt = boot([engine({ preparedStatements: 'no' } as never)]);
+    await expect(attempt).rejects.toThrow(InvalidOptionError);
+    await expect(attempt).rejects.toThrow('preparedStatements must be true or false');
+  });
+
   it('an unknown option in what the forRootAsync factory returns: InvalidOptionError naming it', async () => {
     const async = (options: object) => GenevaDriveModule.forRootAsync({ useFactory: () => ({ queue: { adapter: 'manual' as const }, ...options }) });
     const attempt = boot([async({ maxSignalPayloadBytes: 10 })]);

@@ -49,7 +49,7 @@ function engineProviders(declaredDataSource: string | undefined, queue: QueueAda
     {
       provide: WorkflowStore,
       useFactory: (queue: QueuePort, afterCommit: AfterCommitSubscriber, options: ResolvedGenevaDriveOptions, schema: SchemaCapabilities) =>
-        new WorkflowStore(queue, afterCommit, options.enqueueAfterCommit, schema),
+        new WorkflowStore(queue, afterCommit, options.enqueueAfterCommit, schema, { preparedStatements: options.preparedStatements }),
       inject: [QUEUE_PORT, AfterCommitSubscriber, GENEVA_DRIVE_OPTIONS, SchemaCapabilities],
     },
     { provide: SchemaCapabilities, useValue: new SchemaCapabilities() },

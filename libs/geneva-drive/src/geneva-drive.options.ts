@@ -21,6 +21,7 @@ const MODULE_OPTIONS: Record<keyof GenevaDriveModuleOptions, true> = {
   housekeepingBatchSize: true,
   housekeeping: true,
   chainSteps: true,
+  preparedStatements: true,
   logger: true,
 };
 
@@ -100,6 +101,7 @@ export function resolveOptions(options: GenevaDriveModuleOptions = {}, declaredD
   if (chain !== false) rejectUnknownKeys(WHERE, chain, ['maxSteps', 'maxDuration'], 'chainSteps.');
   const maxChainSteps = chain === false ? 0 : (chain.maxSteps ?? 10);
   if (!(Number.isInteger(maxChainSteps) && maxChainSteps >= 0)) fail('chainSteps', 'chainSteps.maxSteps must be a non-negative integer');
+  if (options.preparedStatements !== undefined && typeof options.preparedStatements !== 'boolean') fail('preparedStatements', 'preparedStatements must be true or false');
   return {
     queue,
     dataSource,
@@ -119,6 +121,7 @@ export function resolveOptions(options: GenevaDriveModuleOptions = {}, declaredD
     housekeepingBatchSize: batch,
     housekeepingEveryMs: housekeeping === false ? null : requireDuration(housekeeping.every, 'housekeeping.every'),
     chainSteps: { maxSteps: maxChainSteps, maxDurationMs: chain === false ? 0 : requireDuration(chain.maxDuration ?? '100ms', 'chainSteps.maxDuration') },
+    preparedStatements: options.preparedStatements ?? true,
     logger: options.logger,
   };
 }

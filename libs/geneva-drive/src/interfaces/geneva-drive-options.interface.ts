@@ -139,6 +139,13 @@ export interface GenevaDriveModuleOptions {
    * @default { maxSteps: 10, maxDuration: '100ms' }
    */
   chainSteps?: { maxSteps?: number; maxDuration?: Duration } | false;
+  /**
+   * PostgreSQL and MySQL/MariaDB: run the executor's and `signal()`'s statements as prepared
+   * statements, each parsed and planned once per connection. Turn off behind a connection pooler in
+   * transaction mode that does not keep them (PgBouncer before 1.21, or with
+   * `max_prepared_statements = 0`). SQLite ignores it. @default true
+   */
+  preparedStatements?: boolean;
   /** Replaces Nest's `Logger` for every line the engine writes. */
   logger?: LoggerService;
 }
@@ -160,5 +167,6 @@ export interface ResolvedGenevaDriveOptions {
   housekeepingEveryMs: number | null;
   /** `maxSteps: 0` turns chaining off. */
   chainSteps: { maxSteps: number; maxDurationMs: number };
+  preparedStatements: boolean;
   logger?: LoggerService;
 }

@@ -17,7 +17,7 @@ import {
 import { assertWorkflowTransition, STOPPED_WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
 import type { AfterCommitSubscriber } from './after-commit.js';
 import { lockRow } from './row-lock.js';
-import { hotPathSqlFor, type HotPathSql, type WriteBatch } from './sql/index.js';
+import { hotPathSqlFor, type HotPathSql, type HotPathSqlOptions, type WriteBatch } from './sql/index.js';
 import type { HeroKey, HeroRow } from './sql/hot-path-sql.js';
 import { loadHero } from '../execution/hero.js';
 import type { SchemaCapabilities } from './schema-capabilities.js';
@@ -57,6 +57,7 @@ export class WorkflowStore {
     private readonly afterCommit: AfterCommitSubscriber,
     private readonly enqueueAfterCommit: boolean,
     private readonly schema: SchemaCapabilities,
+    private readonly sqlOptions: HotPathSqlOptions,
     private readonly clock: () => Date = () => new Date(),
   ) {}
 
@@ -76,7 +77,7 @@ export class WorkflowStore {
 
   /** The hot path's SQL, built on first use: after boot detected the schema (key type, signal columns). */
   sql(manager: EntityManager): HotPathSql {
-    return (this.sqlOf ??= hotPathSqlFor(manager.connection));
+    return (this.sqlOf ??= hotPathSqlFor(manager.connection, this.sqlOptions));
   }
 
   /**

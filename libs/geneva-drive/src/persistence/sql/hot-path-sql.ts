@@ -1,4 +1,4 @@
-import type { DataSource, EntityManager, ObjectLiteral } from 'typeorm';
+import { QueryFailedError, type DataSource, type EntityManager, type ObjectLiteral, type QueryRunner } from 'typeorm';
 import { Signal } from '../../entities/signal.entity.js';
 import { StepExecution } from '../../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../../entities/workflow.entity.js';
@@ -174,7 +174,7 @@ export abstract class HotPathSql {
       this.lockSql.set(key, lock);
     }
     const values = { workflow: workflowId, execution: executionId, hero: heroCodec ? heroCodec.param(heroCodec.primaryKey, hero!.id) : undefined };
-    const rows: Array<Record<string, unknown>> = await manager.query(lock.sql, lock.order.map((name) => values[name]));
+    const rows: Array<Record<string, unknown>> = await this.query(manager, lock.sql, lock.order.map((name) => values[name]));
     if (rows.length === 0) return null;
     const workflow = this.workflows.fromRow(rows[0], 'w');
     const execution = this.executions.fromRow(rows[0], 'e');
@@ -188,7 +188,7 @@ export abstract class HotPathSql {
   async lockWorkflow(manager: EntityManager, workflowId: string): Promise<WorkflowRecord | null> {
     await this.beforeLock(manager, workflowId);
     this.lockWorkflowSql ??= `SELECT ${this.workflows.selectList('w')} FROM ${this.workflows.table} w WHERE w.${this.workflows.column('id')} = ${this.placeholder(1)}${this.lockClause()}`;
-    const rows: Array<Record<string, unknown>> = await manager.query(this.lockWorkflowSql, [workflowId]);
+    const rows: Array<Record<string, unknown>> = await this.query(manager, this.lockWorkflowSql, [workflowId]);
     return rows.length === 0 ? null : this.workflows.fromRow(rows[0], 'w');
   }
 
@@ -210,7 +210,7 @@ export abstract class HotPathSql {
    */
   async insertSignal(manager: EntityManager, signal: Signal, withWaiting: boolean): Promise<{ inserted: boolean; waiting: StepExecution[] }> {
     const params: unknown[] = [];
-    const result: unknown = await manager.query(this.insertIgnoringDuplicate(signal, params), params);
+    const result: unknown = await this.query(manager, this.insertIgnoringDuplicate(signal, params), params);
     const id = this.insertedId(result, signal.id);
     if (id === null) return { inserted: false, waiting: [] };
     signal.id = id;
@@ -223,7 +223,7 @@ export abstract class HotPathSql {
    */
   async waitingExecutions(manager: EntityManager, workflowId: string): Promise<StepExecution[]> {
     const e = this.executions;
-    const rows: Array<Record<string, unknown>> = await manager.query(
+    const rows: Array<Record<string, unknown>> = await this.query(manager, 
       `SELECT ${e.selectList('e')} FROM ${e.table} e${this.waitingIndexHint()} WHERE e.${e.column('workflowId')} = ${this.placeholder(1)} ` +
         `AND e.${e.column('state')} = 'waiting' ORDER BY e.${e.column('createdAt')}, e.${e.column('id')}${this.latestRowsClause()}`,
       [workflowId],
@@ -258,7 +258,7 @@ export abstract class HotPathSql {
    */
   async insertStart(manager: EntityManager, workflow: WorkflowRecord, execution: StepExecution | null, hero: HeroRow): Promise<boolean> {
     const params: unknown[] = [];
-    const result: unknown = await manager.query(this.insertWorkflowStatement(workflow, hero, params, this.returning), params);
+    const result: unknown = await this.query(manager, this.insertWorkflowStatement(workflow, hero, params, this.returning), params);
     const id = this.insertedId(result, workflow.id);
     if (id === null) return false;
     workflow.id = id;
@@ -266,7 +266,7 @@ export abstract class HotPathSql {
       execution.workflowId = id;
       const insertParams: unknown[] = [];
       const row = { codec: this.executions, row: execution, inserted: (value: string) => (execution.id = value) } as RowInsert;
-      const inserted: unknown = await manager.query(this.insertStatement(row, insertParams, this.returning), insertParams);
+      const inserted: unknown = await this.query(manager, this.insertStatement(row, insertParams, this.returning), insertParams);
       execution.id = this.insertedId(inserted, execution.id)!;
     }
     return true;
@@ -347,7 +347,46 @@ export abstract class HotPathSql {
   /** Runs a trailing read on its own. */
   protected read(manager: EntityManager, read: TrailingRead): Promise<Array<Record<string, unknown>>> {
     const params: unknown[] = [];
-    return manager.query(read.sql((value) => this.bind(params, value)), params);
+    return this.query(manager, read.sql((value) => this.bind(params, value)), params);
+  }
+
+  /** Runs one statement of the hot path through the transaction's manager (PostgreSQL and MySQL prepare it: see `onConnection`). */
+  protected query(manager: EntityManager, sql: string, params: unknown[]): Promise<any> {
+    return manager.query(sql, params);
+  }
+
+  /**
+   * Runs `sql` with `run` on the driver's own connection behind the manager's query runner (its
+   * transaction; a runner of its own when it has none), for what TypeORM's `query()` cannot ask of
+   * the driver: a prepared statement, parsed and planned once per connection instead of on every
+   * call. The statement is logged and announced to subscribers (`beforeQuery`, `afterQuery`) as
+   * TypeORM does its own, and fails as TypeORM's do (QueryFailedError, the driver's error inside).
+   */
+  protected async onConnection<T>(manager: EntityManager, sql: string, params: unknown[], run: (connection: any) => Promise<T>): Promise<T> {
+    const own = manager.queryRunner === undefined || manager.queryRunner.isReleased;
+    const runner: QueryRunner = own ? this.dataSource.createQueryRunner() : manager.queryRunner!;
+    try {
+      const connection: unknown = await runner.connect();
+      const logger = this.dataSource.logger;
+      logger.logQuery(sql, params, runner);
+      await runner.broadcaster.broadcast('BeforeQuery', sql, params);
+      const startedAt = Date.now();
+      let result: T;
+      try {
+        result = await run(connection);
+      } catch (error) {
+        logger.logQueryError(error as Error, sql, params, runner);
+        await runner.broadcaster.broadcast('AfterQuery', sql, params, false, undefined, undefined, error);
+        throw new QueryFailedError(sql, params, error as Error);
+      }
+      const took = Date.now() - startedAt;
+      await runner.broadcaster.broadcast('AfterQuery', sql, params, true, took, result, undefined);
+      const slowAfter = this.dataSource.options.maxQueryExecutionTime;
+      if (slowAfter && took > slowAfter) logger.logQuerySlow(took, sql, params, runner);
+      return result;
+    } finally {
+      if (own) await runner.release();
+    }
   }
 
   protected bind(params: unknown[], value: unknown): string {

@@ -6,14 +6,20 @@ import { SqliteHotPathSql } from './sqlite.js';
 
 export type { HotPathSql, WriteBatch } from './hot-path-sql.js';
 
+/** The module options the hot path's SQL follows. */
+export interface HotPathSqlOptions {
+  /** PostgreSQL and MySQL: prepared statements (see GenevaDriveModuleOptions.preparedStatements). */
+  preparedStatements: boolean;
+}
+
 /** The hot path's SQL for the DataSource's dialect. Built after the schema was detected (key type, signal columns). */
-export function hotPathSqlFor(dataSource: DataSource): HotPathSql {
+export function hotPathSqlFor(dataSource: DataSource, options: HotPathSqlOptions): HotPathSql {
   switch (dataSource.options.type) {
     case 'postgres':
-      return new PostgresHotPathSql(dataSource);
+      return new PostgresHotPathSql(dataSource, options.preparedStatements);
     case 'mysql':
     case 'mariadb':
-      return new MysqlHotPathSql(dataSource);
+      return new MysqlHotPathSql(dataSource, options.preparedStatements);
     case 'better-sqlite3':
     case 'sqljs':
       return new SqliteHotPathSql(dataSource);

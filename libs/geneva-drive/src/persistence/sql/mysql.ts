@@ -1,11 +1,15 @@
-import type { EntityManager } from 'typeorm';
+import type { DataSource, EntityManager, ObjectLiteral } from 'typeorm';
 import type { Signal } from '../../entities/signal.entity.js';
 import type { WorkflowRecord } from '../../entities/workflow.entity.js';
 import { isUniqueViolation } from '../unique-violation.js';
 import type { StepExecution } from '../../entities/step-execution.entity.js';
-import type { ObjectLiteral } from 'typeorm';
 import type { EntityCodec } from './entity-codec.js';
 import { HotPathSql, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
+
+/** The mysql2 connection behind TypeORM's query runner (mysql2 is an optional peer: only what is called here). */
+interface Mysql2Connection {
+  execute(sql: string, values: unknown[], callback: (error: Error | null, result: unknown) => void): void;
+}
 
 /**
  * MySQL/MariaDB: the row updates of a phase in one multi-table UPDATE; inserts and the signal
@@ -13,6 +17,24 @@ import { HotPathSql, type Statement, type TrailingRead, type WriteBatch } from '
  * consumption first so it reads what PostgreSQL's single statement reads.
  */
 export class MysqlHotPathSql extends HotPathSql {
+  constructor(
+    dataSource: DataSource,
+    /** Server-side prepared statements (GenevaDriveModuleOptions.preparedStatements). */
+    private readonly prepares: boolean,
+  ) {
+    super(dataSource);
+  }
+
+  /** A server-side prepared statement (see HotPathSql.onConnection), which mysql2 keeps per connection by its text. */
+  protected query(manager: EntityManager, sql: string, params: unknown[]): Promise<any> {
+    if (!this.prepares) return manager.query(sql, params);
+    return this.onConnection(
+      manager,
+      sql,
+      params,
+      (connection: Mysql2Connection) => new Promise((resolve, reject) => connection.execute(sql, params, (error, result) => (error ? reject(error) : resolve(result)))),
+    );
+  }
   protected placeholder(): string {
     return '?';
   }
@@ -53,7 +75,7 @@ export class MysqlHotPathSql extends HotPathSql {
   async lockForSignal(manager: EntityManager, workflowId: string): Promise<{ workflow: WorkflowRecord; waiting?: StepExecution[] } | null> {
     const e = this.executions;
     const w = this.workflows;
-    const rows: Array<Record<string, unknown>> = await manager.query(
+    const rows: Array<Record<string, unknown>> = await this.query(manager, 
       `SELECT ${w.selectList('w')}, ${e.selectList('e')} FROM ${w.table} w LEFT JOIN ${e.table} e${this.waitingIndexHint()} ` +
         `ON e.${e.column('workflowId')} = w.${w.column('id')} AND e.${e.column('state')} = 'waiting' WHERE w.${w.column('id')} = ? ` +
         `ORDER BY e.${e.column('createdAt')}, e.${e.column('id')} FOR UPDATE`,
@@ -101,13 +123,13 @@ export class MysqlHotPathSql extends HotPathSql {
   async write(manager: EntityManager, batch: WriteBatch, then?: TrailingRead): Promise<Array<Record<string, unknown>>> {
     for (const consumption of batch.consumptions) {
       const params: unknown[] = [];
-      await manager.query(this.consumptionStatement(consumption, params), params);
+      await this.query(manager, this.consumptionStatement(consumption, params), params);
     }
     const update = this.mergedUpdate(batch);
-    if (update) await manager.query(update.sql, update.params);
+    if (update) await this.query(manager, update.sql, update.params);
     for (const insert of batch.inserts) {
       const params: unknown[] = [];
-      const result: { insertId?: number | string } = await manager.query(this.insertStatement(insert, params, false), params);
+      const result: { insertId?: number | string } = await this.query(manager, this.insertStatement(insert, params, false), params);
       if (insert.row.id == null) insert.inserted(String(result.insertId));
     }
     return then ? this.read(manager, then) : [];
