@@ -3,7 +3,6 @@ import { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { SignalsNotMigratedError } from '../errors/signal.errors.js';
-import { latestRowsLock } from '../persistence/row-lock.js';
 import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
 import type { StepDefinition } from '../registry/workflow-definition.js';
@@ -162,17 +161,8 @@ export class SignalRendezvous {
 
   /** Oldest-first attachable (not consumed) signal of the workflow the step's matcher accepts. */
   private async firstMatching(manager: EntityManager, workflowId: string, step: StepDefinition, instance: GenevaWorkflow<any>): Promise<Signal | null> {
-    const query = manager
-      .createQueryBuilder(Signal, 's')
-      .where('s.workflowId = :workflowId', { workflowId })
-      .andWhere('s.state <> :consumed', { consumed: 'consumed' })
-      .orderBy('s.createdAt', 'ASC')
-      .addOrderBy('s.id', 'ASC');
-    if (step.waitFor!.signalName) query.andWhere('s.name = :name', { name: step.waitFor!.signalName });
     await this.store.flush(manager);
-    const lock = latestRowsLock(manager);
-    if (lock) query.setLock(lock.mode);
-    for (const signal of await query.getMany()) {
+    for (const signal of await this.store.sql(manager).attachableSignals(manager, workflowId, step.waitFor!.signalName || null)) {
       if (step.waitFor!.matches(signal, instance)) return signal;
     }
     return null;

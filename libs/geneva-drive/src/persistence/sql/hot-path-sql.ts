@@ -231,6 +231,22 @@ export abstract class HotPathSql {
     return rows.map((row) => e.fromRow(row, 'e'));
   }
 
+  /**
+   * The workflow's signals not consumed yet (named `name` unless null), oldest first, read as they are
+   * now: what a `waitFor` gate may attach, its matcher deciding in Node.
+   */
+  async attachableSignals(manager: EntityManager, workflowId: string, name: string | null): Promise<Signal[]> {
+    const s = this.signals;
+    const params: unknown[] = [];
+    const rows: Array<Record<string, unknown>> = await this.query(
+      manager,
+      `SELECT ${s.selectList('s')} FROM ${s.table} s WHERE s.${s.column('workflowId')} = ${this.bind(params, workflowId)} AND s.${s.column('state')} <> 'consumed'` +
+        `${name === null ? '' : ` AND s.${s.column('name')} = ${this.bind(params, name)}`} ORDER BY s.${s.column('createdAt')}, s.${s.column('id')}${this.latestRowsClause()}`,
+      params,
+    );
+    return rows.map((row) => s.fromRow(row, 's'));
+  }
+
   /** The signal's INSERT, a no-op when its idempotency key is taken. */
   protected insertIgnoringDuplicate(signal: Signal, params: unknown[]): string {
     return `${this.insertStatement({ codec: this.signals, row: signal, inserted: () => undefined }, params, false)} ON CONFLICT DO NOTHING${this.returning ? ` RETURNING ${this.signals.column('id')}` : ''}`;
