@@ -223,7 +223,8 @@ export abstract class HotPathSql {
    */
   async waitingExecutions(manager: EntityManager, workflowId: string): Promise<StepExecution[]> {
     const e = this.executions;
-    const rows: Array<Record<string, unknown>> = await this.query(manager, 
+    const rows: Array<Record<string, unknown>> = await this.query(
+      manager,
       `SELECT ${e.selectList('e')} FROM ${e.table} e${this.waitingIndexHint()} WHERE e.${e.column('workflowId')} = ${this.placeholder(1)} ` +
         `AND e.${e.column('state')} = 'waiting' ORDER BY e.${e.column('createdAt')}, e.${e.column('id')}${this.latestRowsClause()}`,
       [workflowId],

@@ -35,6 +35,7 @@ export class MysqlHotPathSql extends HotPathSql {
       (connection: Mysql2Connection) => new Promise((resolve, reject) => connection.execute(sql, params, (error, result) => (error ? reject(error) : resolve(result)))),
     );
   }
+
   protected placeholder(): string {
     return '?';
   }
@@ -75,7 +76,8 @@ export class MysqlHotPathSql extends HotPathSql {
   async lockForSignal(manager: EntityManager, workflowId: string): Promise<{ workflow: WorkflowRecord; waiting?: StepExecution[] } | null> {
     const e = this.executions;
     const w = this.workflows;
-    const rows: Array<Record<string, unknown>> = await this.query(manager, 
+    const rows: Array<Record<string, unknown>> = await this.query(
+      manager,
       `SELECT ${w.selectList('w')}, ${e.selectList('e')} FROM ${w.table} w LEFT JOIN ${e.table} e${this.waitingIndexHint()} ` +
         `ON e.${e.column('workflowId')} = w.${w.column('id')} AND e.${e.column('state')} = 'waiting' WHERE w.${w.column('id')} = ? ` +
         `ORDER BY e.${e.column('createdAt')}, e.${e.column('id')} FOR UPDATE`,

@@ -72,7 +72,8 @@ export class PostgresHotPathSql extends HotPathSql {
     const e = this.executions;
     const params: unknown[] = [];
     const insert = this.insertIgnoringDuplicate(signal, params);
-    const rows: Array<Record<string, unknown>> = await this.query(manager, 
+    const rows: Array<Record<string, unknown>> = await this.query(
+      manager,
       `WITH s AS (${insert}) SELECT s.${this.signals.column('id')} AS "signal_id", ${e.selectList('e')} FROM s LEFT JOIN ${e.table} e ` +
         `ON e.${e.column('workflowId')} = ${this.bind(params, signal.workflowId)} AND e.${e.column('state')} = 'waiting' ORDER BY e.${e.column('createdAt')}, e.${e.column('id')}`,
       params,
@@ -95,7 +96,8 @@ export class PostgresHotPathSql extends HotPathSql {
     const insertExecution =
       `INSERT INTO ${this.executions.table} (${this.executions.column('workflowId')}, ${columns.map(({ column }) => column).join(', ')}) ` +
       `SELECT w.${this.workflows.column('id')}, ${values} FROM w RETURNING ${this.executions.column('id')}`;
-    const rows: Array<{ w: unknown; e: unknown }> = await this.query(manager, 
+    const rows: Array<{ w: unknown; e: unknown }> = await this.query(
+      manager,
       `WITH w AS (${insertWorkflow}), e AS (${insertExecution}) SELECT (SELECT * FROM w) AS w, (SELECT * FROM e) AS e`,
       params,
     );
