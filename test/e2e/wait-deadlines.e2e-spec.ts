@@ -14,6 +14,7 @@ import {
   GENEVA_DRIVE_CHANNELS,
   GenevaWorkflow,
   HousekeepingService,
+  InvalidHeroError,
   InvalidSignalError,
   NoOngoingWorkflowError,
   Signal,
@@ -364,6 +365,10 @@ describeEachDatabase('wait deadlines', (kind) => {
           const localSignals = local.moduleRef.get(SignalService);
           await expect(localSignals.signalHero(UndeclaredHeroWorkflow, '1', 'signed')).rejects.toThrow(/declares no hero class/);
           await expect(localSignals.signalHero(UndeclaredHeroWorkflow, undefined as never, 'signed')).rejects.toBeInstanceOf(InvalidSignalError);
+          // An entity that cannot be a hero: the error names the delivery, not a start.
+          const unsaved = localSignals.signalHero(UndeclaredHeroWorkflow, local.dataSource.getRepository(TestHero).create({ name: 'nobody' }), 'signed');
+          await expect(unsaved).rejects.toBeInstanceOf(InvalidHeroError);
+          await expect(unsaved).rejects.toThrow('Cannot signal UndeclaredHeroWorkflow by its hero: the TestHero has no id yet: save it first');
         } finally {
           await local.close();
         }

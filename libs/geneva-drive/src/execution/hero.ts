@@ -23,9 +23,11 @@ export function heroReference(
   hero: object,
   declared: Function | undefined,
   exact = false,
+  /** What the call could not do, for the error (InvalidHeroError's `action`). */
+  action?: string,
 ): { heroType: string; heroId: string } {
   const fail = (problem: string): never => {
-    throw new InvalidHeroError(workflowName, problem);
+    throw new InvalidHeroError(workflowName, problem, action);
   };
   if (hero === null || typeof hero !== 'object') fail(`the hero must be an entity instance, got ${hero === null ? 'null' : typeof hero}`);
   const plain = Object.getPrototypeOf(hero) === Object.prototype || Object.getPrototypeOf(hero) === null;

@@ -56,7 +56,8 @@ export class SignalHero {
   private referenceOf(definition: WorkflowDefinition, hero: object | string | number): { heroType: string; heroId: string } {
     const dataSource = this.transactions.dataSource;
     const declared = definition.heroEntity?.();
-    if (typeof hero === 'object' && hero !== null) return heroReference(dataSource, definition.name, hero, declared);
+    const action = `signal ${definition.name} by its hero`;
+    if (typeof hero === 'object' && hero !== null) return heroReference(dataSource, definition.name, hero, declared, false, action);
     if ((typeof hero !== 'string' && typeof hero !== 'number') || String(hero) === '') {
       throw new InvalidSignalError('hero', `signalHero() needs a hero entity or a hero id, got ${hero === null ? 'null' : typeof hero === 'string' ? '""' : typeof hero}`);
     }
@@ -64,6 +65,6 @@ export class SignalHero {
       throw new InvalidSignalError('hero', `signalHero() got the hero id ${JSON.stringify(hero)}, but ${definition.name} declares no hero class: pass the hero entity, or declare @Workflow({ hero: () => Entity })`);
     }
     const key = dataSource.getMetadata(declared).primaryColumns[0].propertyName;
-    return heroReference(dataSource, definition.name, { [key]: hero }, declared);
+    return heroReference(dataSource, definition.name, { [key]: hero }, declared, false, action);
   }
 }

@@ -115,7 +115,7 @@ export class WorkflowService {
   /** The ongoing workflow of this class for the hero (the most recent, with `allowMultiple`), or null. */
   findOngoing(workflowClass: WorkflowClass, hero: object): Promise<WorkflowRecord | null> {
     const definition = this.registry.getByClass(workflowClass);
-    const ref = heroReference(this.transactions.dataSource, definition.name, hero, definition.heroEntity?.());
+    const ref = heroReference(this.transactions.dataSource, definition.name, hero, definition.heroEntity?.(), false, `find the ongoing ${definition.name} of a hero`);
     return this.manager.findOne(WorkflowRecord, {
       where: { type: definition.name, ...ref, state: In([...ONGOING_WORKFLOW_STATES]) },
       order: { createdAt: 'DESC', id: 'DESC' },
@@ -125,7 +125,7 @@ export class WorkflowService {
   /** Every workflow of this class for the hero, newest first. */
   findForHero(workflowClass: WorkflowClass, hero: object): Promise<WorkflowRecord[]> {
     const definition = this.registry.getByClass(workflowClass);
-    const ref = heroReference(this.transactions.dataSource, definition.name, hero, definition.heroEntity?.());
+    const ref = heroReference(this.transactions.dataSource, definition.name, hero, definition.heroEntity?.(), false, `find the ${definition.name} workflows of a hero`);
     return this.manager.find(WorkflowRecord, { where: { type: definition.name, ...ref }, order: { createdAt: 'DESC', id: 'DESC' } });
   }
 
