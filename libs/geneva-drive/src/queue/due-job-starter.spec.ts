@@ -28,7 +28,7 @@ interface Harness {
 
 function harness(concurrency: number, holdMs: number): Harness {
   const gate = new StepJobGate(concurrency);
-  const starter = new DueJobStarter(gate, concurrency, true, new Logger('due-job-starter.spec'), holdMs);
+  const starter = new DueJobStarter(gate, true, new Logger('due-job-starter.spec'), holdMs);
   const ran: string[] = [];
   const added: string[] = [];
   const bodies = new Map<string, () => void>();

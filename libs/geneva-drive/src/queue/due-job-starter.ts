@@ -26,7 +26,6 @@ export class DueJobStarter {
 
   constructor(
     private readonly gate: StepJobGate,
-    private readonly concurrency: number,
     /** The module's `chainSteps` is on. */
     private readonly enabled: boolean,
     private readonly logger: LoggerService,
@@ -39,13 +38,13 @@ export class DueJobStarter {
    * queue is not to get it now. `add` is how a held job goes to Redis after all.
    */
   tryStart(job: StepJob, add: AddToQueue, options?: { reportAdded?: boolean }): boolean {
-    if (!this.enabled || options?.reportAdded || this.concurrency <= 0) return false;
+    if (!this.enabled || options?.reportAdded || this.gate.slots <= 0) return false;
     if (!this.gate.isAccepting || job.jobOptions.chain === false || job.runAt.getTime() > Date.now()) return false;
     if (this.gate.tryTake()) {
       this.start(job);
       return true;
     }
-    if (this.held.size >= this.concurrency) return false;
+    if (this.held.size >= this.gate.slots) return false;
     this.held.set(job, add);
     this.track(
       this.gate.waitForSlot(this.holdMs).then((taken) => {

@@ -60,7 +60,7 @@ export function queueRegistration(declared: QueueAdapterOptions | undefined, che
             case 'bull':
             case 'bullmq': {
               if (!registeredQueue || !gate) throw notRegistered(queue.adapter);
-              const starter = new DueJobStarter(gate, queue.concurrency ?? 1, options.chainSteps.maxSteps > 0, logger, options.chainSteps.maxDurationMs);
+              const starter = new DueJobStarter(gate, options.chainSteps.maxSteps > 0, logger, options.chainSteps.maxDurationMs);
               return queue.adapter === 'bull'
                 ? new BullQueueAdapter(registeredQueue as BullQueueAdapter['queue'], gate, queue, logger, starter)
                 : new BullMqQueueAdapter(registeredQueue as BullMqQueueAdapter['queue'], gate, consumer ?? null, logger, starter);

@@ -16,7 +16,8 @@ export class StepJobGate {
   private taken = 0;
   private readonly waiting: Array<() => void> = [];
 
-  constructor(private readonly slots: number) {}
+  /** The process's `concurrency`: at most this many jobs run at once. */
+  constructor(readonly slots: number) {}
 
   /** Lets waiting and future jobs through to `handler`. */
   start(handler: StepJobHandler): void {
