@@ -22,12 +22,13 @@ const PG_STATS_FLUSH_MS = 11_000;
 
 /**
  * Budgets of the hot path, per workflow of this shape (BEGIN/COMMIT counted). The bench fails when
- * a count exceeds its budget: the counts are deterministic, unlike the timings. SQLite's is what it
- * costs now (48 / 56 before): it has no multi-row writes in one statement, and its statements are
- * calls into the process, not round trips; the budget keeps it from growing.
+ * a count exceeds its budget: the counts are deterministic, unlike the timings. PostgreSQL's is what
+ * it costs now plus one (14 / 17; the goal was 20 / 24), so that a statement more is seen. SQLite's
+ * is what it costs now (48 / 56 before): it has no multi-row writes in one statement, and its
+ * statements are calls into the process, not round trips; the budget keeps it from growing.
  */
 export const STATEMENT_BUDGET: Record<'postgres' | 'mysql' | 'sqlite', { signalFirst: number; signalAfter: number }> = {
-  postgres: { signalFirst: 20, signalAfter: 24 },
+  postgres: { signalFirst: 15, signalAfter: 18 },
   mysql: { signalFirst: 30, signalAfter: 30 },
   sqlite: { signalFirst: 31, signalAfter: 36 },
 };

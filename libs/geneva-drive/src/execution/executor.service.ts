@@ -31,6 +31,8 @@ interface Prepared {
   definition: WorkflowDefinition;
   step: StepDefinition;
   instance: GenevaWorkflow<any>;
+  /** The rows as phase 1 left them (phase 3 checks them as it writes, or reads them again under the locks). */
+  workflow: WorkflowRecord;
   execution: StepExecution;
   logger: LoggerService;
   run: ExecuteOptions;
@@ -47,7 +49,7 @@ export interface ExecuteOptions {
   maxIterations?: number;
   /** The id of the queue job running the execution, recorded on it (`StepExecution.jobId`) when it starts. */
   jobId?: string;
-  /** What the job carries besides the execution id: its workflow and hero (they save lookups). */
+  /** What the job carries besides the execution id: its workflow, type, step and hero (they save lookups; see StepJob.hints). */
   hints?: StepJobHints;
   /** Run the steps that come due as each finishes in this call, within the module's `chainSteps` bounds (queue workers do; test helpers run one step). */
   chain?: boolean;
@@ -60,6 +62,12 @@ interface Chain {
 }
 
 type PrepareResult = { run: Prepared } | { done: true; error?: unknown };
+
+/** What phase 3 recorded (null states: the outcome was discarded), and the step it started inline. */
+interface Recorded {
+  states: { workflowState: string; stepState: string } | null;
+  next: Prepared | null;
+}
 
 type BodyResult =
   | { kind: 'completed' }
@@ -167,7 +175,10 @@ export class ExecutorService {
     // A prepare whose COMMIT went through unacknowledged finds its execution `in_progress` on the
     // retry and runs no body: stuck recovery picks it up (the body then runs once, later).
     try {
-      return await this.transactions.run((manager) => this.store.batched(manager, () => this.prepare(manager, executionId, workflowId, options)), undefined, IDEMPOTENT);
+      return (
+        (await this.prepareUnlocked(executionId, workflowId, options)) ??
+        (await this.transactions.run((manager) => this.store.batched(manager, () => this.prepare(manager, executionId, workflowId, options)), undefined, IDEMPOTENT))
+      );
     } catch (error) {
       // The prepare transaction is gone (a database error aborts it on PostgreSQL): record the
       // failure in a transaction of its own, then surface the original error.
@@ -231,7 +242,7 @@ export class ExecutorService {
 
     const instance = await this.instances.create(definition);
     workflowInternals.bind(instance, { hero, record: workflow, execution, signal: null, logger });
-    const prepared: Prepared = { executionId, workflowId, definition, step, instance, execution, logger, run: options };
+    const prepared: Prepared = { executionId, workflowId, definition, step, instance, workflow, execution, logger, run: options };
 
     const started = performance.now();
     const event = (outcome: string, exception?: unknown) =>
@@ -270,10 +281,54 @@ export class ExecutorService {
         event('passed');
     }
 
+    await this.markStarted(manager, workflow, execution, step, options);
+    return { run: prepared };
+  }
+
+  /** The execution `in_progress` and the workflow `performing` at the step. */
+  private async markStarted(manager: EntityManager, workflow: WorkflowRecord, execution: StepExecution, step: StepDefinition, options: ExecuteOptions): Promise<void> {
     // The job id rides on the UPDATE that starts the execution: no statement of its own.
     await this.store.transitionExecution(manager, execution, 'in_progress', null, options.jobId === undefined ? {} : { jobId: options.jobId });
     await this.store.transitionWorkflow(manager, workflow, 'performing', { currentStepName: step.name });
-    return { run: prepared };
+  }
+
+  /**
+   * Phase 1 without a transaction, for a step that runs none of the application's code before its
+   * body — no cancelIf, no skipIf, and a `waitFor` step only once woken with its signal — as its
+   * job's hints tell before any read: the rows are read without locks, and the start is written by
+   * one statement that writes only while they are still as read (WorkflowStore.writeIfUnchanged).
+   * Two statements instead of a transaction of four. Null whenever anything is not as the happy
+   * path expects (a duplicate job, a paused workflow, a gone hero, a failed statement): the locked
+   * phase 1 then decides, from the rows as they are.
+   */
+  private async prepareUnlocked(executionId: string, workflowId: string, options: ExecuteOptions): Promise<PrepareResult | null> {
+    const { workflowType, stepName, heroType, heroId } = options.hints ?? {};
+    const definition = workflowType === undefined ? undefined : this.registry.findByName(workflowType);
+    const step = definition?.step(stepName);
+    if (!definition || !step || definition.cancelIf.length > 0 || step.skipIf !== undefined || heroType === undefined || heroId === undefined) return null;
+    if (!this.store.writesIfUnchanged(this.transactions.dataSource.manager)) return null;
+    const manager = this.transactions.dataSource.createEntityManager();
+    try {
+      const read = await this.store.readStep(manager, workflowId, executionId, { type: heroType, id: heroId });
+      if (!read) return null;
+      const { workflow, execution, signal, hero } = read;
+      const woken = !step.waitFor || (execution.signalId != null && signal?.id === execution.signalId);
+      const runnable = workflow.state === 'ready' || workflow.state === 'performing';
+      if (workflow.type !== definition.name || execution.stepName !== step.name || execution.state !== 'scheduled' || !runnable || !woken) return null;
+      if (hero === undefined || (hero === null && !definition.mayProceedWithoutHero)) return null;
+      if (step.waitFor) this.deadline.assertSchema(workflow, step); // [deadline hook]
+      const logger = new ContextLogger(this.logger, workflow, execution);
+      const instance = await this.instances.create(definition);
+      workflowInternals.bind(instance, { hero, record: workflow, execution, signal: step.waitFor ? signal : null, logger });
+      const prepared: Prepared = { executionId, workflowId, definition, step, instance, workflow, execution, logger, run: options };
+      const started = performance.now();
+      const expected = { workflowId: workflow.id, workflowState: workflow.state, executionId: execution.id, executionState: execution.state };
+      if (!(await this.store.writeIfUnchanged(manager, expected, () => this.markStarted(manager, workflow, execution, step, options)))) return null;
+      publish('precondition', () => ({ ...this.eventBase(prepared, started), ...dueKeys(execution), outcome: 'passed' }));
+      return { run: prepared };
+    } catch {
+      return null;
+    }
   }
 
   /**
@@ -477,6 +532,55 @@ export class ExecutorService {
 
   private async finalizeOnce(prepared: Prepared, result: BodyResult, chain?: Chain): Promise<Prepared | null> {
     const started = performance.now();
+    const recorded = (this.mayRecordUnlocked(prepared, result, chain) && (await this.recordUnlocked(prepared, result))) || (await this.recordLocked(prepared, result, chain));
+    const { states } = recorded;
+    publish('finalize', () => ({
+      ...this.eventBase(prepared, started),
+      workflowState: states?.workflowState,
+      stepState: states?.stepState,
+      ...(result.kind === 'exception' ? { exception: result.error } : {}),
+    }));
+    prepared.logger.log(`Step finished: ${states ? `${states.stepState}, workflow ${states.workflowState}` : 'outcome discarded'}`);
+    if (result.kind === 'exception' && states) throw result.error;
+    return recorded.next;
+  }
+
+  /**
+   * Whether the outcome may be recorded from the rows as phase 1 left them, without a transaction
+   * (recordUnlocked): not an exception (its policy's handler is the user's code, which must run once),
+   * not a resumable step (its checkpoints rewrote the row), and nothing to start inline after it.
+   */
+  private mayRecordUnlocked(prepared: Prepared, result: BodyResult, chain?: Chain): boolean {
+    const { step, definition } = prepared;
+    return result.kind !== 'exception' && !step.resumable && (!chain || definition.steps[definition.steps.length - 1] === step);
+  }
+
+  /**
+   * Records the outcome in one statement that writes only while the workflow is still `performing`
+   * and the execution `in_progress` (WorkflowStore.writeIfUnchanged): as long as they are, nothing
+   * else has touched them since phase 1, so the decisions can be made on the records it left in
+   * memory. Null when that cannot be (they moved on, recording needs a read, the statement failed,
+   * or the dialect has no such statement): the outcome is then recorded under the locks, from the
+   * rows as they are (the records the attempt changed are read again).
+   */
+  private async recordUnlocked(prepared: Prepared, result: BodyResult): Promise<Recorded | null> {
+    const { workflow, execution } = prepared;
+    const expected = { workflowId: workflow.id, workflowState: 'performing', executionId: execution.id, executionState: 'in_progress' };
+    if (workflow.state !== expected.workflowState || execution.state !== expected.executionState) return null;
+    const manager = this.transactions.dataSource.createEntityManager();
+    const intent = result.kind === 'flow' ? result.intent : undefined;
+    try {
+      if (!(await this.store.writeIfUnchanged(manager, expected, () => this.applyOutcome(manager, prepared, workflow, intent)))) return null;
+    } catch {
+      // Whatever failed (a lost connection, even one that lost the answer to a statement that went
+      // through), the locked path runs next: it re-reads the rows and records only what is still due.
+      return null;
+    }
+    return { states: { workflowState: workflow.state, stepState: execution.state }, next: null };
+  }
+
+  /** Records the outcome under the workflow and execution row locks, and with `chain` starts the step it made due (see finalize). */
+  private async recordLocked(prepared: Prepared, result: BodyResult, chain?: Chain): Promise<Recorded> {
     let next: Prepared | null = null;
     // Retried after a lost connection, even one lost during COMMIT: the transaction records the
     // outcome only while the execution is still `in_progress` under its lock, so a retry after a
@@ -489,6 +593,7 @@ export class ExecutorService {
         prepared.logger.warn(`Execution is ${execution?.state ?? 'gone'} after the body ran (recovered meanwhile?): outcome discarded`);
         return null;
       }
+      prepared.workflow = workflow;
       prepared.execution = execution;
       if (workflow.state !== 'performing') {
         if (prepared.step.resumable && workflow.state === 'paused') {
@@ -523,15 +628,7 @@ export class ExecutorService {
       }
       return { workflowState: workflow.state, stepState: execution.state };
     }), undefined, IDEMPOTENT);
-    publish('finalize', () => ({
-      ...this.eventBase(prepared, started),
-      workflowState: states?.workflowState,
-      stepState: states?.stepState,
-      ...(result.kind === 'exception' ? { exception: result.error } : {}),
-    }));
-    prepared.logger.log(`Step finished: ${states ? `${states.stepState}, workflow ${states.workflowState}` : 'outcome discarded'}`);
-    if (result.kind === 'exception' && states) throw result.error;
-    return next;
+    return { states, next };
   }
 
   /** Records a completed body (no intent) or a flow-control intent, and schedules what follows. */

@@ -229,7 +229,7 @@ export class HousekeepingService {
     if (state === 'scheduled') {
       // A lost enqueue: enqueue the same execution again (its job id is its id, so a job that does
       // exist is not duplicated). Nothing changes in the database.
-      return { executionId: execution.id, hints: jobHints(workflow), runAt: execution.scheduledFor, jobOptions: jobOptionsFor(definition, definition?.step(execution.stepName)) };
+      return { executionId: execution.id, hints: jobHints(workflow, execution.stepName), runAt: execution.scheduledFor, jobOptions: jobOptionsFor(definition, definition?.step(execution.stepName)) };
     }
     // A worker died mid-step: close the row and run the step again — a resumable step from its
     // cursor. The successor keeps the signal pin, so it re-reads the very event the row was given.
@@ -261,7 +261,7 @@ export class HousekeepingService {
       resumable ? successorOf(execution, undefined) : { signalId: execution.signalId ?? null },
     );
     await this.store.updateWorkflow(manager, workflow, { ...this.store.transitionChanges(workflow, 'ready', { currentStepName: null }), nextStepName: stepName });
-    return { executionId: successor.id, hints: jobHints(workflow), runAt: successor.scheduledFor, jobOptions: jobOptionsFor(definition, definition?.step(stepName)) };
+    return { executionId: successor.id, hints: jobHints(workflow, successor.stepName), runAt: successor.scheduledFor, jobOptions: jobOptionsFor(definition, definition?.step(stepName)) };
   }
 
   /**

@@ -18,17 +18,20 @@ import { assertWorkflowTransition, STOPPED_WORKFLOW_STATES, type WorkflowState }
 import type { AfterCommitSubscriber } from './after-commit.js';
 import { lockRow } from './row-lock.js';
 import { hotPathSqlFor, type HotPathSql, type HotPathSqlOptions, type WriteBatch } from './sql/index.js';
-import type { HeroKey, HeroRow } from './sql/hot-path-sql.js';
+import type { ExpectedStates, HeroKey, HeroRow } from './sql/hot-path-sql.js';
 import { loadHero } from '../execution/hero.js';
 import type { SchemaCapabilities } from './schema-capabilities.js';
 
 /** A job scheduled by a batched phase, not sent yet. */
 interface PendingJob {
-  workflow: Pick<WorkflowRecord, 'id' | 'heroType' | 'heroId'>;
+  workflow: JobWorkflow;
   execution: StepExecution;
   jobOptions: StepJobOptions;
   jobId?: string;
 }
+
+/** A phase run by {@link WorkflowStore.writeIfUnchanged} tried to read: it must run under the row locks. */
+class NeedsLocks extends Error {}
 
 /** Options for a new execution. */
 export interface NewExecution {
@@ -51,6 +54,8 @@ export class WorkflowStore {
   private readonly batches = new WeakMap<EntityManager, WriteBatch>();
   /** The jobs a batched phase scheduled, sent when it ends unless the executor runs one inline (see takeDueJob). */
   private readonly batchJobs = new WeakMap<EntityManager, PendingJob[]>();
+  /** The managers of phases deciding without the row locks (see writeIfUnchanged): they may not read. */
+  private readonly unlocked = new WeakSet<EntityManager>();
 
   constructor(
     private readonly queue: QueuePort,
@@ -101,6 +106,38 @@ export class WorkflowStore {
   }
 
   /**
+   * Runs `work` — decisions made on records read earlier, that write through this store and read
+   * nothing — with no transaction, then writes its batch in one statement that takes the workflow
+   * and execution row locks and writes only while both rows are still in the `expected` states
+   * (PostgreSQL: HotPathSql.writeIfUnchanged); the jobs it scheduled are sent once that has
+   * committed. False, with nothing written or sent, when the rows had moved on, when `work` needed a
+   * read, or when the dialect cannot write a batch in one statement: the caller then runs the phase
+   * under the locks. `manager` must be one of no transaction, used by nothing else meanwhile.
+   */
+  async writeIfUnchanged(manager: EntityManager, expected: ExpectedStates, work: () => Promise<void>): Promise<boolean> {
+    const sql = this.sql(manager);
+    if (!sql.writesIfUnchanged) return false;
+    this.batches.set(manager, { updates: [], inserts: [], consumptions: [] });
+    this.batchJobs.set(manager, []);
+    this.unlocked.add(manager);
+    try {
+      try {
+        await work();
+      } catch (error) {
+        if (error instanceof NeedsLocks) return false;
+        throw error;
+      }
+      if (!(await sql.writeIfUnchanged(manager, this.batches.get(manager)!, expected))) return false;
+      for (const job of this.batchJobs.get(manager)!) await this.send(manager, job);
+      return true;
+    } finally {
+      this.batches.delete(manager);
+      this.batchJobs.delete(manager);
+      this.unlocked.delete(manager);
+    }
+  }
+
+  /**
    * The one job the current batched phase scheduled, when it is due now and may run inline: it is
    * taken out (never sent), for the executor to run in this transaction and worker. Its row may
    * still be pending: the next read through this store writes it (and gives it its id).
@@ -116,6 +153,8 @@ export class WorkflowStore {
 
   /** Writes what the phase of `manager` has pending (a no-op outside {@link batched}). */
   async flush(manager: EntityManager): Promise<void> {
+    // Every read through this store (and every read beside it) writes what is pending first.
+    if (this.unlocked.has(manager)) throw new NeedsLocks('A read needs the row locks');
     const batch = this.batches.get(manager);
     if (!batch || (batch.updates.length === 0 && batch.inserts.length === 0 && batch.consumptions.length === 0)) return;
     this.batches.set(manager, { updates: [], inserts: [], consumptions: [] });
@@ -165,10 +204,28 @@ export class WorkflowStore {
   }
 
   /**
+   * The workflow, its execution, the signal it is pinned to and the job's hero as they are now, read
+   * without locks in one statement, for a phase that writes with {@link writeIfUnchanged}. Null, with
+   * nothing read, for a hero that fixed SQL cannot read (see HotPathSql.heroCodec); null when a row
+   * is gone (the locked read sorts that out).
+   */
+  async readStep(manager: EntityManager, workflowId: string, executionId: string, hero: HeroKey): Promise<{ workflow: WorkflowRecord; execution: StepExecution; signal: Signal | null; hero?: object | null } | null> {
+    const sql = this.sql(manager);
+    if (!sql.heroCodec(hero.type)) return null;
+    return sql.lockStep(manager, this.workflowId(workflowId), executionId, hero, false);
+  }
+
+  /** Whether the dialect writes a phase in one statement that checks the rows (see writeIfUnchanged). */
+  writesIfUnchanged(manager: EntityManager): boolean {
+    return this.sql(manager).writesIfUnchanged;
+  }
+
+  /**
    * The workflow's hero, or null when its row is gone. Read by fixed SQL with the phase's pending
    * writes (one statement on PostgreSQL), or through TypeORM for an entity that needs it.
    */
   async readHero(manager: EntityManager, heroType: string, heroId: string): Promise<object | null> {
+    if (this.unlocked.has(manager)) throw new NeedsLocks('A read needs the row locks');
     const sql = this.sql(manager);
     const codec = sql.heroCodec(heroType);
     if (!codec) {
@@ -369,7 +426,7 @@ export class WorkflowStore {
    */
   async enqueue(
     manager: EntityManager,
-    workflow: Pick<WorkflowRecord, 'id' | 'heroType' | 'heroId'>,
+    workflow: JobWorkflow,
     execution: StepExecution,
     jobOptions: StepJobOptions,
     jobId?: string,
@@ -383,7 +440,7 @@ export class WorkflowStore {
   private async send(manager: EntityManager, { workflow, execution, jobOptions, jobId }: PendingJob): Promise<void> {
     const job: StepJob = {
       executionId: execution.id,
-      hints: { ...jobHints(workflow), ...jobTraceContext() },
+      hints: { ...jobHints(workflow, execution.stepName), ...jobTraceContext() },
       runAt: execution.scheduledFor,
       jobOptions,
       ...(jobId === undefined ? {} : { jobId }),
@@ -443,9 +500,12 @@ export class WorkflowStore {
   }
 }
 
-/** What a job of the workflow tells the executor (StepJob.hints). */
-export function jobHints(workflow: Pick<WorkflowRecord, 'id' | 'heroType' | 'heroId'>): StepJobHints {
-  return { workflowId: workflow.id, heroType: workflow.heroType, heroId: workflow.heroId };
+/** What a step job needs of its workflow (StepJob.hints). */
+export type JobWorkflow = Pick<WorkflowRecord, 'id' | 'type' | 'heroType' | 'heroId'>;
+
+/** What a job of the workflow's step `stepName` tells the executor (StepJob.hints). */
+export function jobHints(workflow: JobWorkflow, stepName: string): StepJobHints {
+  return { workflowId: workflow.id, workflowType: workflow.type, stepName, heroType: workflow.heroType, heroId: workflow.heroId };
 }
 
 export function jobOptionsFor(definition: WorkflowDefinition | undefined, step: StepDefinition | undefined): StepJobOptions {

@@ -5,8 +5,10 @@ export interface StepJob {
   executionId: string;
   /**
    * What the job tells the executor besides its execution, so that it need not look them up: the
-   * workflow (locked first) and its hero (read with the lock). Adapters keep them with the job and
-   * hand them back; a job without them (queued by an older version) still runs.
+   * workflow (locked first), its hero (read with the lock), and the workflow's type and the step,
+   * which tell phase 1 before any read whether the step runs application code before its body.
+   * Adapters keep them with the job and hand them back; a job without them (queued by an older
+   * version) still runs. The executor trusts none of them over the rows it reads.
    */
   hints?: StepJobHints;
   runAt: Date;
@@ -21,6 +23,8 @@ export interface StepJob {
 /** See StepJob.hints. */
 export interface StepJobHints {
   workflowId?: string;
+  workflowType?: string;
+  stepName?: string;
   heroType?: string;
   heroId?: string;
   /** The W3C trace context of the call that created the job, when a tracing integration is installed (see JobContextPropagator). */

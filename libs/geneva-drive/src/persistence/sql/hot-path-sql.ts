@@ -33,6 +33,14 @@ export interface WriteBatch {
   consumptions: SignalConsumption[];
 }
 
+/** The states a phase's decisions were made in: its writes may go out only while the rows are still in them. */
+export interface ExpectedStates {
+  workflowId: string;
+  workflowState: string;
+  executionId: string;
+  executionState: string;
+}
+
 /** A hero to read with the lock or with a batch's writes, by entity name and key. */
 export interface HeroKey {
   type: string;
@@ -101,6 +109,19 @@ export abstract class HotPathSql {
   abstract write(manager: EntityManager, batch: WriteBatch, then?: TrailingRead): Promise<Array<Record<string, unknown>>>;
 
   /**
+   * Runs the batch in one statement that first takes the workflow and execution row locks and
+   * writes only while both rows are still in the `expected` states: true when it wrote, false (nothing
+   * written) when they had moved on. Only where {@link writesIfUnchanged}: MySQL and SQLite write a
+   * batch in several statements, which only a transaction holding the locks makes atomic.
+   */
+  async writeIfUnchanged(_manager: EntityManager, _batch: WriteBatch, _expected: ExpectedStates): Promise<boolean> {
+    throw new Error(`${this.constructor.name} cannot write a batch in one statement`);
+  }
+
+  /** Whether {@link writeIfUnchanged} is available (PostgreSQL). */
+  readonly writesIfUnchanged: boolean = false;
+
+  /**
    * How the lock read also reads the hero, without locking the hero's row: joined (PostgreSQL locks
    * only `OF w, e`; SQLite locks no rows). Each part binds its parameters through `at`, in the order
    * they appear.
@@ -143,20 +164,22 @@ export abstract class HotPathSql {
   protected async beforeLock(_manager: EntityManager, _workflowId: string): Promise<void> {}
 
   /**
-   * Reads the workflow and its execution under their row locks, and the signal the execution is
-   * pinned to (a woken step's), in one statement. Null when the workflow or execution is gone or the
-   * execution is not the workflow's. `signal` is null without a pin or without the signals migration.
+   * Reads the workflow and its execution under their row locks (without them, `locked` false), and
+   * the signal the execution is pinned to (a woken step's), in one statement. Null when the workflow
+   * or execution is gone or the execution is not the workflow's. `signal` is null without a pin or
+   * without the signals migration.
    */
   async lockStep(
     manager: EntityManager,
     workflowId: string,
     executionId: string,
     hero?: HeroKey,
+    locked = true,
   ): Promise<{ workflow: WorkflowRecord; execution: StepExecution; signal: Signal | null; hero?: object | null } | null> {
-    await this.beforeLock(manager, workflowId);
+    if (locked) await this.beforeLock(manager, workflowId);
     const pins = this.executions.has('signalId');
     const heroCodec = hero ? this.heroCodec(hero.type) : null;
-    const key = heroCodec ? hero!.type : '';
+    const key = `${locked ? 'lock' : 'read'}:${heroCodec ? hero!.type : ''}`;
     let lock = this.lockSql.get(key);
     if (lock === undefined) {
       // Parameters in the order they appear: `?` placeholders bind by position.
@@ -169,7 +192,7 @@ export abstract class HotPathSql {
         `ON e.${this.executions.column('id')} = ${at('execution')} AND e.${this.executions.column('workflowId')} = w.${this.workflows.column('id')} ` +
         (pins ? `LEFT JOIN ${this.signals.table} s ON s.${this.signals.column('id')} = e.${this.executions.column('signalId')} ` : '') +
         (heroPart ? heroPart.join(at) : '') +
-        `WHERE w.${this.workflows.column('id')} = ${at('workflow')}${this.lockClause('w, e')}`;
+        `WHERE w.${this.workflows.column('id')} = ${at('workflow')}${locked ? this.lockClause('w, e') : ''}`;
       lock = { sql, order };
       this.lockSql.set(key, lock);
     }

@@ -3,7 +3,7 @@ import type { DataSource, EntityManager } from 'typeorm';
 import type { Signal } from '../../entities/signal.entity.js';
 import type { StepExecution } from '../../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../../entities/workflow.entity.js';
-import { HotPathSql, type HeroRow, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
+import { HotPathSql, type ExpectedStates, type HeroRow, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
 
 /** What the pg driver's client answers a query with (pg is an optional peer: only what is read here). */
 interface PgClient {
@@ -41,6 +41,8 @@ export class PostgresHotPathSql extends HotPathSql {
   }
 
   readonly startsInOneStatement = true;
+
+  readonly writesIfUnchanged = true;
 
   /**
    * A named prepared statement (see HotPathSql.onConnection): PostgreSQL's parsing and planning of
@@ -109,32 +111,84 @@ export class PostgresHotPathSql extends HotPathSql {
   }
 
   async write(manager: EntityManager, batch: WriteBatch, then?: TrailingRead): Promise<Array<Record<string, unknown>>> {
+    const statement = this.batchStatement(batch, then);
+    if (!statement) return [];
+    const rows: Array<Record<string, unknown>> = await this.query(manager, statement.sql, statement.params);
+    statement.received(rows[0]);
+    return rows;
+  }
+
+  /**
+   * The guard is a locking read in the statement: it waits for the rows' locks like any FOR UPDATE
+   * and then checks their latest versions, and every write reads it (`EXISTS`), so none writes unless
+   * it found both rows as expected. What the writes read besides is the statement's snapshot, taken
+   * before the lock: rows that only a holder of the workflow lock changes, and such a holder would
+   * have moved the workflow or the execution out of the expected states.
+   */
+  async writeIfUnchanged(manager: EntityManager, batch: WriteBatch, expected: ExpectedStates): Promise<boolean> {
+    const statement = this.batchStatement(batch, undefined, expected)!;
+    const rows: Array<Record<string, unknown>> = await this.query(manager, statement.sql, statement.params);
+    if (Number(rows[0].unchanged) === 0) return false;
+    statement.received(rows[0]);
+    return true;
+  }
+
+  /**
+   * The batch's writes as data-modifying CTEs of one statement; `then` a read that rides on it, and
+   * `expected` the guard of {@link writeIfUnchanged} (CTEs `l` and `g`); a lone insert or read goes out as it
+   * is. `received` hands the inserted ids over. Null when there is nothing to run.
+   */
+  private batchStatement(batch: WriteBatch, then?: TrailingRead, expected?: ExpectedStates): (Statement & { received(row: Record<string, unknown>): void }) | null {
     const params: unknown[] = [];
     const bind = (value: unknown) => this.bind(params, value);
+    const guarded = expected ? ' AND EXISTS (SELECT 1 FROM g)' : '';
     const parts: string[] = [];
-    for (const consumption of batch.consumptions) parts.push(this.consumptionStatement(consumption, params));
+    for (const consumption of batch.consumptions) parts.push(`${this.consumptionStatement(consumption, params)}${guarded}`);
     const updated: string[] = [];
     for (const update of batch.updates) {
       const sql = this.updateStatement(update, params);
-      if (sql) updated.push(`p${parts.push(`${sql} RETURNING 1`) - 1}`);
+      if (sql) updated.push(`p${parts.push(`${sql}${guarded} RETURNING 1`) - 1}`);
     }
-    if (parts.length === 0 && batch.inserts.length === 0) return then ? this.query(manager, then.sql(bind), params) : [];
-    if (parts.length === 0 && batch.inserts.length === 1 && !then) {
-      const rows: Array<Record<string, unknown>> = await this.query(manager, this.insertStatement(batch.inserts[0], params, true), params);
-      batch.inserts[0].inserted(String(Object.values(rows[0])[0]));
-      return [];
+    if (!expected && parts.length === 0 && batch.inserts.length === 0) return then ? { sql: then.sql(bind), params, received: () => undefined } : null;
+    if (!expected && parts.length === 0 && batch.inserts.length === 1 && !then) {
+      const [insert] = batch.inserts;
+      return { sql: this.insertStatement(insert, params, true), params, received: (row) => insert.inserted(String(Object.values(row)[0])) };
     }
     // Sub-statements run in no set order, and a unique index is checked row by row: an insert reads
     // the updates' counts so that it runs after them (an execution leaves the active state first).
-    const after = updated.length === 0 ? undefined : updated.map((name) => `(SELECT count(*) FROM ${name}) AS c${name}`).join(', ');
-    const inserted = batch.inserts.map((insert) => ({ insert, name: `p${parts.push(this.insertStatement(insert, params, true, after)) - 1}` }));
+    const from = [...(expected ? ['g'] : []), ...updated.map((name) => `(SELECT count(*) FROM ${name}) AS c${name}`)];
+    const inserted = batch.inserts.map((insert) => ({ insert, name: `p${parts.push(this.insertStatement(insert, params, true, from.length === 0 ? undefined : from.join(', '))) - 1}` }));
     const ids = inserted.map(({ name }) => `(SELECT * FROM ${name}) AS ${name}`);
+    if (expected) ids.unshift('(SELECT count(*) FROM g) AS unchanged');
     // The trailing read sees the rows as they were before the statement: it must not read what the batch writes.
     const select = then
       ? `SELECT ${[...ids, 'r.*'].join(', ')} FROM (SELECT 1) AS one LEFT JOIN (${then.sql(bind)}) AS r ON true`
       : `SELECT ${ids.length === 0 ? '1' : ids.join(', ')}`;
-    const rows: Array<Record<string, unknown>> = await this.query(manager, `WITH ${parts.map((sql, index) => `p${index} AS (${sql})`).join(', ')} ${select}`, params);
-    for (const { insert, name } of inserted) insert.inserted(String(rows[0][name]));
-    return rows;
+    const ctes = parts.map((sql, index) => `p${index} AS (${sql})`);
+    if (expected) ctes.unshift(...this.guardStatements(expected, params));
+    return {
+      sql: `WITH ${ctes.join(', ')} ${select}`,
+      params,
+      received: (row) => {
+        for (const { insert, name } of inserted) insert.inserted(String(row[name]));
+      },
+    };
+  }
+
+  /**
+   * `l`, the workflow and execution rows under their locks (found by key alone: a state in the
+   * WHERE would let a generic plan pick a state index and scan every row in that state), and `g`,
+   * the one row when both are in the expected states. `l` reads the rows' latest versions, as any
+   * FOR UPDATE does once it holds the locks.
+   */
+  private guardStatements(expected: ExpectedStates, params: unknown[]): string[] {
+    const w = this.workflows;
+    const e = this.executions;
+    const locked =
+      `SELECT w.${w.column('state')} AS workflow_state, e.${e.column('state')} AS execution_state FROM ${w.table} w JOIN ${e.table} e ` +
+      `ON e.${e.column('id')} = ${this.bind(params, expected.executionId)} AND e.${e.column('workflowId')} = w.${w.column('id')} ` +
+      `WHERE w.${w.column('id')} = ${this.bind(params, expected.workflowId)}${this.lockClause('w, e')}`;
+    const unchanged = `SELECT 1 FROM l WHERE workflow_state = ${this.bind(params, expected.workflowState)} AND execution_state = ${this.bind(params, expected.executionState)}`;
+    return [`l AS (${locked})`, `g AS (${unchanged})`];
   }
 }

@@ -1,0 +1,152 @@
+/**
+ * On PostgreSQL a plain step starts, and a last step's outcome is recorded, without a transaction:
+ * the rows are read (or taken as phase 1 left them), and one statement takes the workflow and
+ * execution row locks and writes only while both rows are still in the states the decision was made
+ * in. These tests move the rows between the read and the write — a concurrent transaction holding
+ * the workflow lock, a housekeeping recovery while the body runs — and check that the statement
+ * waits for the lock, writes nothing, and the locked phase decides from the rows as they are.
+ */
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { GenevaWorkflow, HousekeepingService, Step, Workflow, WorkflowService, type WorkflowRecord } from 'geneva-drive';
+import type { AfterQueryEvent, DataSource, EntitySubscriberInterface } from 'typeorm';
+import { waitUntil } from '../src/bull-wait.js';
+import { createTestApp, type TestApp } from '../src/test-app.js';
+import { enabledDatabases } from '../utils/databases.js';
+import { TestHero } from '../utils/fixtures.js';
+
+/** Step bodies that ran: `<workflow id>:<step>`. */
+const journal: string[] = [];
+/** Set by a test: what the first run of `StalledWorkflow.work` does while it runs. */
+const stall: { during?: () => Promise<void> } = {};
+
+@Workflow({ name: 'UnlockedPlain', hero: () => TestHero })
+class PlainWorkflow extends GenevaWorkflow<TestHero> {
+  @Step() async only() {
+    journal.push(`${this.record.id}:only`);
+  }
+}
+
+@Workflow({ name: 'UnlockedStalled', hero: () => TestHero })
+class StalledWorkflow extends GenevaWorkflow<TestHero> {
+  @Step() async work() {
+    journal.push(`${this.record.id}:work`);
+    const during = stall.during;
+    stall.during = undefined;
+    await during?.();
+  }
+}
+
+/** Every statement that ran, in order, when it returned, and what the test does once a statement matching `onAfter` returns. */
+class StatementWatch implements EntitySubscriberInterface {
+  readonly ran: Array<{ sql: string; at: number }> = [];
+  onAfter?: { matches: (sql: string) => boolean; run: () => Promise<void> };
+
+  get statements(): string[] {
+    return this.ran.map(({ sql }) => sql);
+  }
+
+  async afterQuery(event: AfterQueryEvent): Promise<void> {
+    this.ran.push({ sql: event.query, at: performance.now() });
+    const hook = this.onAfter;
+    if (hook?.matches(event.query)) {
+      this.onAfter = undefined;
+      await hook.run();
+    }
+  }
+}
+
+const isUnlockedRead = (sql: string) => sql.startsWith('SELECT ') && sql.includes(' JOIN "geneva_drive_step_executions" e ') && !sql.includes('FOR UPDATE');
+const isGuardedWrite = (sql: string) => sql.startsWith('WITH l AS (');
+const isBegin = (sql: string) => /^(START TRANSACTION|BEGIN)/.test(sql);
+
+const suite = enabledDatabases().includes('postgres') ? describe : describe.skip;
+
+suite('unlocked phases [postgres]', () => {
+  let app: TestApp | undefined;
+  let watch: StatementWatch;
+
+  async function boot(): Promise<{ dataSource: DataSource; workflows: WorkflowService; hero: TestHero }> {
+    journal.length = 0;
+    // The local queue gives each job its hints (workflow, type, step, hero): what lets phase 1 decide unlocked.
+    app = await createTestApp('postgres', [PlainWorkflow, StalledWorkflow], { queue: { adapter: 'local', concurrency: 2 }, stuckInProgressThreshold: '1s' });
+    watch = new StatementWatch();
+    app.dataSource.subscribers.push(watch);
+    const heroes = app.dataSource.getRepository(TestHero);
+    return { dataSource: app.dataSource, workflows: app.moduleRef.get(WorkflowService), hero: await heroes.save(heroes.create({ name: 'Ada' })) };
+  }
+
+  const settled = (workflows: WorkflowService, wf: WorkflowRecord, state: string) =>
+    waitUntil(`workflow ${wf.id} to be ${state}`, async () => ((await workflows.find(wf.id)).state === state ? true : null));
+
+  afterEach(async () => {
+    stall.during = undefined;
+    await app?.close();
+    app = undefined;
+  });
+
+  it('a plain one-step workflow runs its step in three statements after start(): the read, the guarded start, the guarded outcome, and no transaction', async () => {
+    const { workflows, hero } = await boot();
+    const wf = await workflows.start(PlainWorkflow, hero);
+    await settled(workflows, wf, 'finished');
+    const afterStart = watch.statements.slice(watch.statements.findIndex((sql) => sql.startsWith('WITH w AS (INSERT INTO "geneva_drive_workflows"')) + 1);
+    // The step's statements (the test's own polling reads aside): no BEGIN, no COMMIT, no other lock.
+    const engine = afterStart.filter((sql) => isUnlockedRead(sql) || isGuardedWrite(sql) || isBegin(sql) || /^(COMMIT|WITH )/.test(sql) || sql.includes('FOR UPDATE'));
+    expect(engine.map((sql) => (isUnlockedRead(sql) ? 'read' : isGuardedWrite(sql) ? 'guarded write' : sql))).toEqual(['read', 'guarded write', 'guarded write']);
+    const [execution] = await workflows.executionHistory(wf);
+    expect(execution).toMatchObject({ stepName: 'only', state: 'completed', outcome: 'success', jobId: execution.id });
+    expect(journal).toEqual([`${wf.id}:only`]);
+  });
+
+  it('a start whose workflow is paused between the read and the write waits for the pause to commit, writes nothing, and the locked phase 1 cancels the execution', async () => {
+    const { dataSource, workflows, hero } = await boot();
+    let pausedAt = 0;
+    watch.onAfter = {
+      matches: isUnlockedRead,
+      run: async () => {
+        // A concurrent writer holding the workflow lock: the guarded start must wait for its commit.
+        const runner = dataSource.createQueryRunner();
+        await runner.connect();
+        await runner.startTransaction();
+        await runner.query(`UPDATE geneva_drive_workflows SET state = 'paused', transitioned_at = now() WHERE state = 'ready'`);
+        setTimeout(() => {
+          pausedAt = performance.now();
+          void runner.commitTransaction().then(() => runner.release());
+        }, 300);
+      },
+    };
+    const wf = await workflows.start(PlainWorkflow, hero);
+    await waitUntil('the job to be dealt with', async () => {
+      const [execution] = await workflows.executionHistory(wf);
+      return execution.state === 'canceled' ? execution : null;
+    });
+
+    const guarded = watch.ran.find(({ sql }) => isGuardedWrite(sql));
+    expect(pausedAt).toBeGreaterThan(0);
+    expect(guarded!.at).toBeGreaterThanOrEqual(pausedAt);
+    expect(await workflows.find(wf.id)).toMatchObject({ state: 'paused' });
+    const [execution] = await workflows.executionHistory(wf);
+    expect(execution).toMatchObject({ state: 'canceled', outcome: 'canceled', startedAt: null });
+    expect(journal).toEqual([]);
+  });
+
+  it('an outcome whose execution housekeeping recovered while the body ran is not written; the recovery stands and the step runs again', async () => {
+    const { workflows, hero } = await boot();
+    const housekeeping = app!.moduleRef.get(HousekeepingService);
+    stall.during = async () => {
+      // The worker stalls past the stuck threshold, and housekeeping recovers its execution.
+      await new Promise((resolve) => setTimeout(resolve, 1_100));
+      expect(await housekeeping.run()).toMatchObject({ stuckInProgressRecovered: 1 });
+    };
+    const wf = await workflows.start(StalledWorkflow, hero);
+    await settled(workflows, wf, 'finished');
+
+    const history = await workflows.executionHistory(wf);
+    expect(history.map((e) => [e.stepName, e.state, e.outcome])).toEqual([
+      ['work', 'completed', 'recovered'],
+      ['work', 'completed', 'success'],
+    ]);
+    expect(journal).toEqual([`${wf.id}:work`, `${wf.id}:work`]);
+    // Both starts and both outcomes went out guarded: the stalled worker's was refused.
+    expect(watch.statements.filter(isGuardedWrite)).toHaveLength(4);
+  });
+});
