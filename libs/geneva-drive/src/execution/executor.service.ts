@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks';
 import { Inject, Injectable, type LoggerService } from '@nestjs/common';
 import { In, type EntityManager } from 'typeorm';
 import type { Signal } from '../entities/signal.entity.js';
@@ -117,10 +118,18 @@ export class ExecutorService {
     this.shuttingDown = true;
   }
 
+  /**
+   * The async context the service was built in (the application's bootstrap): every job runs in it,
+   * not in that of whoever hands the job over — a job started in the process that enqueued it would
+   * otherwise see the AsyncLocalStorage stores of the start() or signal() call behind it (a request's,
+   * a transaction a library keeps there).
+   */
+  private readonly jobScope = new AsyncResource('GenevaDriveStepJob');
+
   /** Runs the execution with this id if it is due to run; a duplicate or late job is a logged no-op. */
   execute(executionId: string, options: ExecuteOptions = {}): Promise<void> {
     // In the trace context of the call that created the job (steps chained inline stay in it).
-    return runInJobContext(options.hints?.traceparent, () => this.executeJob(executionId, options));
+    return this.jobScope.runInAsyncScope(() => runInJobContext(options.hints?.traceparent, () => this.executeJob(executionId, options)));
   }
 
   private async executeJob(executionId: string, options: ExecuteOptions): Promise<void> {
