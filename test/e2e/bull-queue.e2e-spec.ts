@@ -128,9 +128,9 @@ function redisQueueSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
     const job = await waitUntil(`the job of execution ${execution.id}`, () => queue.getJob(execution.id));
 
     expect(job.queueId).toBe(driver.queueJobId(execution.id));
-    // Besides the execution, the job names its workflow and hero, flat in its data on both adapters:
-    // the executor locks and reads them without a lookup.
-    expect(job.data).toEqual({ executionId: execution.id, workflowId: wf.id, heroType: 'TestHero', heroId: String(hero.id) });
+    // Besides the execution, the job names its workflow, type, step and hero, flat in its data on both
+    // adapters: the executor locks and reads them without a lookup.
+    expect(job.data).toEqual({ executionId: execution.id, workflowId: wf.id, workflowType: 'QueueParkedWorkflow', stepName: 'later', heroType: 'TestHero', heroId: String(hero.id) });
     expect(job.state).toBe('delayed');
     expect(job.attempts).toBe(1);
     expect(job.dueAt).toBeGreaterThanOrEqual(execution.scheduledFor.getTime() - 50);

@@ -14,8 +14,9 @@
  * COMMIT, the client cannot know whether it committed: only idempotent work (finalize, which
  * re-checks under the lock that the execution is still in progress) runs again, while `start()`
  * reports the error rather than risk a second workflow. On PostgreSQL, `start()` without a manager is
- * one statement with no transaction of its own: a loss there is like a loss at COMMIT. SQLite has no
- * connection to lose.
+ * one statement with no transaction of its own: a loss there is like a loss at COMMIT; so is the
+ * guarded statement that records a plain step's outcome, after which the locked finalize runs and
+ * records what is still due. SQLite has no connection to lose.
  */
 import diagnostics from 'node:diagnostics_channel';
 import { afterAll, beforeAll, beforeEach, expect, it } from '@jest/globals';
@@ -31,9 +32,9 @@ import { TestHero } from '../utils/fixtures.js';
 /** A transaction's first statement or its COMMIT, or the next statement run outside any transaction. */
 type KillPoint = 'first statement' | 'commit' | 'single statement';
 
-/** Kills the connection of the next engine transaction at `point`, once per `arm`. */
+/** Kills the connection of the next engine transaction at each `arm` point in turn, once each. */
 class ConnectionKiller implements EntitySubscriberInterface {
-  private armed: KillPoint | null = null;
+  private armed: KillPoint[] = [];
   /** Backend ids killed so far. */
   readonly killed: number[] = [];
 
@@ -42,16 +43,17 @@ class ConnectionKiller implements EntitySubscriberInterface {
     private readonly dataSource: DataSource,
   ) {}
 
-  arm(point: KillPoint): void {
-    this.armed = point;
+  arm(...points: KillPoint[]): void {
+    this.armed = points;
   }
 
   async beforeQuery(event: BeforeQueryEvent): Promise<void> {
-    if (this.armed === null || (this.armed === 'single statement') === Boolean(event.queryRunner?.isTransactionActive)) return;
+    const point = this.armed[0];
+    if (point === undefined || (point === 'single statement') === Boolean(event.queryRunner?.isTransactionActive)) return;
     const query = event.query.trim().toUpperCase();
     if (query.startsWith('START TRANSACTION') || query.startsWith('BEGIN') || query.startsWith('SET TRANSACTION')) return;
-    if ((this.armed === 'commit') !== query.startsWith('COMMIT')) return;
-    this.armed = null;
+    if ((point === 'commit') !== query.startsWith('COMMIT')) return;
+    this.armed.shift();
     const [{ id }] = await event.queryRunner!.query(this.kind === 'postgres' ? 'SELECT pg_backend_pid() AS id' : 'SELECT CONNECTION_ID() AS id');
     const backend = Number(id);
     // Another pooled connection kills this one: only this backend, and only on this test database.
@@ -80,10 +82,10 @@ describeEachDatabase('connection loss inside engine transactions', (kind) => {
     return;
   }
   const ctx = {} as { app: TestApp; killer: ConnectionKiller; workflows: WorkflowService; signals: SignalService };
-  let armOnStep: KillPoint | null = null;
+  let armOnStep: KillPoint[] = [];
   const onStep = () => {
-    if (armOnStep) ctx.killer.arm(armOnStep);
-    armOnStep = null;
+    ctx.killer.arm(...armOnStep);
+    armOnStep = [];
   };
 
   beforeAll(async () => {
@@ -109,14 +111,26 @@ describeEachDatabase('connection loss inside engine transactions', (kind) => {
     return heroes.save(heroes.create({ name }));
   };
 
-  it.each<KillPoint>(['first statement', 'commit'])(
-    'finalize whose connection is killed at its %s is run again at once: the step completes, its body ran once, the next step is scheduled',
-    async (point) => {
+  // On PostgreSQL a plain step's outcome first goes out as one guarded statement, no transaction:
+  // killed there, it is recorded by the locked finalize, whose transaction is then killed too.
+  const finalizeKills: Array<[string, KillPoint[]]> =
+    kind === 'postgres'
+      ? [
+          ['its one statement, then its transaction at the first statement', ['single statement', 'first statement']],
+          ['its one statement, then its transaction at COMMIT', ['single statement', 'commit']],
+        ]
+      : [
+          ['its first statement', ['first statement']],
+          ['its commit', ['commit']],
+        ];
+  it.each(finalizeKills)(
+    'finalize whose connection is killed at %s is run again at once: the step completes, its body ran once, the next step is scheduled',
+    async (_label, points) => {
       const wf = await ctx.workflows.start(ChoreWorkflow, await hero('Ada'));
-      armOnStep = point;
+      armOnStep = points;
       const executed = await ctx.app.gd.performNextStep(wf);
 
-      expect(ctx.killer.killed).toHaveLength(1);
+      expect(ctx.killer.killed).toHaveLength(points.length);
       expect(executed).toMatchObject({ stepName: 'sweep', state: 'completed', outcome: 'success' });
       expect(hkJournal).toEqual(['sweep Ada']);
       const history = await ctx.workflows.executionHistory(wf);

@@ -123,8 +123,8 @@ function redisSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
       expect(second).toMatchObject({ stuckScheduledRecovered: 0, stuckScheduledStillQueued: 1, unrecoverable: [] });
       const job = await inspectB.getJob(woken.id);
       expect(job?.queueId).toBe(driver.queueJobId(woken.id));
-      // The job names the workflow and hero, so the executor locks and reads them without a lookup.
-      expect(job?.data).toEqual({ executionId: woken.id, workflowId: wf.id, heroType: wf.heroType, heroId: wf.heroId });
+      // The job names the workflow, its type, the step and the hero, so the executor locks and reads them without a lookup.
+      expect(job?.data).toEqual({ executionId: woken.id, workflowId: wf.id, workflowType: wf.type, stepName: woken.stepName, heroType: wf.heroType, heroId: wf.heroId });
       const counts = await inspectB.counts();
       expect(counts.waiting + counts.delayed + counts.active).toBe(1);
       expect(await executions.countBy({ workflowId: wf.id })).toBe(1);

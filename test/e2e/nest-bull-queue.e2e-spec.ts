@@ -142,7 +142,7 @@ function nestBullSuite(nest: NestQueuePackage, kind: DatabaseKind): void {
     const execution = (await app.get(WorkflowService).currentExecution(parked))!;
     const queued = injected as { getJob(id: string): Promise<{ data: unknown } | null | undefined>; getJobCounts(): Promise<Record<string, number>> };
     const job = await waitUntil('the parked job', () => queued.getJob(driver.queueJobId(execution.id)));
-    expect(job.data).toEqual({ executionId: execution.id, workflowId: parked.id, heroType: 'TestHero', heroId: parked.heroId });
+    expect(job.data).toEqual({ executionId: execution.id, workflowId: parked.id, workflowType: parked.type, stepName: execution.stepName, heroType: 'TestHero', heroId: parked.heroId });
     expect(await queued.getJobCounts()).toMatchObject({ delayed: 1 });
     expect(await redis.exists(`${prefix('root')}:${QUEUE_NAME}:${driver.queueJobId(execution.id)}`)).toBe(1);
     expect(await redis.keys(`bull:${QUEUE_NAME}:*`)).toEqual([]);

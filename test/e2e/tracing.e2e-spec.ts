@@ -224,7 +224,7 @@ describe('the trace context of a job', () => {
   it('is not carried without the tracing module', async () => {
     app = await createTestApp('sqlite', TRACING_WORKFLOWS);
     const { job } = await startInSpan(app);
-    expect(job.hints).toEqual({ workflowId: expect.any(String), heroType: 'TestHero', heroId: expect.any(String) });
+    expect(job.hints).toEqual({ workflowId: expect.any(String), workflowType: expect.any(String), stepName: expect.any(String), heroType: 'TestHero', heroId: expect.any(String) });
   });
 
   it("is the start() span's, as a W3C traceparent, and the execution that runs the job joins it (spans to the tracer provider given)", async () => {

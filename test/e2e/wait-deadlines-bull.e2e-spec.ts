@@ -59,7 +59,7 @@ function bullDeadlineSuite(kind: DatabaseKind): void {
     const row = await parkedRow(wf);
     const job = await queue.getJob(`${row.id}-deadline`);
     expect(job).not.toBeNull();
-    expect(job!.data).toEqual({ executionId: row.id, workflowId: wf.id, heroType: wf.heroType, heroId: wf.heroId });
+    expect(job!.data).toEqual({ executionId: row.id, workflowId: wf.id, workflowType: wf.type, stepName: row.stepName, heroType: wf.heroType, heroId: wf.heroId });
     expect(job!.opts.delay).toBeGreaterThan(0);
     await finished(wf);
     expect(deadlineJournal).toEqual(['send', 'awaitSignature(timedOut)', 'file']);

@@ -219,7 +219,7 @@ export class WaitDeadline {
   ): Promise<void> {
     // The job runs at the deadline: the store's enqueue takes its time from `scheduledFor`. Never
     // started inline or in the enqueuing process (`chain: false`): it goes through the queue's delay.
-    const job = { id: execution.id, scheduledFor: execution.timeoutAt } as StepExecution;
+    const job = { id: execution.id, stepName: execution.stepName, scheduledFor: execution.timeoutAt } as StepExecution;
     await this.store.enqueue(manager, workflow, job, { ...jobOptionsFor(definition, step), chain: false }, deadlineJobId(execution.id));
   }
 
