@@ -317,6 +317,8 @@ export class ExecutorService {
     if (!definition || !step || definition.cancelIf.length > 0 || step.skipIf !== undefined || heroType === undefined || heroId === undefined) return null;
     if (!this.store.writesIfUnchanged(this.transactions.dataSource.manager)) return null;
     const manager = this.transactions.dataSource.createEntityManager();
+    let prepared: Prepared;
+    const started = performance.now();
     try {
       const read = await this.store.readStep(manager, workflowId, executionId, { type: heroType, id: heroId });
       if (!read) return null;
@@ -329,15 +331,17 @@ export class ExecutorService {
       const logger = new ContextLogger(this.logger, workflow, execution);
       const instance = await this.instances.create(definition);
       workflowInternals.bind(instance, { hero, record: workflow, execution, signal: step.waitFor ? signal : null, logger });
-      const prepared: Prepared = { executionId, workflowId, definition, step, instance, workflow, execution, logger, run: options };
-      const started = performance.now();
+      prepared = { executionId, workflowId, definition, step, instance, workflow, execution, logger, run: options };
       const expected = { workflowId: workflow.id, workflowState: workflow.state, executionId: execution.id, executionState: execution.state };
       if (!(await this.store.writeIfUnchanged(manager, expected, () => this.markStarted(manager, workflow, execution, step, options)))) return null;
-      publish('precondition', () => ({ ...this.eventBase(prepared, started), ...dueKeys(execution), outcome: 'passed' }));
-      return { run: prepared };
     } catch {
+      // Nothing was written (or, the answer to a statement that went through lost, the locked phase
+      // finds the execution started and leaves it to stuck recovery, as after a lost COMMIT).
       return null;
     }
+    // Started: from here on nothing may send the job to the locked phase, which would not run it.
+    publish('precondition', () => ({ ...this.eventBase(prepared, started), ...dueKeys(prepared.execution), outcome: 'passed' }));
+    return { run: prepared };
   }
 
   /**
