@@ -60,7 +60,7 @@ if (!redisAvailable()) {
 }
 
 function redisSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
-  const prefixes = ['a', 'b', 'c', 'd'].map((letter) => `gd-hk-${driver.adapter}-${RUN_ID}-${kind}-${letter}`);
+  const prefixes = ['a', 'b', 'c', 'd', 'e'].map((letter) => `gd-hk-${driver.adapter}-${RUN_ID}-${kind}-${letter}`);
   const queueOptions = (prefix: string, concurrency: number): GenevaDriveModuleOptions['queue'] => driver.options({ name: QUEUE_NAME, prefix, concurrency });
   const apps: TestApp[] = [];
   const boot = async (options: Parameters<typeof createTestApp>[2]) => {
@@ -154,6 +154,34 @@ function redisSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
       unrecoverable: [],
     });
     await close(appC);
+  });
+
+  it('a job left in Redis in no list (a worker lost it in a Redis restart) does not count as still queued: housekeeping replaces it, and the step runs', async () => {
+    hkJournal.length = 0;
+    const app = await boot({ queue: queueOptions(prefixes[4], 0), stuckScheduledThreshold: '15m' });
+    const heroes = app.dataSource.getRepository(TestHero);
+    const workflows = app.moduleRef.get(WorkflowService);
+    const executions = app.dataSource.getRepository(StepExecution);
+    const queue = driver.view(app.moduleRef.get(QUEUE_PORT));
+    const wf = await workflows.start(ChoreWorkflow, await heroes.save(heroes.create({ name: 'Stranded' })));
+    const [row] = await workflows.executionHistory(wf);
+    expect((await queue.getJob(row.id))?.state).toBe('waiting');
+
+    // The job's data stays, in no list: an add of the same id would answer with it and add nothing.
+    await queue.strand(row.id);
+    expect((await queue.getJob(row.id))?.state).toBe(driver.adapter === 'bull' ? 'stuck' : 'unknown');
+    await executions.update(row.id, { scheduledFor: new Date(Date.now() - HOUR) });
+    const first = await app.moduleRef.get(HousekeepingService).run();
+    expect(first).toMatchObject({ stuckScheduledRecovered: 1, stuckScheduledStillQueued: 0, unrecoverable: [] });
+    expect((await queue.getJob(row.id))?.state).toBe('waiting');
+    // The job put back is one that will run: the next run counts it as still queued.
+    expect(await app.moduleRef.get(HousekeepingService).run()).toMatchObject({ stuckScheduledRecovered: 0, stuckScheduledStillQueued: 1 });
+    await close(app);
+
+    const worker = await boot({ prepare: false, queue: queueOptions(prefixes[4], 1), stuckScheduledThreshold: '15m' });
+    await until('the workflow to finish', async () => (await worker.gd.reload(wf)).state === 'finished');
+    expect(hkJournal).toEqual(['sweep Stranded', 'mop Stranded']);
+    await close(worker);
   });
 
   it('an enqueue that fails during recovery is reported in unrecoverable (not counted as recovered), and the run terminates', async () => {

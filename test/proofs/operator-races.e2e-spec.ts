@@ -182,7 +182,7 @@ function operatorSuite(kind: DatabaseKind, entry: () => string, children: Set<Ch
         await sleep(300);
       }
     })();
-    await waitForWorkflows(app.dataSource, started, ['finished', 'canceled'], SETTLE_TIMEOUT_MS, () => outputOf(everyone));
+    await waitForWorkflows(app.dataSource, started, ['finished', 'canceled'], SETTLE_TIMEOUT_MS, () => outputOf(everyone), suite.queue());
     await resumer;
     const hk = await housekeeping.stop();
     const sampled = await sampler.stop();

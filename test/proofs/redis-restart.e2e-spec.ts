@@ -76,7 +76,7 @@ function redisRestartSuite(adapter: RedisAdapter, kind: DatabaseKind, entry: () 
     await sender.waitFor('the end of the stream', 'done', SETTLE_TIMEOUT_MS);
     const streamEnded = Date.now();
     const started = sender.calls().filter((c) => c.op === 'start' && c.ok).map((c) => c.workflowId!);
-    await waitForWorkflows(app.dataSource, started, ['finished'], SETTLE_TIMEOUT_MS, context);
+    await waitForWorkflows(app.dataSource, started, ['finished'], SETTLE_TIMEOUT_MS, context, suite.queue());
     const hk = await housekeeping.stop();
     const sampled = await sampler.stop();
     const snap = await snapshot(app.dataSource);

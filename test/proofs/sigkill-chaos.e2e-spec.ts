@@ -91,7 +91,7 @@ function chaosSuite(kind: DatabaseKind, entry: () => string, children: Set<Child
     const chaosMs = Date.now() - booted;
 
     const started = sender.calls().filter((c) => c.op === 'start' && c.ok).map((c) => c.workflowId!);
-    await waitForWorkflows(app.dataSource, started, ['finished'], SETTLE_TIMEOUT_MS, context);
+    await waitForWorkflows(app.dataSource, started, ['finished'], SETTLE_TIMEOUT_MS, context, suite.queue());
     const hk = await housekeeping.stop();
     const sampled = await sampler.stop();
     const snap = await snapshot(app.dataSource);

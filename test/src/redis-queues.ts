@@ -5,6 +5,7 @@
  */
 import Bull from 'bull';
 import { Queue as BullMqQueue, type Job as BullMqJob } from 'bullmq';
+import type { Redis } from 'ioredis';
 import type { BullMqQueueAdapterOptions, BullQueueAdapterOptions, QueuePort } from 'geneva-drive';
 import { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
 import { BullMqQueueAdapter, bullMqJobId, engineJobId, STEP_JOB_NAME } from '../../libs/geneva-drive/src/queue/bullmq-queue.adapter.js';
@@ -56,6 +57,11 @@ export interface QueueView {
   workerCount(): Promise<number>;
   /** Makes a delayed job due now. */
   promote(engineJobId: string): Promise<void>;
+  /**
+   * Takes a waiting job off the queue's lists and keeps its data: the job in no list that a worker
+   * leaves behind when it loses the job in a Redis restart, which no worker will ever take.
+   */
+  strand(engineJobId: string): Promise<void>;
   /** Adds a step job as the engine would (one attempt, removed once done) under an id of the test's choosing. */
   addStepJob(data: { executionId: string }, engineJobId: string): Promise<void>;
   /** Removes waiting and delayed jobs, hashes included. */
@@ -113,6 +119,9 @@ function bullView(queue: Bull.Queue): QueueView {
     schedules: async () => (await queue.getRepeatableJobs()).map((job) => [job.name, Number(job.every)]),
     workerCount: async () => (await queue.getWorkers()).length,
     promote: async (id) => (await queue.getJob(id))!.promote(),
+    async strand(id) {
+      await queue.client.lrem(queue.toKey('wait'), 0, id);
+    },
     async addStepJob(data, id) {
       await queue.add(data, { jobId: id, attempts: 1, removeOnComplete: true, removeOnFail: true });
     },
@@ -168,6 +177,12 @@ function bullMqView(queue: BullMqQueue): QueueView {
     schedules: async () => (await queue.getJobSchedulers()).map((scheduler) => [scheduler.name, Number(scheduler.every)]),
     workerCount: async () => (await queue.getWorkers()).length,
     promote: async (id) => (await queue.getJob(bullMqJobId(id)))!.promote(),
+    async strand(id) {
+      // The backend's client is ioredis behind BullMQ's narrower interface, which has no list commands.
+      const client = (await queue.getBackend().client) as unknown as Redis;
+      await client.lrem(queue.toKey('wait'), 0, bullMqJobId(id));
+      await client.zrem(queue.toKey('prioritized'), bullMqJobId(id));
+    },
     async addStepJob(data, id) {
       await queue.add(STEP_JOB_NAME, data, { jobId: bullMqJobId(id), attempts: 1, removeOnComplete: true, removeOnFail: true });
     },

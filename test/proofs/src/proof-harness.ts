@@ -8,10 +8,10 @@ import type { ChildProcess } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { DataSource } from 'typeorm';
-import { HousekeepingService, Signal, StepExecution, WorkflowRecord, type HousekeepingSummary } from 'geneva-drive';
+import { HousekeepingService, QUEUE_PORT, Signal, StepExecution, WorkflowRecord, type HousekeepingSummary } from 'geneva-drive';
 import { ChildHandle, compileChildEntry, forkCompiled, ROOT } from '../../src/child-process.js';
 import { sleep, waitUntil } from '../../src/bull-wait.js';
-import { REDIS_QUEUE_DRIVERS, type RedisAdapter, type RedisQueueDriver } from '../../src/redis-queues.js';
+import { REDIS_QUEUE_DRIVERS, type QueueView, type RedisAdapter, type RedisQueueDriver } from '../../src/redis-queues.js';
 import { createTestApp, informationLine, type TestApp } from '../../src/test-app.js';
 import { describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../../utils/databases.js';
 import type { CallReport, ProofChildMessage, ProofParentMessage } from './proof-process.js';
@@ -151,6 +151,8 @@ export interface ProofSuite {
   /** Every child forked so far (killed ones included). */
   readonly everyone: ProofChild[];
   spawn(role: 'worker' | 'sender'): Promise<ProofChild>;
+  /** The queue as this process's (enqueue-only) application sees it. */
+  queue(): QueueView;
   /** Starts the active-executions sampler and the housekeeping loop (stopped by afterAll too). */
   watch(): { sampler: ReturnType<typeof sampleActiveExecutions>; housekeeping: ReturnType<typeof housekeepingLoop> };
 }
@@ -215,6 +217,7 @@ export function proofSuite(
       return redis;
     },
     everyone,
+    queue: () => driver.view(app.moduleRef.get(QUEUE_PORT)),
     spawn: (role) => spawnProofChild(entry(), role, target, children, undefined, { chainSteps: options.chainSteps }).then((child) => (everyone.push(child), child)),
     watch: () => {
       const watched = { sampler: sampleActiveExecutions(app.dataSource), housekeeping: housekeepingLoop(app.moduleRef.get(HousekeepingService)) };
@@ -287,8 +290,18 @@ export function housekeepingLoop(housekeeping: HousekeepingService, everyMs = 1_
   };
 }
 
-/** Waits until every one of `ids` is in one of `states`; the timeout message lists those that are not. */
-export async function waitForWorkflows(dataSource: DataSource, ids: string[], states: WorkflowRecord['state'][], timeoutMs: number, context: () => string): Promise<void> {
+/**
+ * Waits until every one of `ids` is in one of `states`; the timeout message lists those that are
+ * not, with (given `queue`) where the job of each active execution is in the queue.
+ */
+export async function waitForWorkflows(
+  dataSource: DataSource,
+  ids: string[],
+  states: WorkflowRecord['state'][],
+  timeoutMs: number,
+  context: () => string,
+  queue?: QueueView,
+): Promise<void> {
   const repository = dataSource.getRepository(WorkflowRecord);
   let pending: WorkflowRecord[] = [];
   await waitUntil(
@@ -305,11 +318,20 @@ export async function waitForWorkflows(dataSource: DataSource, ids: string[], st
     const lines = await Promise.all(
       pending.slice(0, 10).map(async (wf) => {
         const history = await executions.find({ where: { workflowId: wf.id }, order: { id: 'ASC' } });
-        return `workflow ${wf.id} ${wf.state}: ${history.map((e) => `${e.stepName}#${e.id}:${e.state}/${e.outcome}`).join(' → ')}`;
+        const described = await Promise.all(history.map(async (e) => `${e.stepName}#${e.id}:${e.state}/${e.outcome}${await jobsOf(e, queue)}`));
+        return `workflow ${wf.id} ${wf.state}: ${described.join(' → ')}`;
       }),
     );
     throw new Error(`${error.message}\n${pending.length} not there:\n${lines.join('\n')}\n${context()}`);
   });
+}
+
+/** ` [job <id>: <state>, …]` for an active execution: its own id's job and the job it last recorded. */
+async function jobsOf(execution: StepExecution, queue: QueueView | undefined): Promise<string> {
+  if (!queue || !['scheduled', 'waiting', 'in_progress'].includes(execution.state)) return '';
+  const ids = [...new Set([execution.id, ...(execution.jobId ? [execution.jobId] : [])])];
+  const jobs = await Promise.all(ids.map(async (id) => `job ${id}: ${(await queue.getJob(id).catch((error: Error) => ({ state: `unreadable (${error.message})` })))?.state ?? 'none'}`));
+  return ` [${jobs.join(', ')}]`;
 }
 
 /** Everything the invariants read, once the run is over. */

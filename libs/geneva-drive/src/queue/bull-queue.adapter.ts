@@ -6,6 +6,9 @@ import type { QueuePort, StepJob, StepJobHandler } from './queue.port.js';
 import { stepJobData, stepJobOptions, type StepJobData } from './step-job-data.js';
 import type { StepJobGate } from './step-job-gate.js';
 
+/** The states of a Bull job that will still run. */
+const TO_RUN = new Set<string>(['waiting', 'delayed', 'active', 'paused']);
+
 /**
  * Step jobs on Bull (Redis): any number of worker processes and hosts. The queue is the one
  * @nestjs/bull registered (see bull-queue.module.ts), consumed by a Nest-managed `@Processor` that
@@ -28,16 +31,22 @@ export class BullQueueAdapter implements QueuePort {
 
   /**
    * Bull's add of an existing job id is a silent no-op that answers with the old job, so whether a
-   * job was added is read just before, and only when asked (it costs a round trip): false when the
-   * job was already in the queue (waiting, delayed or active). The add is made in every case, so a
-   * job that leaves the queue between the two calls is still replaced; that job ran or is running the
-   * execution, so false stays true to the fact.
+   * job was added is read just before, and only when asked (it costs round trips): false when a job
+   * of that id is still to run (waiting, delayed, active). One that will never run — left in no list
+   * by a worker that lost its job in a Redis restart, or finished — would swallow the add for good,
+   * so it is removed first. The add is made in every case, so a job that leaves the queue between
+   * the calls is still replaced; that job ran or is running the execution, so false stays true.
    */
   async enqueue(job: StepJob, options?: { reportAdded?: boolean }): Promise<boolean> {
     if (this.starter.tryStart(job, (held) => this.add(held), options)) return true;
-    const existing = options?.reportAdded ? await this.queue.getJob(job.jobId ?? job.executionId) : null;
+    let queued = false;
+    if (options?.reportAdded) {
+      const existing = await this.queue.getJob(job.jobId ?? job.executionId);
+      queued = existing !== null && TO_RUN.has(await existing.getState());
+      if (existing && !queued) await existing.remove();
+    }
     await this.add(job);
-    return existing === null;
+    return !queued;
   }
 
   private add(job: StepJob): Promise<unknown> {

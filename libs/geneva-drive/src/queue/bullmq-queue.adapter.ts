@@ -27,6 +27,9 @@ export interface BullMqStepConsumer {
   readonly tasks: Map<string, () => Promise<unknown>>;
 }
 
+/** The states of a BullMQ job that will still run. */
+const TO_RUN = new Set<string>(['waiting', 'waiting-children', 'prioritized', 'delayed', 'active']);
+
 /**
  * Step jobs on BullMQ (Redis), the counterpart of BullQueueAdapter: the queue is the one
  * @nestjs/bullmq registered, consumed by a Nest-managed `@Processor` worker that hands step jobs to
@@ -49,12 +52,20 @@ export class BullMqQueueAdapter implements QueuePort {
     return this.consumer?.worker;
   }
 
-  /** As BullQueueAdapter.enqueue: a job due now may start here; whether the job was added is read just before the add, and only when asked. */
+  /**
+   * As BullQueueAdapter.enqueue: a job due now may start here; whether the job was added is read just
+   * before the add, and only when asked, and a job of that id that will never run is removed first.
+   */
   async enqueue(job: StepJob, options?: { reportAdded?: boolean }): Promise<boolean> {
     if (this.starter.tryStart(job, (held) => this.add(held), options)) return true;
-    const existing = options?.reportAdded ? await this.queue.getJob(bullMqJobId(job.jobId ?? job.executionId)) : undefined;
+    let queued = false;
+    if (options?.reportAdded) {
+      const existing = await this.queue.getJob(bullMqJobId(job.jobId ?? job.executionId));
+      queued = existing !== undefined && TO_RUN.has(await existing.getState());
+      if (existing && !queued) await existing.remove();
+    }
     await this.add(job);
-    return !existing;
+    return !queued;
   }
 
   private add(job: StepJob): Promise<unknown> {

@@ -45,8 +45,8 @@ export type StepJobHandler = (executionId: string, jobId?: string, hints?: StepJ
 export interface QueuePort {
   /**
    * Adds the job. With `reportAdded` (housekeeping asks, the hot path does not), resolves `false`
-   * when the queue already held a job with that id, so nothing was added (a re-enqueue of a job still
-   * waiting); anything else (`true`, or nothing from an adapter that cannot tell) means a job was added.
+   * when the queue already held a job with that id that is still to run, so nothing was added (a
+   * re-enqueue of a job still waiting); anything else (`true`, or nothing from an adapter that cannot tell) means a job was added.
    */
   enqueue(job: StepJob, options?: { reportAdded?: boolean }): Promise<boolean | void>;
   /** Starts consuming jobs in this process. */
