@@ -10,6 +10,14 @@ import type { StepJobGate } from './step-job-gate.js';
 const TO_RUN = new Set<string>(['waiting', 'delayed', 'active', 'paused']);
 
 /**
+ * Whether the job is still to run. Bull reads the state list by list, so a job that a worker takes
+ * between the check of `active` and that of `waiting` reads as in none; a second read settles it.
+ */
+async function willRun(job: Bull.Job): Promise<boolean> {
+  return TO_RUN.has(await job.getState()) || TO_RUN.has(await job.getState());
+}
+
+/**
  * Step jobs on Bull (Redis): any number of worker processes and hosts. The queue is the one
  * @nestjs/bull registered (see bull-queue.module.ts), consumed by a Nest-managed `@Processor` that
  * hands jobs to the engine through `gate`. The job id is the execution id, so enqueuing the same
@@ -42,7 +50,7 @@ export class BullQueueAdapter implements QueuePort {
     let queued = false;
     if (options?.reportAdded) {
       const existing = await this.queue.getJob(job.jobId ?? job.executionId);
-      queued = existing !== null && TO_RUN.has(await existing.getState());
+      queued = existing !== null && (await willRun(existing));
       if (existing && !queued) await existing.remove();
     }
     await this.add(job);
