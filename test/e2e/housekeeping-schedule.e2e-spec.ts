@@ -1,10 +1,14 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
+import { spawnSync } from 'node:child_process';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { GENEVA_DRIVE_CHANNELS, GenevaWorkflow, QUEUE_PORT, Step, Workflow, WorkflowRecord } from 'geneva-drive';
 import { sleep, waitUntil } from '../src/bull-wait.js';
 import { REDIS_QUEUE_DRIVERS } from '../src/redis-queues.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
-import { enabledDatabases, redisAvailable } from '../utils/databases.js';
+import { ROOT } from '../src/child-process.js';
+import { enabledDatabases, redisAvailable, redisUrl } from '../utils/databases.js';
 
 @Workflow()
 class ScheduleWorkflow extends GenevaWorkflow {
@@ -90,6 +94,26 @@ for (const driver of Object.values(REDIS_QUEUE_DRIVERS)) {
       expect(runs).toBeLessThanOrEqual(periods + 1);
       expect(await driver.view(first.moduleRef.get(QUEUE_PORT)).schedules()).toEqual([['geneva-drive-housekeeping', 400]]);
     });
+
+    if (driver.adapter === 'bull') {
+      it('a queue closed while Bull still sets up the repeated task leaves no unhandled rejection (which would end the process)', async () => {
+        // In a process of its own: jest keeps unhandled rejections from a test's process.on. The
+        // adapter on a real Bull queue; repeat() uses neither the gate nor the starter.
+        const adapterModule = path.join(ROOT, 'libs/geneva-drive/dist/queue/bull-queue.adapter.js');
+        const script = `
+          import Bull from 'bull';
+          import { BullQueueAdapter } from ${JSON.stringify(pathToFileURL(adapterModule).href)};
+          const queue = new Bull('geneva-drive', ${JSON.stringify(redisUrl())}, { prefix: ${JSON.stringify(prefix)} });
+          const logger = { log() {}, warn() {}, error(line) { console.error(line); } };
+          const adapter = new BullQueueAdapter(queue, undefined, { adapter: 'bull', concurrency: 1 }, logger, undefined);
+          const scheduled = adapter.repeat('geneva-drive-housekeeping', 60000, async () => undefined);
+          await queue.close();
+          await scheduled.catch(() => undefined);
+          setTimeout(() => { console.log('exited cleanly'); process.exit(0); }, 300);`;
+        const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 });
+        expect({ status: child.status, stdout: child.stdout.trim(), unhandled: /unhandled|UnhandledPromiseRejection/i.test(child.stderr) }).toEqual({ status: 0, stdout: 'exited cleanly', unhandled: false });
+      });
+    }
 
     it('replaces the schedule of an earlier period when the configuration changes', async () => {
       await boot(5_000, true);

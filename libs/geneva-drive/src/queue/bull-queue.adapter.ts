@@ -68,7 +68,12 @@ export class BullQueueAdapter implements QueuePort {
 
   async repeat(name: string, everyMs: number, task: () => Promise<unknown>): Promise<void> {
     if ((this.options.concurrency ?? 1) <= 0) return;
-    void this.queue.process(name, 1, () => task());
+    // Settles when the queue stops. It rejects (with nothing) when the queue closes before Bull has
+    // set the processor up, as when an application closes right after it starts: handled here, or
+    // the unhandled rejection would end the process.
+    this.queue.process(name, 1, () => task()).catch((error: unknown) => {
+      if (error !== undefined) this.logger.error(`Bull could not run the repeated task ${name}: ${String(error)}`);
+    });
     // Drop schedules of this task left by an earlier configuration (another period).
     for (const job of await this.queue.getRepeatableJobs()) {
       if (job.name === name && Number(job.every) !== everyMs) await this.queue.removeRepeatableByKey(job.key);
