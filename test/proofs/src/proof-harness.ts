@@ -165,14 +165,15 @@ export interface ProofSuite {
  */
 /**
  * `chainSteps: false`: every step of the children goes through the queue (a proof of lost queue
- * jobs needs jobs in the queue to lose; chained steps have none).
+ * jobs needs jobs in the queue to lose; chained steps have none). `maxRecoveries`: housekeeping's
+ * recovery limit (its default pauses a step recovered three times in a row).
  */
 export function proofSuite(
   kind: DatabaseKind,
   entry: () => string,
   children: Set<ChildProcess>,
   name: string,
-  options: { ownRedis?: boolean; adapter?: RedisAdapter; chainSteps?: boolean } = {},
+  options: { ownRedis?: boolean; adapter?: RedisAdapter; chainSteps?: boolean; maxRecoveries?: number | null } = {},
 ): ProofSuite {
   const driver = REDIS_QUEUE_DRIVERS[options.adapter ?? 'bull'];
   let app: TestApp;
@@ -193,6 +194,7 @@ export function proofSuite(
       queue: driver.options({ redis: target.redis, prefix: target.prefix, name: QUEUE_NAME, concurrency: 0 }),
       stuckInProgressThreshold: '2s',
       stuckScheduledThreshold: '2s',
+      ...(options.maxRecoveries === undefined ? {} : { maxRecoveries: options.maxRecoveries }),
     });
     await app.dataSource.query(CREATE_SIDE_EFFECTS_TABLE);
   }, 60_000);
