@@ -45,7 +45,7 @@ export function isConnectionError(error: unknown): boolean {
     if (typeof code === 'string' && (CONNECTION_CODES.has(code) || /^08[0-9A-Z]{3}$/.test(code))) return true;
     if (typeof errno === 'number' && CONNECTION_ERRNOS.has(errno)) return true;
     if (typeof message === 'string' && CONNECTION_MESSAGE.test(message)) return true;
-    if (name === 'QueryRunnerAlreadyReleasedError') return true;
+    if (name === 'QueryRunnerAlreadyReleasedError' || name === 'QueryRunnerProviderAlreadyReleasedError') return true;
   }
   return false;
 }
@@ -64,6 +64,28 @@ export interface TransactionOptions {
 
 /** SQLite transactions this runner began with `BEGIN IMMEDIATE`: they already hold the database write lock. */
 const immediateRunners = new WeakSet<QueryRunner>();
+/** The query runners of the transactions the engine opened itself (not a caller's, joined through `manager`). */
+const ownRunners = new WeakSet<QueryRunner>();
+
+/**
+ * Whether `manager` runs a transaction the engine opened itself, which it may roll back and run again
+ * whole: a statement failing in it need not reach a caller's transaction, which the failure would abort.
+ */
+export function inOwnTransaction(manager: EntityManager): boolean {
+  return manager.queryRunner !== undefined && ownRunners.has(manager.queryRunner);
+}
+
+/**
+ * The connection was lost while COMMIT was on its way: the transaction may have committed or not,
+ * and the client cannot tell which. Raised for work that is not safe to run again (see
+ * TransactionOptions.idempotent); `cause` is the connection error.
+ */
+export class CommitOutcomeUnknownError extends Error {
+  constructor(readonly cause: unknown) {
+    super(`The connection to the database was lost during COMMIT (${String((cause as Error)?.message ?? cause)}): the transaction may or may not have committed`);
+    this.name = 'CommitOutcomeUnknownError';
+  }
+}
 
 export function holdsSqliteWriteLock(manager: EntityManager): boolean {
   return manager.queryRunner !== undefined && immediateRunners.has(manager.queryRunner);
@@ -122,6 +144,7 @@ export class TransactionRunner {
       let committing = false;
       try {
         return await this.dataSource.transaction(async (manager) => {
+          ownRunners.add(manager.queryRunner!);
           const result = await work(manager);
           committing = true;
           return result;
@@ -131,6 +154,8 @@ export class TransactionRunner {
           await pause(5 + Math.random() * 20 * tries);
         } else if (isConnectionError(error) && tries < CONNECTION_TRIES && (!committing || options.idempotent === true)) {
           await pause(CONNECTION_BACKOFF_MS * 2 ** (tries - 1) * (1 + Math.random()));
+        } else if (isConnectionError(error) && committing && options.idempotent !== true) {
+          throw new CommitOutcomeUnknownError(error);
         } else {
           throw error;
         }
@@ -146,6 +171,7 @@ export class TransactionRunner {
     // commit/rollback (with their subscriber events) work as for one it began itself.
     Object.assign(runner, { isTransactionActive: true, transactionDepth: 1 });
     immediateRunners.add(runner);
+    ownRunners.add(runner);
     try {
       const result = await work(runner.manager);
       await runner.commitTransaction();

@@ -1,4 +1,4 @@
-import { QueryFailedError, type DataSource, type EntityManager, type ObjectLiteral, type QueryRunner } from 'typeorm';
+import { QueryFailedError, QueryRunnerProviderAlreadyReleasedError, type DataSource, type EntityManager, type ObjectLiteral, type QueryRunner } from 'typeorm';
 import { Signal } from '../../entities/signal.entity.js';
 import { StepExecution } from '../../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../../entities/workflow.entity.js';
@@ -403,7 +403,11 @@ export abstract class HotPathSql {
    * TypeORM does its own, and fails as TypeORM's do (QueryFailedError, the driver's error inside).
    */
   protected async onConnection<T>(manager: EntityManager, sql: string, params: unknown[], run: (connection: any) => Promise<T>): Promise<T> {
-    const own = manager.queryRunner === undefined || manager.queryRunner.isReleased;
+    // A transaction's runner released under it (TypeORM releases a PostgreSQL runner whose connection
+    // failed) has lost its transaction: a statement must fail as TypeORM's own do, never run on another
+    // connection, where it would commit by itself without the locks the transaction took.
+    if (manager.queryRunner?.isReleased) throw new QueryRunnerProviderAlreadyReleasedError();
+    const own = manager.queryRunner === undefined;
     const runner: QueryRunner = own ? this.dataSource.createQueryRunner() : manager.queryRunner!;
     try {
       const connection: unknown = await runner.connect();
