@@ -3,14 +3,15 @@
  * on the transaction's own connection (`preparedStatements`, on by default), logged through
  * TypeORM's logger like its own queries; `preparedStatements: false` prepares nothing. The pool has
  * one connection, so the spec's reads of the session's prepared statements (PostgreSQL's
- * `pg_prepared_statements`, MySQL's `Com_stmt_execute` counter) see the engine's.
+ * `pg_prepared_statements`, MySQL's `Com_stmt_execute` counter) see the engine's, and a statement
+ * prepared before a migration is the one that runs after it.
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { Test, type TestingModule } from '@nestjs/testing';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
-import { GenevaDriveModule, GenevaWorkflow, SignalService, Step, Workflow, WorkflowService, type GenevaDriveModuleOptions } from 'geneva-drive';
+import { ExecutorService, GenevaDriveModule, GenevaWorkflow, SignalService, Step, Workflow, WorkflowService, type GenevaDriveModuleOptions, type StepJob, type WorkflowRecord } from 'geneva-drive';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
-import type { DataSource, DataSourceOptions, Logger as TypeOrmLogger } from 'typeorm';
+import { DataSource, type DataSourceOptions, type Logger as TypeOrmLogger } from 'typeorm';
 import { engineLogger } from '../src/test-app.js';
 import { dataSourceOptions, enabledDatabases, prepareDatabase } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
@@ -22,6 +23,22 @@ class PreparedWorkflow extends GenevaWorkflow<TestHero> {
 
   @Step({ waitFor: 'paid' })
   async ship() {}
+}
+
+/** A plain step (its phases run unlocked), a guarded one (phase 1 in a transaction), a parked one. */
+@Workflow({ hero: () => TestHero })
+class MigratedWorkflow extends GenevaWorkflow<TestHero> {
+  @Step()
+  async plain() {}
+
+  @Step({ skipIf: () => false })
+  async guarded() {}
+
+  @Step({ waitFor: 'paid' })
+  async ship() {}
+
+  @Step()
+  async close() {}
 }
 
 /** Every statement TypeORM's logger is told of. */
@@ -49,8 +66,8 @@ function preparedStatementsSuite(kind: 'postgres' | 'mysql'): void {
     moduleRef = undefined;
   });
 
-  /** Boots on one pooled connection and runs a workflow to finished (signal, then its parked step). */
-  async function runOne(options: GenevaDriveModuleOptions): Promise<{ dataSource: DataSource; log: StatementLog }> {
+  /** Boots on one pooled connection. */
+  async function boot(options: GenevaDriveModuleOptions): Promise<{ dataSource: DataSource; log: StatementLog; gd: GenevaDriveTesting }> {
     await prepareDatabase(kind);
     const log = new StatementLog();
     moduleRef = await Test.createTestingModule({
@@ -64,19 +81,23 @@ function preparedStatementsSuite(kind: 'postgres' | 'mysql'): void {
         } as DataSourceOptions),
         GenevaDriveModule.forRoot({ queue: { adapter: 'manual' }, housekeeping: false, logger: engineLogger(), ...options }),
       ],
-      providers: [PreparedWorkflow],
+      providers: [PreparedWorkflow, MigratedWorkflow],
     })
       .setLogger(engineLogger())
       .compile();
     await moduleRef.init();
-    const dataSource = moduleRef.get<DataSource>(getDataSourceToken());
+    return { dataSource: moduleRef.get<DataSource>(getDataSourceToken()), log, gd: GenevaDriveTesting.create(moduleRef) };
+  }
+
+  /** Boots on one pooled connection and runs a workflow to finished (signal, then its parked step). */
+  async function runOne(options: GenevaDriveModuleOptions): Promise<{ dataSource: DataSource; log: StatementLog }> {
+    const { dataSource, log, gd } = await boot(options);
     const hero = await dataSource.getRepository(TestHero).save({ name: 'Ada' });
-    const gd = GenevaDriveTesting.create(moduleRef);
-    const workflow = await moduleRef.get(WorkflowService).start(PreparedWorkflow, hero);
+    const workflow = await moduleRef!.get(WorkflowService).start(PreparedWorkflow, hero);
     await gd.performNextStep(workflow); // pay
     await gd.performNextStep(workflow); // ship parks
     await gd.assertWaitingForSignal(workflow, 'paid');
-    await moduleRef.get(SignalService).signal(workflow, 'paid');
+    await moduleRef!.get(SignalService).signal(workflow, 'paid');
     expect((await gd.speedrunWorkflow(workflow)).state).toBe('finished');
     return { dataSource, log };
   }
@@ -112,4 +133,103 @@ function preparedStatementsSuite(kind: 'postgres' | 'mysql'): void {
     else expect(await executedPrepared(dataSource)).toBe(0);
     expect(log.statements.some((statement) => /geneva_drive_workflows.*FOR UPDATE/s.test(statement))).toBe(true);
   });
+
+  /**
+   * A migration changes the type of a column the engine's statements read, on the hero's table and
+   * on an engine table (from its own connection, as a deployment would), and back again.
+   */
+  async function migrate(type: 'wider' | 'original'): Promise<void> {
+    const wider = type === 'wider';
+    const migration = await new DataSource({ ...dataSourceOptions(kind), migrations: [] } as DataSourceOptions).initialize();
+    try {
+      if (kind === 'postgres') {
+        await migration.query(`ALTER TABLE test_heroes ALTER COLUMN name TYPE varchar(${wider ? 300 : 255})`);
+        await migration.query(`ALTER TABLE geneva_drive_workflows ALTER COLUMN current_step_name TYPE varchar(${wider ? 300 : 255})`);
+      } else {
+        await migration.query(`ALTER TABLE test_heroes MODIFY name varchar(${wider ? 300 : 255}) NOT NULL DEFAULT ''`);
+        await migration.query(`ALTER TABLE geneva_drive_workflows MODIFY current_step_name VARBINARY(${wider ? 1200 : 1020}) NULL`);
+      }
+    } finally {
+      await migration.destroy();
+    }
+  }
+
+  /**
+   * Every way a statement runs, each on a connection whose statements `disturb` made stale after a
+   * workflow prepared them all: a plain step's phases (unlocked on PostgreSQL, and still so after), a
+   * guarded step's locked phase 1, signal() in a transaction of its own and in a caller's
+   * transaction, which must stay usable and commit.
+   */
+  async function runEachPathAfter(disturb: (round: number) => Promise<void>): Promise<void> {
+    const { dataSource, log, gd } = await boot({});
+    const workflows = moduleRef!.get(WorkflowService);
+    const signals = moduleRef!.get(SignalService);
+    const executor = moduleRef!.get(ExecutorService);
+    const heroes = dataSource.getRepository(TestHero);
+    const start = async () => workflows.start(MigratedWorkflow, await heroes.save({ name: 'Ada' }));
+    const jobOf = async (workflow: WorkflowRecord): Promise<StepJob> => {
+      const { id } = (await workflows.currentExecution(workflow))!;
+      return gd.enqueuedJobs.findLast((job) => job.executionId === id)!;
+    };
+    /** Runs the job as a queue worker would, with its hints: a plain step's phases then run unlocked. Returns the statements it ran. */
+    const runJob = async (workflow: WorkflowRecord, job: StepJob): Promise<string[]> => {
+      const from = log.statements.length;
+      await executor.execute(job.executionId, { jobId: job.jobId ?? job.executionId, hints: job.hints });
+      const state = job.hints?.stepName === 'ship' ? 'waiting' : 'completed';
+      expect(await workflows.executionHistory(workflow)).toContainEqual(expect.objectContaining({ id: job.executionId, state }));
+      return log.statements.slice(from);
+    };
+    const runStep = async (workflow: WorkflowRecord) => runJob(workflow, await jobOf(workflow));
+    const parked = async () => {
+      const workflow = await start();
+      for (let step = 0; step < 3; step++) await runStep(workflow); // plain, guarded, ship parks
+      await gd.assertWaitingForSignal(workflow, 'paid');
+      return workflow;
+    };
+    let round = 0;
+    /** Prepares every path's statements on the connection (a whole workflow), makes them stale, then runs `path`. */
+    const afterDisturbance = async <T>(path: () => Promise<T>): Promise<T> => {
+      const warm = await parked();
+      await signals.signal(warm, 'paid');
+      expect((await gd.speedrunWorkflow(warm)).state).toBe('finished');
+      await disturb(++round);
+      return path();
+    };
+    const [plain, guarded, signaledAlone, signaledInCallers] = [await start(), await start(), await parked(), await parked()];
+    await runStep(guarded); // `plain`: `guarded` is next
+    const [plainJob, guardedJob] = [await jobOf(plain), await jobOf(guarded)];
+
+    const plainStatements = await afterDisturbance(() => runJob(plain, plainJob));
+    if (kind === 'postgres') expect(plainStatements.filter((sql) => /^(START TRANSACTION|BEGIN)/.test(sql))).toEqual([]); // no fallback to the locked phases
+    await afterDisturbance(() => runJob(guarded, guardedJob));
+    await afterDisturbance(() => signals.signal(signaledAlone, 'paid'));
+    const callersHero = await heroes.save({ name: 'before' });
+    await afterDisturbance(() =>
+      dataSource.transaction(async (manager) => {
+        await signals.signal(signaledInCallers, 'paid', { manager });
+        await manager.getRepository(TestHero).update(callersHero.id, { name: 'after' }); // fails in an aborted transaction
+      }),
+    );
+    expect((await heroes.findOneByOrFail({ id: callersHero.id })).name).toBe('after');
+
+    await runStep(plain); // guarded
+    for (const workflow of [plain, guarded]) {
+      await runStep(workflow); // ship parks
+      await signals.signal(workflow, 'paid');
+    }
+    for (const workflow of [plain, guarded, signaledAlone, signaledInCallers]) expect((await gd.speedrunWorkflow(workflow)).state).toBe('finished');
+  }
+
+  it('after a migration changes the type of a column the statements read (hero and engine table), every path runs on: no workflow pauses', async () => {
+    // Alternately wider and back, so each path meets statements prepared before a change.
+    await runEachPathAfter((round) => migrate(round % 2 === 1 ? 'wider' : 'original'));
+  });
+
+  if (kind === 'postgres') {
+    it('after the session’s prepared statements are dropped (DISCARD ALL, as a pooler does), every path runs on', async () => {
+      await runEachPathAfter(async () => {
+        await moduleRef!.get<DataSource>(getDataSourceToken()).query('DISCARD ALL'); // on the pool's one connection
+      });
+    });
+  }
 }

@@ -1,4 +1,5 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import { isStaleStatement } from './stale-statement.js';
 
 const DEADLOCK_TRIES = 4;
 const CONNECTION_TRIES = 5;
@@ -152,6 +153,8 @@ export class TransactionRunner {
       } catch (error) {
         if (isDeadlock(error) && tries < DEADLOCK_TRIES) {
           await pause(5 + Math.random() * 20 * tries);
+        } else if (isStaleStatement(error) && tries < DEADLOCK_TRIES) {
+          // A prepared statement the server refused after a migration: prepared afresh on the next try.
         } else if (isConnectionError(error) && tries < CONNECTION_TRIES && (!committing || options.idempotent === true)) {
           await pause(CONNECTION_BACKOFF_MS * 2 ** (tries - 1) * (1 + Math.random()));
         } else if (isConnectionError(error) && committing && options.idempotent !== true) {

@@ -3,12 +3,9 @@ import type { DataSource, EntityManager } from 'typeorm';
 import type { Signal } from '../../entities/signal.entity.js';
 import type { StepExecution } from '../../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../../entities/workflow.entity.js';
+import { inOwnTransaction } from '../transaction-runner.js';
 import { HotPathSql, type ExpectedStates, type HeroRow, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
-
-/** What the pg driver's client answers a query with (pg is an optional peer: only what is read here). */
-interface PgClient {
-  query(config: { name: string; text: string; values: unknown[] }): Promise<{ command: string; rows: unknown[]; rowCount: number | null }>;
-}
+import { PgPreparedStatements, STATEMENT_PREFIX, type PgClient } from './pg-prepared-statements.js';
 
 /**
  * How many distinct statements get a name: the hot path builds a bounded set of shapes (one per
@@ -23,6 +20,7 @@ const MAX_PREPARED = 500;
  */
 export class PostgresHotPathSql extends HotPathSql {
   private readonly names = new Map<string, string>();
+  private readonly statements = new PgPreparedStatements();
 
   constructor(
     dataSource: DataSource,
@@ -47,13 +45,16 @@ export class PostgresHotPathSql extends HotPathSql {
   /**
    * A named prepared statement (see HotPathSql.onConnection): PostgreSQL's parsing and planning of
    * each statement was half of its CPU per step. As TypeORM's query(), UPDATE and DELETE answer
-   * [rows, count].
+   * [rows, count]. Only in the engine's own transactions and outside any: one refused as stale after
+   * a migration (see PgPreparedStatements) aborts its transaction, and a caller's the engine cannot
+   * run again.
    */
   protected query(manager: EntityManager, sql: string, params: unknown[]): Promise<any> {
     const name = this.nameOf(sql);
-    if (name === undefined) return manager.query(sql, params);
+    const alone = manager.queryRunner === undefined;
+    if (name === undefined || !(alone || inOwnTransaction(manager))) return manager.query(sql, params);
     return this.onConnection(manager, sql, params, async (client: PgClient) => {
-      const result = await client.query({ name, text: sql, values: params });
+      const result = await this.statements.run(client, name, sql, params, alone);
       return result.command === 'UPDATE' || result.command === 'DELETE' ? [result.rows, result.rowCount] : result.rows;
     });
   }
@@ -62,7 +63,7 @@ export class PostgresHotPathSql extends HotPathSql {
     if (!this.prepares) return undefined;
     let name = this.names.get(sql);
     if (name === undefined && this.names.size < MAX_PREPARED) {
-      name = `geneva_drive_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`;
+      name = `${STATEMENT_PREFIX}${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`;
       this.names.set(sql, name);
     }
     return name;
