@@ -66,8 +66,8 @@ function preparedStatementsSuite(kind: 'postgres' | 'mysql'): void {
     moduleRef = undefined;
   });
 
-  /** Boots on one pooled connection. */
-  async function boot(options: GenevaDriveModuleOptions): Promise<{ dataSource: DataSource; log: StatementLog; gd: GenevaDriveTesting }> {
+  /** Boots on one pooled connection (or `connections`). */
+  async function boot(options: GenevaDriveModuleOptions, connections = 1): Promise<{ dataSource: DataSource; log: StatementLog; gd: GenevaDriveTesting }> {
     await prepareDatabase(kind);
     const log = new StatementLog();
     moduleRef = await Test.createTestingModule({
@@ -77,7 +77,7 @@ function preparedStatementsSuite(kind: 'postgres' | 'mysql'): void {
           migrations: [],
           migrationsRun: false,
           logger: log,
-          extra: kind === 'postgres' ? { max: 1 } : { connectionLimit: 1 },
+          extra: kind === 'postgres' ? { max: connections } : { connectionLimit: connections },
         } as DataSourceOptions),
         GenevaDriveModule.forRoot({ queue: { adapter: 'manual' }, housekeeping: false, logger: engineLogger(), ...options }),
       ],
@@ -154,14 +154,9 @@ function preparedStatementsSuite(kind: 'postgres' | 'mysql'): void {
     }
   }
 
-  /**
-   * Every way a statement runs, each on a connection whose statements `disturb` made stale after a
-   * workflow prepared them all: a plain step's phases (unlocked on PostgreSQL, and still so after), a
-   * guarded step's locked phase 1, signal() in a transaction of its own and in a caller's
-   * transaction, which must stay usable and commit.
-   */
-  async function runEachPathAfter(disturb: (round: number) => Promise<void>): Promise<void> {
-    const { dataSource, log, gd } = await boot({});
+  /** Boots with `MigratedWorkflow` and the helpers that run its paths. */
+  async function migratedApp(connections = 1) {
+    const { dataSource, log, gd } = await boot({}, connections);
     const workflows = moduleRef!.get(WorkflowService);
     const signals = moduleRef!.get(SignalService);
     const executor = moduleRef!.get(ExecutorService);
@@ -186,12 +181,26 @@ function preparedStatementsSuite(kind: 'postgres' | 'mysql'): void {
       await gd.assertWaitingForSignal(workflow, 'paid');
       return workflow;
     };
+    /** A whole workflow, which prepares every path's statements on the connection it gets. */
+    const runWhole = async () => {
+      const workflow = await parked();
+      await signals.signal(workflow, 'paid');
+      expect((await gd.speedrunWorkflow(workflow)).state).toBe('finished');
+    };
+    return { dataSource, gd, signals, heroes, start, jobOf, runJob, runStep, parked, runWhole };
+  }
+
+  /**
+   * Every way a statement runs, each on a connection whose statements `disturb` made stale after a
+   * workflow prepared them all: a plain step's phases (unlocked on PostgreSQL, and still so after), a
+   * guarded step's locked phase 1, signal() in a transaction of its own and in a caller's
+   * transaction, which must stay usable and commit.
+   */
+  async function runEachPathAfter(disturb: (round: number) => Promise<void>): Promise<void> {
+    const { dataSource, gd, signals, heroes, start, jobOf, runJob, runStep, parked, runWhole } = await migratedApp();
     let round = 0;
-    /** Prepares every path's statements on the connection (a whole workflow), makes them stale, then runs `path`. */
     const afterDisturbance = async <T>(path: () => Promise<T>): Promise<T> => {
-      const warm = await parked();
-      await signals.signal(warm, 'paid');
-      expect((await gd.speedrunWorkflow(warm)).state).toBe('finished');
+      await runWhole();
       await disturb(++round);
       return path();
     };
@@ -226,6 +235,34 @@ function preparedStatementsSuite(kind: 'postgres' | 'mysql'): void {
   });
 
   if (kind === 'postgres') {
+    it('once a connection meets a stale statement, every other connection of the pool prepares its statements afresh before its next one', async () => {
+      const { dataSource, start, jobOf, runJob, runStep, runWhole } = await migratedApp(2);
+      /** Holds a connection of the pool (of two): the engine gets the other. */
+      const hold = async () => {
+        const runner = dataSource.createQueryRunner();
+        await runner.connect();
+        return runner;
+      };
+      const rollbacksOf = (statements: string[]) => statements.filter((sql) => sql === 'ROLLBACK').length;
+      const [first, second] = [await start(), await start()];
+      for (const workflow of [first, second]) await runStep(workflow); // `plain`: `guarded` is next
+      const [firstJob, secondJob] = [await jobOf(first), await jobOf(second)];
+      const a = await hold();
+      await runWhole(); // every statement prepared on connection B
+      const b = await hold();
+      await a.release();
+      await runWhole(); // and on A
+      await migrate('wider');
+
+      // On A (B is held): the locked phase meets a stale statement once, and its transaction runs again.
+      expect(rollbacksOf(await runJob(first, firstJob))).toBe(1);
+      const again = await hold(); // A
+      await b.release();
+      // On B: its statements were prepared afresh before its first one.
+      expect(rollbacksOf(await runJob(second, secondJob))).toBe(0);
+      await again.release();
+    });
+
     it('after the session’s prepared statements are dropped (DISCARD ALL, as a pooler does), every path runs on', async () => {
       await runEachPathAfter(async () => {
         await moduleRef!.get<DataSource>(getDataSourceToken()).query('DISCARD ALL'); // on the pool's one connection
