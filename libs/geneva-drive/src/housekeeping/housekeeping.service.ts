@@ -1,4 +1,4 @@
-import { Inject, Injectable, type LoggerService } from '@nestjs/common';
+import { Inject, Injectable, Optional, type LoggerService, type OnModuleInit } from '@nestjs/common';
 import { In, LessThan, type EntityManager } from 'typeorm';
 import { identifierText } from '../entities/column-transformers.js';
 import { Signal } from '../entities/signal.entity.js';
@@ -12,11 +12,16 @@ import { publish } from '../instrumentation/geneva-drive.events.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { jobHints, jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
-import type { QueuePort, StepJob } from '../queue/queue.port.js';
+import { isDeadlineJob } from '../queue/deadline-job.js';
+import type { QueuePort, StepJob, StepJobHints } from '../queue/queue.port.js';
+import { STEP_JOB_GATE } from '../queue/queue-registration.js';
+import type { StepJobGate } from '../queue/step-job-gate.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { WaitDeadline } from '../signals/wait-deadline.js';
 
 const RECOVERY_PAGE = 100;
+/** A takeover recovers what a dead run left whatever its age: the cutoff of `recover` is never reached. */
+const NO_CUTOFF = new Date(8.64e15);
 
 /** A gauge: a total and the same count per workflow type. @publicApi */
 export interface Gauge {
@@ -72,10 +77,12 @@ export interface HousekeepingSummary {
  * `scheduled` (a crashed worker, a lost enqueue), times out parked executions whose deadline job
  * was lost, and reads the waiting gauges. Never touches a paused workflow, nor a parked (`waiting`)
  * execution before its deadline, and always terminates: every sweep walks the candidates once, in id order.
+ * With a Redis queue it also takes over the runs of dead worker processes as soon as the queue tells
+ * (see takeOverRun), so that their steps need not wait for the stuck thresholds.
  * @publicApi
  */
 @Injectable()
-export class HousekeepingService {
+export class HousekeepingService implements OnModuleInit {
   constructor(
     private readonly transactions: TransactionRunner,
     private readonly store: WorkflowStore,
@@ -85,21 +92,15 @@ export class HousekeepingService {
     private readonly deadline: WaitDeadline,
     @Inject(GENEVA_DRIVE_OPTIONS) private readonly options: ResolvedGenevaDriveOptions,
     @Inject(GENEVA_DRIVE_LOGGER) private readonly logger: LoggerService,
+    @Optional() @Inject(STEP_JOB_GATE) private readonly gate?: StepJobGate,
   ) {}
 
+  onModuleInit(): void {
+    this.gate?.onTakeover((executionId, jobId, hints) => this.takeOverRun(executionId, jobId, hints));
+  }
+
   async run(): Promise<HousekeepingSummary> {
-    const summary: HousekeepingSummary = {
-      workflowsDeleted: 0,
-      stepExecutionsDeleted: 0,
-      signalsDeleted: 0,
-      stuckInProgressRecovered: 0,
-      stuckScheduledRecovered: 0,
-      stuckScheduledStillQueued: 0,
-      overdueDeadlinesRecovered: 0,
-      pausedAtRecoveryLimit: [],
-      unrecoverable: [],
-      gauges: null,
-    };
+    const summary = emptySummary();
     await this.deleteOldWorkflows(summary);
     await this.recoverStuck('in_progress', summary);
     await this.recoverStuck('scheduled', summary);
@@ -110,6 +111,57 @@ export class HousekeepingService {
     this.logger.log(`Housekeeping: ${JSON.stringify({ ...summary, gauges: undefined })}`);
     publish('housekeeping', () => summary);
     return summary;
+  }
+
+  /**
+   * The process that ran job `jobId` (execution `executionId`) died: the queue says so, through Bull's
+   * stalled-job check (the job's lock expired) or a RunLedger takeover job (the lease of the process
+   * that started it in-process expired). What the run was at is found from the rows: the job's own
+   * execution once it started it (its `jobId` is the job's), then each step chained inline after it
+   * (a chained start records no job id), up to the first execution a job of its own started. The
+   * last of these is recovered as a stuck one would be — in progress: closed as `recovered` and run
+   * again (same `stuckRecoveryAction`, same `maxRecoveries`); scheduled by the run: its job, which
+   * may have died with the process, enqueued again — only without waiting for the thresholds. The
+   * job's own execution still scheduled is left to the job, which runs next.
+   */
+  private async takeOverRun(executionId: string, jobId: string, hints?: StepJobHints): Promise<void> {
+    try {
+      const last = await this.lastOfRun(executionId, jobId, hints?.workflowId);
+      if (!last || (last.state !== 'in_progress' && last.state !== 'scheduled')) return;
+      if (last.state === 'scheduled' && last.id === executionId && !isDeadlineJob(jobId)) return;
+      const summary = emptySummary();
+      await this.recoverOne(last, last.state, NO_CUTOFF, summary);
+      if (summary.stuckInProgressRecovered + summary.stuckScheduledRecovered + summary.pausedAtRecoveryLimit.length > 0) {
+        this.logger.warn(`Job ${jobId} was taken over from a dead process: execution ${last.id} (${last.state}) recovered`);
+      }
+    } catch (error) {
+      this.logger.error(`Taking job ${jobId} over from a dead process failed (housekeeping recovers its execution later): ${String(error)}`);
+    }
+  }
+
+  /** The last execution of the run of job `jobId` (see takeOverRun); null when the job's own execution was started by another job. */
+  private async lastOfRun(executionId: string, jobId: string, workflowId?: string): Promise<StepExecution | null> {
+    const head = await this.manager.findOne(StepExecution, {
+      where: workflowId === undefined ? { id: executionId } : { id: executionId, workflowId },
+      select: { id: true, workflowId: true, state: true, jobId: true, createdAt: true },
+    });
+    if (!head || (head.jobId !== null && head.jobId !== jobId)) return null;
+    const after = await this.manager
+      .createQueryBuilder(StepExecution, 'e')
+      .select(['e.id', 'e.workflowId', 'e.state', 'e.jobId', 'e.createdAt'])
+      .where('e.workflowId = :workflowId', { workflowId: head.workflowId })
+      .andWhere('(e.createdAt > :createdAt OR (e.createdAt = :createdAt AND e.id > :id))', { createdAt: head.createdAt, id: head.id })
+      .orderBy('e.createdAt', 'ASC')
+      .addOrderBy('e.id', 'ASC')
+      // A chain is at most maxSteps long; the row after it, if any, ends the walk.
+      .limit(this.options.chainSteps.maxSteps + 1)
+      .getMany();
+    let last = head;
+    for (const row of after) {
+      if (row.jobId !== null) break;
+      last = row;
+    }
+    return last;
   }
 
   private async deleteOldWorkflows(summary: HousekeepingSummary): Promise<void> {
@@ -373,6 +425,21 @@ export class HousekeepingService {
   private get manager(): EntityManager {
     return this.transactions.dataSource.manager;
   }
+}
+
+function emptySummary(): HousekeepingSummary {
+  return {
+    workflowsDeleted: 0,
+    stepExecutionsDeleted: 0,
+    signalsDeleted: 0,
+    stuckInProgressRecovered: 0,
+    stuckScheduledRecovered: 0,
+    stuckScheduledStillQueued: 0,
+    overdueDeadlinesRecovered: 0,
+    pausedAtRecoveryLimit: [],
+    unrecoverable: [],
+    gauges: null,
+  };
 }
 
 function gaugeOf(byWorkflow: Record<string, number>): Gauge {

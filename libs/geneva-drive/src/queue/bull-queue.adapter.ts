@@ -3,8 +3,12 @@ import type Bull from 'bull';
 import type { BullQueueAdapterOptions } from '../interfaces/geneva-drive-options.interface.js';
 import type { DueJobStarter } from './due-job-starter.js';
 import type { QueuePort, StepJob, StepJobHandler } from './queue.port.js';
-import { stepJobData, stepJobOptions, type StepJobData } from './step-job-data.js';
+import { RunLedger } from './run-ledger.js';
+import { stepJobData, stepJobOptions, takeoverJobId, type StepJobData } from './step-job-data.js';
 import type { StepJobGate } from './step-job-gate.js';
+
+/** Bull's settings as the queue holds them, defaults applied. */
+type BullWithSettings = Bull.Queue<StepJobData> & { settings: { lockDuration: number } };
 
 /** The states of a Bull job that will still run. */
 const TO_RUN = new Set<string>(['waiting', 'delayed', 'active', 'paused']);
@@ -15,6 +19,35 @@ const TO_RUN = new Set<string>(['waiting', 'delayed', 'active', 'paused']);
  */
 async function willRun(job: Bull.Job): Promise<boolean> {
   return TO_RUN.has(await job.getState()) || TO_RUN.has(await job.getState());
+}
+
+/**
+ * Whether Bull delivers this job again because its stalled-job check found the lock of the process
+ * that had it expired (a dead process, or one stuck longer than `lockDuration`): its run is then
+ * taken over (StepJobGate.run). Bull 4 counts such returns in the job's hash but leaves the count
+ * off the Job it hands over, so it is read (one HGET) — only for a job delivered half a lock or more
+ * after it was due, as every such return is: it comes a whole `lockDuration` after the first
+ * delivery (a clock skew between hosts beyond half a lock would hide it; housekeeping remains).
+ */
+export async function isStalledReturn(job: Bull.Job<StepJobData>): Promise<boolean> {
+  const queue = job.queue as BullWithSettings;
+  if (Date.now() - (job.timestamp + (job.opts.delay ?? 0)) < queue.settings.lockDuration / 2) return false;
+  return Number(await queue.client.hget(queue.toKey(String(job.id)), 'stalledCounter')) > 0;
+}
+
+/** The RunLedger of a process that works a Bull queue: on the queue's own client, leased as long as Bull locks a job. */
+export function bullRunLedger(queue: Bull.Queue<StepJobData>, logger: LoggerService): RunLedger {
+  const client = queue.client as unknown as Record<string, (...args: Array<string | number>) => Promise<unknown>> & typeof queue.client;
+  return new RunLedger(
+    async () => ({
+      defineCommand: (name, definition) => client.defineCommand(name, definition),
+      run: (name, args) => client[name](...args),
+      hset: (key, data) => client.hset(key, data),
+      hdel: (key, ...fields) => client.hdel(key, ...fields),
+    }),
+    () => ({ keyPrefix: queue.toKey(''), leaseMs: (queue as BullWithSettings).settings.lockDuration }),
+    logger,
+  );
 }
 
 /**
@@ -61,9 +94,16 @@ export class BullQueueAdapter implements QueuePort {
     return this.queue.add(stepJobData(job), { jobId: job.jobId ?? job.executionId, ...stepJobOptions(job) });
   }
 
+  /** Puts a dead process's run back on the queue (RunLedger), under an id of its own. */
+  private addTakeover(job: StepJob): Promise<unknown> {
+    const engineJobId = job.jobId ?? job.executionId;
+    return this.queue.add({ ...stepJobData(job), takeoverOf: engineJobId }, { jobId: takeoverJobId(engineJobId), ...stepJobOptions(job) });
+  }
+
   async start(handler: StepJobHandler): Promise<void> {
     this.queue.on('error', (error) => this.logger.error(`Bull queue error: ${String(error)}`));
     this.gate.start(handler);
+    await this.starter.start((job) => this.addTakeover(job));
   }
 
   async repeat(name: string, everyMs: number, task: () => Promise<unknown>): Promise<void> {

@@ -5,7 +5,8 @@ import { Inject, type DynamicModule, type Provider, type Type } from '@nestjs/co
 import type { Job } from 'bull';
 import { DEFAULT_QUEUE_NAME } from '../geneva-drive.constants.js';
 import type { BullQueueAdapterOptions } from '../interfaces/geneva-drive-options.interface.js';
-import type { StepJobData } from './step-job-data.js';
+import { isStalledReturn } from './bull-queue.adapter.js';
+import { deliveredJob, type StepJobData } from './step-job-data.js';
 import { ENGINE_BULL_QUEUE, GenevaDriveBullQueueModule, STEP_JOB_GATE } from './queue-registration.js';
 import { StepJobGate } from './step-job-gate.js';
 
@@ -44,9 +45,10 @@ function stepProcessor(name: string, concurrency: number): Type {
   class GenevaDriveStepProcessor {
     constructor(private readonly gate: StepJobGate) {}
 
-    handle(job: Job<StepJobData>): Promise<void> {
-      const { executionId, ...hints } = job.data;
-      return this.gate.run(executionId, String(job.id), hints);
+    /** A takeover job, or a job Bull hands back after a stall, takes over the run of a dead process (StepJobGate.run). */
+    async handle(job: Job<StepJobData>): Promise<void> {
+      const { executionId, jobId, hints, takeover } = deliveredJob(job.data, String(job.id));
+      return this.gate.run(executionId, jobId, hints, { takeover: takeover || (await isStalledReturn(job)) });
     }
   }
   Inject(STEP_JOB_GATE)(GenevaDriveStepProcessor, undefined, 0);

@@ -2,7 +2,8 @@ import type { LoggerService } from '@nestjs/common';
 import type { Queue, Worker } from 'bullmq';
 import type { DueJobStarter } from './due-job-starter.js';
 import type { QueuePort, StepJob, StepJobHandler } from './queue.port.js';
-import { stepJobData, stepJobOptions, type StepJobData } from './step-job-data.js';
+import { RunLedger } from './run-ledger.js';
+import { stepJobData, stepJobOptions, takeoverJobId, type StepJobData } from './step-job-data.js';
 import type { StepJobGate } from './step-job-gate.js';
 
 /** BullMQ refuses job ids that are integers (execution ids are): a step job's id is the engine's behind this. */
@@ -25,6 +26,23 @@ export function engineJobId(bullMqJobId: string): string {
 export interface BullMqStepConsumer {
   readonly worker: Worker;
   readonly tasks: Map<string, () => Promise<unknown>>;
+}
+
+/** The RunLedger of a process that works a BullMQ queue: on the queue's client, leased as long as its worker locks a job. */
+export function bullMqRunLedger(queue: Queue<StepJobData>, consumer: BullMqStepConsumer, logger: LoggerService): RunLedger {
+  return new RunLedger(
+    async () => {
+      const client = await queue.getBackend().client;
+      return {
+        defineCommand: (name, definition) => client.defineCommand(name, definition),
+        run: (name, args) => client.runCommand(name, args),
+        hset: (key, data) => client.hset(key, data),
+        hdel: (key, ...fields) => client.hdel(key, ...fields),
+      };
+    },
+    () => ({ keyPrefix: queue.toKey(''), leaseMs: consumer.worker.opts.lockDuration ?? 30_000 }),
+    logger,
+  );
 }
 
 /** The states of a BullMQ job that will still run. */
@@ -72,10 +90,17 @@ export class BullMqQueueAdapter implements QueuePort {
     return this.queue.add(STEP_JOB_NAME, stepJobData(job), { jobId: bullMqJobId(job.jobId ?? job.executionId), ...stepJobOptions(job) });
   }
 
+  /** Puts a dead process's run back on the queue (RunLedger), under an id of its own. */
+  private addTakeover(job: StepJob): Promise<unknown> {
+    const engineJobId = job.jobId ?? job.executionId;
+    return this.queue.add(STEP_JOB_NAME, { ...stepJobData(job), takeoverOf: engineJobId }, { jobId: bullMqJobId(takeoverJobId(engineJobId)), ...stepJobOptions(job) });
+  }
+
   async start(handler: StepJobHandler): Promise<void> {
     this.queue.on('error', (error) => this.logger.error(`BullMQ queue error: ${String(error)}`));
     this.worker?.on('error', (error) => this.logger.error(`BullMQ worker error: ${String(error)}`));
     this.gate.start(handler);
+    await this.starter.start((job) => this.addTakeover(job));
   }
 
   /** A job scheduler: Redis holds one schedule per name for the whole cluster, so one worker runs each period; upserting replaces an earlier period. */

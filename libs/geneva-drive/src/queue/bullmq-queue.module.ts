@@ -7,7 +7,7 @@ import { DEFAULT_QUEUE_NAME } from '../geneva-drive.constants.js';
 import type { BullMqQueueAdapterOptions } from '../interfaces/geneva-drive-options.interface.js';
 import { engineJobId, STEP_JOB_NAME, type BullMqStepConsumer } from './bullmq-queue.adapter.js';
 import { ENGINE_BULLMQ_CONSUMER, ENGINE_BULLMQ_QUEUE, GenevaDriveBullMqQueueModule, STEP_JOB_GATE } from './queue-registration.js';
-import type { StepJobData } from './step-job-data.js';
+import { deliveredJob, type StepJobData } from './step-job-data.js';
 import { StepJobGate } from './step-job-gate.js';
 
 /**
@@ -51,8 +51,9 @@ function stepProcessor(name: string, workerOptions: Record<string, unknown>): Ty
     /** A repeated task whose job arrives in a process that did not schedule it fails, and runs where it is known next period. */
     process(job: Job<StepJobData>): Promise<unknown> {
       if (job.name === STEP_JOB_NAME) {
-        const { executionId, ...hints } = job.data;
-        return this.gate.run(executionId, engineJobId(String(job.id)), hints);
+        // A takeover job, or a job BullMQ hands back after a stall, takes over the run of a dead process (StepJobGate.run).
+        const { executionId, jobId, hints, takeover } = deliveredJob(job.data, engineJobId(String(job.id)));
+        return this.gate.run(executionId, jobId, hints, { takeover: takeover || job.stalledCounter > 0 });
       }
       const task = this.tasks.get(job.name);
       if (!task) return Promise.reject(new Error(`No task named ${job.name} in this process`));

@@ -1,5 +1,6 @@
 import type { LoggerService } from '@nestjs/common';
 import type { StepJob } from './queue.port.js';
+import type { RunLedger } from './run-ledger.js';
 import type { StepJobGate } from './step-job-gate.js';
 
 /** Adds the job to Redis: how a job this process could not start in time leaves it. */
@@ -11,13 +12,19 @@ export type AddToQueue = (job: StepJob) => Promise<unknown>;
  * queue, takes one of the process's slots (StepJobGate) at once, or waits for one up to the chain's
  * `maxDuration` — the time one workflow may keep a worker before the others get their turn — with
  * at most `concurrency` jobs waiting so; otherwise it goes to Redis, where any worker can take it.
- * No round trips to Redis, no wait for a worker to pick it up (a signal waking a parked step, a
- * workflow started by a worker). It is the job's only run: should the process die before the
- * execution starts, the row stays `scheduled` and overdue, and housekeeping's stuck-scheduled sweep
- * enqueues it again, as after any lost enqueue. A process that stops adds the jobs still waiting to
- * Redis. Housekeeping's own re-enqueues (`reportAdded`), steps with `jobOptions: { chain: false }`,
- * and processes that only enqueue (concurrency 0) go through Redis, as do all jobs when the module's
- * `chainSteps` is off.
+ * No Bull job, no wait for a worker to pick it up (a signal waking a parked step, a workflow started
+ * by a worker). A process that stops adds the jobs still waiting to Redis. Housekeeping's own
+ * re-enqueues (`reportAdded`), steps with `jobOptions: { chain: false }`, and processes that only
+ * enqueue (concurrency 0) go through Redis, as do all jobs when the module's `chainSteps` is off.
+ *
+ * Such a job has no lock in Redis for Bull's stalled-job check to find expired should the process
+ * die. Its backstop is the process's RunLedger: the job is recorded there (one HSET) from the moment
+ * it is taken, waiting or running, until its run ends (one HDEL), under the process's lease; when
+ * the lease expires (a SIGKILL), another worker puts it back on the queue as a takeover job within a
+ * lease and a half, which starts the execution if the process died before phase 1, and recovers the
+ * step the run had in progress (a chained one included) if it died after. Two commands per job
+ * rather than a backstop job in Redis (an add and a removal, a dozen commands inside Bull's
+ * scripts), and nothing on the database's hot path.
  */
 export class DueJobStarter {
   private readonly running = new Set<Promise<void>>();
@@ -31,6 +38,8 @@ export class DueJobStarter {
     private readonly logger: LoggerService,
     /** How long a job waits here for a slot (the chain's maxDuration). */
     private readonly holdMs: number,
+    /** Where the jobs taken here are recorded for another process to take over (none: no backstop). */
+    private readonly ledger?: RunLedger,
   ) {}
 
   /**
@@ -41,10 +50,12 @@ export class DueJobStarter {
     if (!this.enabled || options?.reportAdded || this.gate.slots <= 0) return false;
     if (!this.gate.isAccepting || job.jobOptions.chain === false || job.runAt.getTime() > Date.now()) return false;
     if (this.gate.tryTake()) {
-      this.start(job);
+      this.ledger?.begin(job);
+      this.runHere(job);
       return true;
     }
     if (this.held.size >= this.gate.slots) return false;
+    this.ledger?.begin(job);
     this.held.set(job, add);
     this.track(
       this.gate.waitForSlot(this.holdMs).then((taken) => {
@@ -52,28 +63,38 @@ export class DueJobStarter {
           if (taken) this.gate.release(); // sent to Redis by settle() meanwhile
           return;
         }
-        if (taken) this.start(job);
+        if (taken) this.runHere(job);
         else this.addToQueue(job, add);
       }),
     );
     return true;
   }
 
-  /** Adds the jobs still waiting to Redis, then waits for the jobs started here (the gate refuses new ones first). */
+  /** Takes the ledger's lease (when jobs may start here); `takeOver` adds a dead process's run to Redis. */
+  async start(takeOver: AddToQueue): Promise<void> {
+    if (this.enabled && this.gate.slots > 0) await this.ledger?.start(takeOver);
+  }
+
+  /**
+   * Adds the jobs still waiting to Redis, then waits for the jobs started here (the gate refuses new
+   * ones first), then releases the ledger's lease.
+   */
   async settle(): Promise<void> {
     for (const [job, add] of [...this.held]) {
       this.held.delete(job);
       this.addToQueue(job, add);
     }
     await Promise.allSettled([...this.running]);
+    await this.ledger?.stop();
   }
 
-  private start(job: StepJob): void {
+  private runHere(job: StepJob): void {
     const jobId = job.jobId ?? job.executionId;
     this.track(
       this.gate
         .run(job.executionId, jobId, job.hints, { slotTaken: true })
-        .catch((error) => this.logger.warn(`Step job ${jobId} (started in this process) ended with ${String(error)}`)),
+        .catch((error) => this.logger.warn(`Step job ${jobId} (started in this process) ended with ${String(error)}`))
+        .finally(() => this.ledger?.end(job)),
     );
   }
 
@@ -82,7 +103,8 @@ export class DueJobStarter {
     this.track(
       add(job)
         .then(() => undefined)
-        .catch((error) => this.logger.error(`Step job ${jobId} could not be added to the queue (${String(error)}); housekeeping's stuck-scheduled sweep enqueues it again`)),
+        .catch((error) => this.logger.error(`Step job ${jobId} could not be added to the queue (${String(error)}); housekeeping's stuck-scheduled sweep enqueues it again`))
+        .finally(() => this.ledger?.end(job)),
     );
   }
 

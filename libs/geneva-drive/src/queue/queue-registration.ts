@@ -5,8 +5,8 @@ import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS, QUEUE_PORT } from '../geneva
 import type { BullMqQueueAdapterOptions, BullQueueAdapterOptions, QueueAdapterOptions, ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
-import { BullQueueAdapter } from './bull-queue.adapter.js';
-import { BullMqQueueAdapter, type BullMqStepConsumer } from './bullmq-queue.adapter.js';
+import { BullQueueAdapter, bullRunLedger } from './bull-queue.adapter.js';
+import { BullMqQueueAdapter, bullMqRunLedger, type BullMqStepConsumer } from './bullmq-queue.adapter.js';
 import { DueJobStarter } from './due-job-starter.js';
 import { LocalQueueAdapter } from './local-queue.adapter.js';
 import { ManualQueueAdapter } from './manual-queue.adapter.js';
@@ -60,10 +60,16 @@ export function queueRegistration(declared: QueueAdapterOptions | undefined, che
             case 'bull':
             case 'bullmq': {
               if (!registeredQueue || !gate) throw notRegistered(queue.adapter);
-              const starter = new DueJobStarter(gate, options.chainSteps.maxSteps > 0, logger, options.chainSteps.maxDurationMs);
-              return queue.adapter === 'bull'
-                ? new BullQueueAdapter(registeredQueue as BullQueueAdapter['queue'], gate, queue, logger, starter)
-                : new BullMqQueueAdapter(registeredQueue as BullMqQueueAdapter['queue'], gate, consumer ?? null, logger, starter);
+              const chain = options.chainSteps.maxSteps > 0;
+              if (queue.adapter === 'bull') {
+                const bullQueue = registeredQueue as BullQueueAdapter['queue'];
+                const starter = new DueJobStarter(gate, chain, logger, options.chainSteps.maxDurationMs, bullRunLedger(bullQueue, logger));
+                return new BullQueueAdapter(bullQueue, gate, queue, logger, starter);
+              }
+              const bullMqQueue = registeredQueue as BullMqQueueAdapter['queue'];
+              const ledger = consumer ? bullMqRunLedger(bullMqQueue, consumer, logger) : undefined;
+              const starter = new DueJobStarter(gate, chain, logger, options.chainSteps.maxDurationMs, ledger);
+              return new BullMqQueueAdapter(bullMqQueue, gate, consumer ?? null, logger, starter);
             }
             case 'manual':
               return new ManualQueueAdapter();

@@ -3,6 +3,22 @@ import type { StepJob, StepJobHints } from './queue.port.js';
 /** What a step job carries in Redis: its execution and, flat beside it, the job's hints (StepJob.hints). */
 export interface StepJobData extends StepJobHints {
   executionId: string;
+  /**
+   * A takeover job (see RunLedger): the engine job id of a run whose process died, which this job
+   * runs again after recovering what the run left in progress.
+   */
+  takeoverOf?: string;
+}
+
+/** The queue id of the takeover job of a run (its own: the run's job may still be in the queue). */
+export function takeoverJobId(engineJobId: string): string {
+  return `${engineJobId}-takeover`;
+}
+
+/** The job's id, hints and whether it takes a dead process's run over, from what Redis handed over. */
+export function deliveredJob(data: StepJobData, queueJobId: string): { executionId: string; jobId: string; hints: StepJobHints; takeover: boolean } {
+  const { executionId, takeoverOf, ...hints } = data;
+  return { executionId, jobId: takeoverOf ?? queueJobId, hints, takeover: takeoverOf !== undefined };
 }
 
 /** The job's data: the execution and the hints the engine put on the StepJob. */

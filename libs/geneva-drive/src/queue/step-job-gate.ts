@@ -1,6 +1,12 @@
 import type { StepJobHandler, StepJobHints } from './queue.port.js';
 
 /**
+ * Recovers what a dead process's run of a job left behind (HousekeepingService registers it): the
+ * execution the run had in progress, or one it scheduled whose job may have died with it.
+ */
+export type RunTakeover = (executionId: string, jobId: string, hints?: StepJobHints) => Promise<void>;
+
+/**
  * Hands jobs from a queue consumer Nest starts itself (a `@Processor` of @nestjs/bull, which
  * consumes from module init) to the engine, which is ready only once the application has
  * bootstrapped: a job taken earlier waits here for the handler. It also owns the process's
@@ -15,6 +21,7 @@ export class StepJobGate {
   /** Slots taken: running jobs, and jobs a slot was handed to that have not started yet. */
   private taken = 0;
   private readonly waiting: Array<() => void> = [];
+  private takeover: RunTakeover | undefined;
 
   /** The process's `concurrency`: at most this many jobs run at once. */
   constructor(readonly slots: number) {}
@@ -63,11 +70,23 @@ export class StepJobGate {
     });
   }
 
-  /** Runs the job in a slot: the one `slotTaken` says it holds, or the next free one. */
-  async run(executionId: string, jobId: string, hints?: StepJobHints, options?: { slotTaken?: boolean }): Promise<void> {
+  /** How a takeover recovers the dead run's work (see run). */
+  onTakeover(takeover: RunTakeover): void {
+    this.takeover = takeover;
+  }
+
+  /**
+   * Runs the job in a slot: the one `slotTaken` says it holds, or the next free one. A `takeover`
+   * (the job of a run whose process died: a redelivery after Bull's stalled-job check, or a RunLedger
+   * takeover job) first recovers what that run left in progress, then runs the job as usual, which
+   * starts the execution if the run died before it could.
+   */
+  async run(executionId: string, jobId: string, hints?: StepJobHints, options?: { slotTaken?: boolean; takeover?: boolean }): Promise<void> {
     if (!options?.slotTaken && !this.tryTake()) await new Promise<void>((resolve) => this.waiting.push(resolve));
     try {
-      return await (await this.handler)(executionId, jobId, hints);
+      const handler = await this.handler;
+      if (options?.takeover && this.accepting) await this.takeover?.(executionId, jobId, hints);
+      return await handler(executionId, jobId, hints);
     } finally {
       this.release();
     }
