@@ -8,7 +8,7 @@ import type { ChildProcess } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { DataSource } from 'typeorm';
-import { HousekeepingService, QUEUE_PORT, Signal, StepExecution, WorkflowRecord, type HousekeepingSummary } from 'geneva-drive';
+import { HousekeepingService, QUEUE_PORT, Signal, StepExecution, WorkflowRecord, type Duration, type HousekeepingSummary } from 'geneva-drive';
 import { ChildHandle, compileChildEntry, forkCompiled, ROOT } from '../../src/child-process.js';
 import { sleep, waitUntil } from '../../src/bull-wait.js';
 import { REDIS_QUEUE_DRIVERS, type QueueView, type RedisAdapter, type RedisQueueDriver } from '../../src/redis-queues.js';
@@ -50,14 +50,29 @@ export class ProofChild extends ChildHandle<ProofChildMessage, ProofParentMessag
     return (this.messages as ProofChildMessage[]).filter((m): m is Of<T> => m.type === type);
   }
 
-  /** The executions of the jobs this worker has taken and not reported done: what a SIGKILL now interrupts. */
-  activeExecutions(): string[] {
+  /** The executions of the jobs this worker has taken from Redis and not reported done. */
+  activeJobExecutions(): string[] {
     const active = new Map<string, string>();
     for (const job of this.of('job')) {
       if (job.event === 'active') active.set(job.jobId, job.executionId);
       else active.delete(job.jobId);
     }
     return [...active.values()];
+  }
+
+  /** The executions whose step body runs in this worker now, whether a Redis job, a chain or an in-process start runs it. */
+  bodiesInFlight(): string[] {
+    const running = new Set<string>();
+    for (const body of this.of('body')) {
+      if (body.event === 'start') running.add(body.executionId);
+      else running.delete(body.executionId);
+    }
+    return [...running];
+  }
+
+  /** What a SIGKILL now interrupts: the executions of the worker's Redis jobs and those whose body runs. */
+  activeExecutions(): string[] {
+    return [...new Set([...this.activeJobExecutions(), ...this.bodiesInFlight()])];
   }
 
   waitFor<T extends ProofChildMessage['type']>(what: string, type: T, timeoutMs = 15_000): Promise<Of<T>> {
@@ -164,16 +179,16 @@ export interface ProofSuite {
  * and the side effects table. afterAll stops the loops and the children and cleans up.
  */
 /**
- * `chainSteps: false`: every step of the children goes through the queue (a proof of lost queue
- * jobs needs jobs in the queue to lose; chained steps have none). `maxRecoveries`: housekeeping's
- * recovery limit (its default pauses a step recovered three times in a row).
+ * `chainSteps: false`: every step of the children goes through the queue. `maxRecoveries`:
+ * housekeeping's recovery limit (its default pauses a step recovered three times in a row).
+ * `stuckThreshold`: housekeeping's stuck thresholds (2 s unless given).
  */
 export function proofSuite(
   kind: DatabaseKind,
   entry: () => string,
   children: Set<ChildProcess>,
   name: string,
-  options: { ownRedis?: boolean; adapter?: RedisAdapter; chainSteps?: boolean; maxRecoveries?: number | null } = {},
+  options: { ownRedis?: boolean; adapter?: RedisAdapter; chainSteps?: boolean; maxRecoveries?: number | null; stuckThreshold?: Duration } = {},
 ): ProofSuite {
   const driver = REDIS_QUEUE_DRIVERS[options.adapter ?? 'bull'];
   let app: TestApp;
@@ -192,8 +207,8 @@ export function proofSuite(
     }
     app = await createTestApp(kind, PROOF_WORKFLOWS, {
       queue: driver.options({ redis: target.redis, prefix: target.prefix, name: QUEUE_NAME, concurrency: 0 }),
-      stuckInProgressThreshold: '2s',
-      stuckScheduledThreshold: '2s',
+      stuckInProgressThreshold: options.stuckThreshold ?? '2s',
+      stuckScheduledThreshold: options.stuckThreshold ?? '2s',
       ...(options.maxRecoveries === undefined ? {} : { maxRecoveries: options.maxRecoveries }),
     });
     await app.dataSource.query(CREATE_SIDE_EFFECTS_TABLE);

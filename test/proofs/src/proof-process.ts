@@ -21,11 +21,10 @@ import { NestFactory } from '@nestjs/core';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import { GenevaDriveModule, QUEUE_PORT, SignalService, WorkflowService } from '../../../libs/geneva-drive/src/index.js';
-import { BullQueueAdapter } from '../../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
 import { dataSourceOptions, type DatabaseKind } from '../../utils/databases.js';
 import { REDIS_QUEUE_DRIVERS, type JobEvent, type RedisAdapter } from '../../src/redis-queues.js';
 import { TestHero } from '../../utils/fixtures.js';
-import { GO, goKey, PROOF_WORKFLOWS, ProofWorkflow } from './proof-workflows.js';
+import { GO, goKey, PROOF_WORKFLOWS, ProofWorkflow, type BodyReport } from './proof-workflows.js';
 
 /** What the sender is asked to do. */
 export interface SendPlan {
@@ -62,6 +61,7 @@ export interface CallReport {
 export type ProofChildMessage =
   | { type: 'ready'; pid: number; role: 'worker' | 'sender' }
   | { type: 'job'; pid: number; event: 'active' | 'completed' | 'failed'; jobId: string; executionId: string; error?: string }
+  | BodyReport
   | { type: 'call'; pid: number; call: CallReport }
   | { type: 'done'; pid: number };
 
@@ -69,12 +69,13 @@ export type ProofParentMessage = SendPlan | { type: 'shutdown' };
 
 /**
  * Bull's (and BullMQ's) stall detection, shortened: a killed worker's active job is handed back to
- * the queue after about 3 s instead of up to a minute (30 s lock + 30 s check), so a step whose job
- * a crash left `active` before the step started is run again within the proof's time. The engine is
- * untouched.
+ * the queue after about 3 s instead of up to a minute (30 s lock + 30 s check), and so are the runs
+ * it started itself (the run ledger's lease is as long as the lock), so that the proof's time holds
+ * many kills. A job may stall many times (Bull's default is once, after which it fails): a job handed
+ * back after a kill can land on the next worker killed.
  */
-const BULL_STALL_SETTINGS = { lockDuration: 3_000, lockRenewTime: 1_000, stalledInterval: 1_500 };
-const BULLMQ_STALL_SETTINGS = { lockDuration: 3_000, stalledInterval: 1_500 };
+const BULL_STALL_SETTINGS = { lockDuration: 3_000, lockRenewTime: 1_000, stalledInterval: 1_500, maxStalledCount: 100 };
+const BULLMQ_STALL_SETTINGS = { lockDuration: 3_000, stalledInterval: 1_500, maxStalledCount: 100 };
 /**
  * BullMQ's queue client keeps a command through 20 reconnects at least a second apart, so an outage
  * of the proof's length would only delay the sender's enqueues; with one retry they fail in it and
@@ -117,13 +118,14 @@ async function main(): Promise<void> {
   const concurrency = role === 'worker' ? Number(process.env.GD_PROOF_CONCURRENCY ?? '3') : 0;
   const own = { redis: required('GD_PROOF_REDIS'), prefix: required('GD_PROOF_PREFIX'), name: required('GD_PROOF_QUEUE'), concurrency };
   const queue = driver.options(own);
-  const bullMqSettings = role === 'worker' ? { worker: BULLMQ_STALL_SETTINGS } : { redis: { url: own.redis, ...BULLMQ_SENDER_CONNECTION } };
+  const queueSettings =
+    queue.adapter === 'bull' ? { settings: BULL_STALL_SETTINGS } : role === 'worker' ? { worker: BULLMQ_STALL_SETTINGS } : { redis: { url: own.redis, ...BULLMQ_SENDER_CONNECTION } };
 
   @Module({
     imports: [
       TypeOrmModule.forRoot({ ...dataSourceOptions(kind), migrations: [], migrationsRun: false }),
       GenevaDriveModule.forRoot({
-        queue: queue.adapter === 'bullmq' ? { ...queue, ...bullMqSettings } : queue,
+        queue: { ...queue, ...queueSettings },
         housekeeping: false,
         ...(process.env.GD_PROOF_CHAIN === '0' ? { chainSteps: false as const } : {}),
       }),
@@ -145,11 +147,6 @@ async function main(): Promise<void> {
 
   if (role === 'worker') {
     const port = app.get(QUEUE_PORT);
-    if (port instanceof BullQueueAdapter) {
-      const queue = port.queue as unknown as { settings: Record<string, number>; startMoveUnlockedJobsToWait(): void };
-      Object.assign(queue.settings, BULL_STALL_SETTINGS);
-      queue.startMoveUnlockedJobsToWait();
-    }
     const report = (event: 'active' | 'completed' | 'failed') => (job: JobEvent & { message?: string }) =>
       send({ type: 'job', pid: process.pid, event, jobId: job.jobId, executionId: job.executionId, ...(job.message ? { error: job.message } : {}) });
     driver.onActive(port, report('active'));

@@ -8,6 +8,10 @@
  * body itself (outside the engine's transactions), between two random sleeps. A crash after the row
  * and before the step's outcome commits is exactly the at-least-once window: the row of the
  * recovered execution stays, and its successor writes another.
+ *
+ * In a proof's worker process (GD_PROOF_ROLE=worker) each body reports its start and its end to the
+ * spec, so that a kill knows the steps it interrupts, those a Redis job runs and those the process
+ * runs without one (chained inline, or started in-process) alike.
  */
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
@@ -56,9 +60,24 @@ export async function readSideEffects(dataSource: DataSource): Promise<SideEffec
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const random = (min: number, max: number) => min + Math.floor(Math.random() * (max - min + 1));
 
+/** What a worker's step bodies tell the spec (see the file). */
+export interface BodyReport {
+  type: 'body';
+  pid: number;
+  event: 'start' | 'end';
+  executionId: string;
+}
+
+function reportBody(event: BodyReport['event'], executionId: string): void {
+  if (process.env.GD_PROOF_ROLE === 'worker') process.send?.({ type: 'body', pid: process.pid, event, executionId } satisfies BodyReport);
+}
+
 /**
- * prepare → awaitGo (waitFor 'go') → work. LIFO jobs: a step enqueued by its predecessor is not
- * queued behind the backlog of other workflows, so the chain runs while the sender is still busy.
+ * prepare → awaitGo (waitFor 'go') → work. `prepare`'s first execution asks to be run again at once
+ * (before its side effect): the worker enqueues its successor, due now, which it starts itself
+ * (DueJobStarter) — an in-process start in every workflow; `awaitGo` and `work` are chained inline
+ * when their turn comes in the same run. LIFO jobs: a step enqueued by its predecessor is not queued
+ * behind the backlog of other workflows, so the chain runs while the sender is still busy.
  */
 @Workflow({ hero: () => TestHero, jobOptions: { lifo: true } })
 export class ProofWorkflow extends GenevaWorkflow<TestHero> {
@@ -68,6 +87,9 @@ export class ProofWorkflow extends GenevaWorkflow<TestHero> {
 
   @Step()
   async prepare() {
+    const p = this.dataSource.options.type === 'postgres' ? '$1' : '?';
+    const [{ n }] = await this.dataSource.query(`SELECT COUNT(*) AS n FROM geneva_drive_step_executions WHERE workflow_id = ${p} AND step_name = 'prepare'`, [this.record.id]);
+    if (Number(n) === 1) this.reattempt();
     await this.sideEffect('prepare');
   }
 
@@ -83,6 +105,15 @@ export class ProofWorkflow extends GenevaWorkflow<TestHero> {
 
   /** Sleep, write the row, sleep again: a crash can land before the side effect or after it. */
   private async sideEffect(step: string): Promise<void> {
+    reportBody('start', this.currentExecution.id);
+    try {
+      await this.write(step);
+    } finally {
+      reportBody('end', this.currentExecution.id);
+    }
+  }
+
+  private async write(step: string): Promise<void> {
     await sleep(random(5, 40));
     const p = (i: number) => (this.dataSource.options.type === 'postgres' ? `$${i}` : '?');
     await this.dataSource.query(
