@@ -1,0 +1,145 @@
+/**
+ * The database side of the schedule explorer: how statements are caught on the engine's pooled
+ * connections (node-postgres clients, mysql2 connections), how a connection is killed as an operator
+ * would kill it (`pg_terminate_backend`, `KILL CONNECTION`), and how to tell a statement waiting for a
+ * row lock from one that is merely running.
+ */
+import { DataSource, type DataSourceOptions } from 'typeorm';
+
+/** A driver connection as the explorer sees it. */
+export interface Connection {
+  /** The server's id of the session (PostgreSQL backend pid, MySQL thread id). */
+  readonly pid: number;
+  /** Resolves once the socket is closed (after a kill). */
+  closed(): Promise<void>;
+}
+
+/** Runs a caught statement on the driver: resolves with the arguments its callback would get after the error. */
+export type Proceed = () => Promise<unknown[]>;
+
+/** What the explorer does with a statement caught on an engine connection. */
+export type Catcher = (connection: Connection, sql: string, proceed: Proceed) => Promise<unknown[]>;
+
+/** The dialect-specific parts: catching statements, killing a session, seeing a lock wait. */
+export interface ExplorerDialect {
+  readonly kind: 'postgres' | 'mysql';
+  /** Installs `catcher` on every connection of the DataSource's pool, present and future. */
+  install(dataSource: DataSource, catcher: Catcher): void;
+  /** Kills the session `pid`, from a connection of the explorer's own. */
+  kill(pid: number): Promise<void>;
+  /** Whether the session `pid` is waiting for a lock held by another transaction. */
+  waitsForLock(pid: number): Promise<boolean>;
+  /** The error a driver gives when the connection dies with a statement in flight. */
+  lostConnectionError(): Error;
+  close(): Promise<void>;
+}
+
+const PATCHED = Symbol('explorer-patched');
+
+type Patched = Record<string | symbol, any>;
+
+/** Wraps `target[method]` so that calls go through `catcher`; callback- and promise-style calls alike. */
+function wrap(target: Patched, method: string, connection: Connection, catcher: Catcher, callbackStyle: boolean): void {
+  const original = target[method] as (...args: unknown[]) => unknown;
+  target[method] = function (this: unknown, ...args: unknown[]) {
+    const callback = typeof args[args.length - 1] === 'function' ? (args.pop() as (...results: unknown[]) => void) : undefined;
+    const first = args[0] as string | { text?: string; sql?: string };
+    const sql = typeof first === 'string' ? first : (first?.text ?? first?.sql ?? String(first));
+    const proceed: Proceed = () =>
+      callbackStyle
+        ? new Promise((resolve, reject) => original.call(this, ...args, (error: unknown, ...results: unknown[]) => (error ? reject(error) : resolve(results))))
+        : (original.apply(this, args) as Promise<unknown>).then((result) => [result]);
+    const outcome = catcher(connection, sql, proceed);
+    if (callback) {
+      outcome.then(
+        (results) => callback(null, ...results),
+        (error) => callback(error),
+      );
+      return undefined;
+    }
+    return outcome.then((results) => results[0]);
+  };
+}
+
+function socketClosed(stream: { destroyed?: boolean; once(event: string, listener: () => void): void } | undefined): Promise<void> {
+  if (!stream || stream.destroyed) return Promise.resolve();
+  return new Promise((resolve) => stream.once('close', () => resolve()));
+}
+
+export async function explorerDialect(dataSource: DataSource): Promise<ExplorerDialect> {
+  const type = dataSource.options.type;
+  if (type === 'postgres') return postgresDialect(dataSource);
+  if (type === 'mysql' || type === 'mariadb') return mysqlDialect(dataSource);
+  throw new Error(`The schedule explorer interleaves transactions of several connections: ${type} has one writer per process`);
+}
+
+/** A connection of the explorer's own, on the same database, that nothing catches. */
+function adminOf(dataSource: DataSource): Promise<DataSource> {
+  return new DataSource({ ...dataSource.options, entities: [], migrations: [], subscribers: [], poolSize: 2 } as DataSourceOptions).initialize();
+}
+
+async function postgresDialect(dataSource: DataSource): Promise<ExplorerDialect> {
+  const admin = await adminOf(dataSource);
+  return {
+    kind: 'postgres',
+    install(source, catcher) {
+      const pool = (source.driver as unknown as { master: Patched }).master;
+      const patch = (client: Patched) => {
+        if (client[PATCHED]) return;
+        client[PATCHED] = true;
+        const connection: Connection = { get pid() { return client.processID as number; }, closed: () => socketClosed(client.connection?.stream) };
+        wrap(client, 'query', connection, catcher, false);
+      };
+      for (const client of pool._clients as Patched[]) patch(client);
+      pool.on('connect', patch);
+    },
+    async kill(pid) {
+      await admin.query('SELECT pg_terminate_backend($1)', [pid]);
+    },
+    async waitsForLock(pid) {
+      const rows: Array<{ wait_event_type: string | null }> = await admin.query('SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1', [pid]);
+      return rows[0]?.wait_event_type === 'Lock';
+    },
+    lostConnectionError: () => new Error('Connection terminated unexpectedly'),
+    close: () => admin.destroy(),
+  };
+}
+
+/** How long InnoDB keeps its copy of INNODB_TRX (TRX_I_S_CACHE_MIN_REFRESH_TIME, 100 ms), and a margin. */
+const TRX_CACHE_MS = 110;
+
+async function mysqlDialect(dataSource: DataSource): Promise<ExplorerDialect> {
+  const admin = await adminOf(dataSource);
+  let lastRead = 0;
+  return {
+    kind: 'mysql',
+    install(source, catcher) {
+      const pool = (source.driver as unknown as { pool: Patched }).pool;
+      const patch = (connection: Patched) => {
+        if (connection[PATCHED]) return;
+        connection[PATCHED] = true;
+        const caught: Connection = { get pid() { return connection.threadId as number; }, closed: () => socketClosed(connection.stream) };
+        wrap(connection, 'query', caught, catcher, true);
+        wrap(connection, 'execute', caught, catcher, true);
+      };
+      const all = pool._allConnections as { length: number; get(index: number): Patched };
+      for (let index = 0; index < all.length; index++) patch(all.get(index));
+      pool.on('connection', patch);
+    },
+    async kill(pid) {
+      await admin.query(`KILL CONNECTION ${Number(pid)}`);
+    },
+    async waitsForLock(pid) {
+      // InnoDB refreshes its INFORMATION_SCHEMA transaction tables only when they were last read more
+      // than 100 ms ago: a faster poll would read the same stale copy for ever.
+      const since = Date.now() - lastRead;
+      if (since < TRX_CACHE_MS) await new Promise((resolve) => setTimeout(resolve, TRX_CACHE_MS - since));
+      lastRead = Date.now();
+      // Read whole and matched here: the id comes back as a string (TypeORM's bigNumberStrings).
+      const rows: Array<{ trx_mysql_thread_id: string | number; trx_state: string }> = await admin.query('SELECT trx_mysql_thread_id, trx_state FROM information_schema.INNODB_TRX');
+      return rows.some((row) => Number(row.trx_mysql_thread_id) === pid && row.trx_state === 'LOCK WAIT');
+    },
+    lostConnectionError: () => Object.assign(new Error('Connection lost: The server closed the connection.'), { code: 'PROTOCOL_CONNECTION_LOST', fatal: true }),
+    close: () => admin.destroy(),
+  };
+}

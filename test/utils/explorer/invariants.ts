@@ -1,0 +1,77 @@
+/**
+ * What must hold after any schedule, read from the database once the operations (and the jobs they
+ * left in the queue) are done. Each check returns the violations it found, as sentences.
+ */
+import type { DataSource } from 'typeorm';
+import { Signal, StepExecution, WorkflowRecord } from 'geneva-drive';
+import { WorkflowInstances } from '../../../libs/geneva-drive/src/execution/workflow-instances.js';
+import { WorkflowRegistry } from '../../../libs/geneva-drive/src/registry/workflow.registry.js';
+import type { INestApplicationContext } from '@nestjs/common';
+
+const ACTIVE = ['scheduled', 'waiting', 'in_progress'];
+
+export async function checkInvariants(app: INestApplicationContext, dataSource: DataSource): Promise<string[]> {
+  const manager = dataSource.manager;
+  const workflows = await manager.find(WorkflowRecord, { order: { id: 'ASC' } });
+  const executions = await manager.find(StepExecution, { order: { createdAt: 'ASC', id: 'ASC' } });
+  const signals = await manager.find(Signal, { order: { createdAt: 'ASC', id: 'ASC' } });
+  const violations: string[] = [];
+  const now = Date.now();
+
+  for (const workflow of workflows) {
+    const own = executions.filter((execution) => execution.workflowId === workflow.id);
+    const active = own.filter((execution) => ACTIVE.includes(execution.state));
+    if (active.length > 1) violations.push(`workflow ${workflow.id} has ${active.length} active executions: ${active.map((e) => `${e.id} ${e.stepName} ${e.state}`).join(', ')}`);
+    if ((workflow.state === 'finished' || workflow.state === 'canceled') && active.length > 0) {
+      violations.push(`workflow ${workflow.id} is ${workflow.state} with execution ${active[0].id} still ${active[0].state}`);
+    }
+    for (const execution of active) {
+      // Every job the operations left was run: nothing is left to start a step that is due.
+      if (execution.state === 'scheduled' && execution.scheduledFor.getTime() <= now && workflow.state === 'ready') {
+        violations.push(`execution ${execution.id} (${execution.stepName}) is scheduled and due with no job left to run it: lost`);
+      }
+      if (execution.state === 'in_progress') violations.push(`execution ${execution.id} (${execution.stepName}) is in progress with nothing running it`);
+    }
+  }
+
+  // Rows that moved along their state machine carry the stamps of the states they went through.
+  const stamps = { completed: 'completedAt', failed: 'failedAt', canceled: 'canceledAt', skipped: 'skippedAt' } as const;
+  for (const execution of executions) {
+    const stamp = stamps[execution.state as keyof typeof stamps];
+    if (stamp && (execution.finishedAt === null || execution[stamp] === null)) violations.push(`execution ${execution.id} is ${execution.state} without its ${stamp} and finishedAt`);
+    if (execution.outcome === 'success' && execution.startedAt === null) violations.push(`execution ${execution.id} completed with success but never started`);
+    if (execution.state === 'waiting' && execution.waitingSince === null) violations.push(`execution ${execution.id} is waiting without waitingSince`);
+  }
+  for (const workflow of workflows) {
+    if (workflow.state === 'performing') violations.push(`workflow ${workflow.id} is performing with nothing running`);
+  }
+
+  for (const signal of signals) {
+    const pinned = executions.filter((execution) => execution.signalId === signal.id);
+    const attaches = pinned.filter((execution) => execution.continuesFromId === null).length;
+    const label = `signal ${signal.id} (${signal.name}, ${signal.state}, claimed ${signal.claimed}, consumed ${signal.consumed})`;
+    if (Number(signal.claimed) !== attaches) violations.push(`${label}: claimed ${signal.claimed} times, but ${attaches} executions attached it (${pinned.map((e) => e.id).join(', ') || 'none'})`);
+    if (signal.state === 'pending' && (Number(signal.claimed) !== 0 || Number(signal.consumed) !== 0)) violations.push(`${label}: pending with counters set`);
+    if (signal.state !== 'pending' && signal.claimedAt === null) violations.push(`${label}: ${signal.state} without claimedAt`);
+    const chains = new Set(pinned.map((execution) => execution.stepName)).size;
+    if (Number(signal.consumed) > chains) violations.push(`${label}: consumed more often than the ${chains} chain(s) attached to it`);
+    if (signal.state === 'consumed' && Number(signal.consumed) < 1) violations.push(`${label}: consumed without a consumption`);
+  }
+
+  // No lost event: a buffered signal that a parked step accepts (its matcher deciding on the hero as
+  // it is now) must have woken it.
+  const registry = app.get(WorkflowRegistry, { strict: false });
+  const instances = app.get(WorkflowInstances, { strict: false });
+  for (const execution of executions.filter((e) => e.state === 'waiting')) {
+    const workflow = workflows.find((w) => w.id === execution.workflowId)!;
+    if (workflow.state !== 'ready') continue;
+    const definition = registry.findByName(workflow.type);
+    const step = definition?.step(execution.stepName);
+    if (!definition || !step?.waitFor) continue;
+    const instance = await instances.createBound(manager, definition, workflow, execution, { withHero: true });
+    for (const signal of signals.filter((s) => s.workflowId === workflow.id && s.state === 'pending')) {
+      if (step.waitFor.matches(signal, instance)) violations.push(`signal ${signal.id} (${signal.name}) is pending while execution ${execution.id} (${execution.stepName}), parked, accepts it: a lost event`);
+    }
+  }
+  return violations;
+}

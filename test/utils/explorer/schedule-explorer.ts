@@ -1,0 +1,356 @@
+/**
+ * The schedule explorer: runs two or three engine operations concurrently while deciding, statement
+ * by statement, which of them moves next — every interleaving in turn (depth first), or a seeded
+ * random sample where they are too many — and can kill a connection at a statement boundary.
+ *
+ * Each operation runs in an AsyncLocalStorage context of its own; every statement it sends on the
+ * engine's DataSource (through TypeORM or the hot path's prepared statements alike) is caught before
+ * it reaches the driver and parked there. When no operation is running (each is parked at its next
+ * statement, finished, or waiting in the database for a lock another one holds), the schedule picks
+ * one parked statement and lets it go. A statement that waits for a lock is seen in the server's
+ * own view of its sessions (pg_stat_activity, INNODB_TRX), never guessed from time. So a schedule is a
+ * list of choices, which replays the same run, and a run's verdict never depends on the machine's speed.
+ *
+ * Statements sent outside an operation (set-up, the invariant checks, draining the queue) run freely.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { DataSource } from 'typeorm';
+import { explorerDialect, type Connection, type ExplorerDialect, type Proceed } from './connections.js';
+
+/**
+ * A connection fault at a statement boundary. `kill`: the statement runs and its answer arrives, then
+ * the session is killed (what the operation sends next on it fails: the kill came between two
+ * statements). `lose-answer`: the statement runs, then the session is killed before its answer arrives
+ * (for a COMMIT: committed, and the client cannot know it).
+ */
+export type Fault = 'kill' | 'lose-answer';
+
+/** One choice of a schedule: which operation's parked statement goes next, and the fault it meets. */
+export interface Choice {
+  op: string;
+  fault?: Fault;
+}
+
+/** An operation to interleave: a name (used in schedules) and the engine call(s) it makes. */
+export interface Operation {
+  name: string;
+  run(): Promise<unknown>;
+}
+
+/** How an operation ended. */
+export interface Outcome {
+  value?: unknown;
+  error?: unknown;
+}
+
+/** One statement as it went in a run. */
+export interface TraceLine {
+  op: string;
+  sql: string;
+  fault?: Fault;
+  /** The statement waited in the database for a lock (released later by another operation). */
+  blocked?: boolean;
+}
+
+/** What one run did: the statements in the order they went, and how each operation ended. */
+export interface Run {
+  choices: Choice[];
+  trace: TraceLine[];
+  outcomes: Record<string, Outcome>;
+}
+
+type Status = 'running' | 'parked' | 'blocked' | 'idle' | 'done';
+
+interface OpState {
+  name: string;
+  status: Status;
+  parked?: { connection: Connection; sql: string; go(choice: Choice): void };
+  /** The session of the statement in flight, if any. */
+  inflight?: number;
+  line?: TraceLine;
+}
+
+/** Chooses the next statement: given the parked operations (sorted) and whether a fault may still be injected. */
+export type Chooser = (parked: Array<{ op: string; sql: string; mayLoseAnswer: boolean }>, faultsLeft: number) => Choice;
+
+const TICK_MS = 2;
+
+export class ScheduleExplorer {
+  private readonly storage = new AsyncLocalStorage<OpState>();
+  private ops: OpState[] = [];
+  private trace: TraceLine[] = [];
+  private readonly waiters = new Set<() => void>();
+  /** Sessions with a transaction open (BEGIN seen, no COMMIT or ROLLBACK yet). */
+  private readonly inTransaction = new Set<number>();
+
+  private constructor(private readonly dialect: ExplorerDialect) {}
+
+  /** Installs the explorer on the engine's DataSource (PostgreSQL or MySQL/MariaDB). */
+  static async attach(dataSource: DataSource): Promise<ScheduleExplorer> {
+    const explorer = new ScheduleExplorer(await explorerDialect(dataSource));
+    explorer.dialect.install(dataSource, (connection, sql, proceed) => explorer.catch(connection, sql, proceed));
+    return explorer;
+  }
+
+  get kind(): 'postgres' | 'mysql' {
+    return this.dialect.kind;
+  }
+
+  async close(): Promise<void> {
+    await this.dialect.close();
+  }
+
+  /**
+   * Inside an operation: waits for `promise` without counting as running (a job that waits for the
+   * queue to hand it over, say). The schedule goes on with the others meanwhile.
+   */
+  async idle<T>(promise: Promise<T>): Promise<T> {
+    const op = this.storage.getStore();
+    if (!op) return promise;
+    op.status = 'idle';
+    try {
+      return await promise;
+    } finally {
+      op.status = 'running';
+      this.changed();
+    }
+  }
+
+  /**
+   * Runs the operations under the schedule `choose` makes, with at most `faults` connection faults,
+   * and returns what happened. Throws when no operation can move and some have not ended.
+   */
+  async run(operations: Operation[], choose: Chooser, faults = 0): Promise<Run> {
+    this.trace = [];
+    this.inTransaction.clear();
+    const choices: Choice[] = [];
+    const outcomes: Record<string, Outcome> = {};
+    this.ops = operations.map((operation) => ({ name: operation.name, status: 'running' as Status }));
+    const settled = operations.map((operation, index) =>
+      this.storage.run(this.ops[index], async () => {
+        try {
+          outcomes[operation.name] = { value: await operation.run() };
+        } catch (error) {
+          outcomes[operation.name] = { error };
+        } finally {
+          this.ops[index].status = 'done';
+          this.changed();
+        }
+      }),
+    );
+    let faultsLeft = faults;
+    for (;;) {
+      await this.quiescent();
+      const parked = this.ops.filter((op) => op.status === 'parked');
+      if (parked.length === 0) {
+        if (this.ops.every((op) => op.status === 'done')) break;
+        if (this.ops.some((op) => op.status === 'blocked')) {
+          // Only lock waits on one another: the database's deadlock detection ends one of them.
+          await this.nextChange(50);
+          continue;
+        }
+        throw new Error(`No operation can move: ${this.ops.map((op) => `${op.name} ${op.status}`).join(', ')}\n${formatTrace(this.trace)}`);
+      }
+      const options = parked
+        .map((op) => ({ op: op.name, sql: op.parked!.sql, mayLoseAnswer: this.mayLoseAnswer(op.parked!.connection.pid, op.parked!.sql) }))
+        .sort((a, b) => a.op.localeCompare(b.op));
+      const choice = choose(options, faultsLeft);
+      const op = parked.find((candidate) => candidate.name === choice.op);
+      if (!op) throw new Error(`The schedule chose ${choice.op}, which is not waiting at a statement (${options.map((o) => o.op).join(', ')} are)`);
+      if (choice.fault) faultsLeft--;
+      choices.push(choice);
+      const go = op.parked!.go;
+      op.parked = undefined;
+      op.status = 'running';
+      go(choice);
+    }
+    await Promise.all(settled);
+    return { choices, trace: this.trace, outcomes };
+  }
+
+  /** A COMMIT, or a statement outside a transaction (it commits by itself). */
+  private mayLoseAnswer(pid: number, sql: string): boolean {
+    return /^\s*COMMIT/i.test(sql) || !this.inTransaction.has(pid);
+  }
+
+  /** The catcher installed on every connection: statements of an operation wait for the schedule. */
+  private async catch(connection: Connection, sql: string, proceed: Proceed): Promise<unknown[]> {
+    const op = this.storage.getStore();
+    if (!op || op.status === 'done' || !this.ops.includes(op)) return proceed();
+    const choice = await new Promise<Choice>((go) => {
+      op.parked = { connection, sql, go };
+      op.status = 'parked';
+      this.changed();
+    });
+    const pid = connection.pid;
+    const line: TraceLine = { op: op.name, sql, ...(choice.fault ? { fault: choice.fault } : {}) };
+    this.trace.push(line);
+    op.inflight = pid;
+    op.line = line;
+    try {
+      if (choice.fault === 'lose-answer') {
+        await proceed().catch(() => undefined);
+        await this.killSession(connection);
+        throw this.dialect.lostConnectionError();
+      }
+      const results = await proceed();
+      this.track(pid, sql);
+      if (choice.fault === 'kill') await this.killSession(connection);
+      return results;
+    } finally {
+      op.inflight = undefined;
+      op.line = undefined;
+      if (op.status === 'blocked') op.status = 'running';
+      this.changed();
+    }
+  }
+
+  private async killSession(connection: Connection): Promise<void> {
+    this.inTransaction.delete(connection.pid);
+    await this.dialect.kill(connection.pid);
+    await connection.closed();
+  }
+
+  private track(pid: number, sql: string): void {
+    if (/^\s*(BEGIN|START TRANSACTION)/i.test(sql)) this.inTransaction.add(pid);
+    else if (/^\s*(COMMIT|ROLLBACK)\s*$/i.test(sql)) this.inTransaction.delete(pid);
+  }
+
+  /** Waits until no operation is running: each is parked, idle, done, or waiting for a lock. */
+  private async quiescent(): Promise<void> {
+    for (;;) {
+      const running = this.ops.filter((op) => op.status === 'running');
+      if (running.length === 0) return;
+      for (const op of running) {
+        const pid = op.inflight;
+        if (pid !== undefined && (await this.dialect.waitsForLock(pid)) && op.inflight === pid && op.status === 'running') {
+          op.status = 'blocked';
+          if (op.line) op.line.blocked = true;
+        }
+      }
+      if (this.ops.some((op) => op.status === 'running')) await this.nextChange(TICK_MS);
+    }
+  }
+
+  private nextChange(timeoutMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      const waiter = () => {
+        clearTimeout(timer);
+        this.waiters.delete(waiter);
+        resolve();
+      };
+      const timer = setTimeout(waiter, timeoutMs);
+      this.waiters.add(waiter);
+    });
+  }
+
+  private changed(): void {
+    for (const waiter of [...this.waiters]) waiter();
+  }
+}
+
+// ------------------------------------------------------------------ schedules
+
+/** A schedule as text: `A B B A!kill B!lose-answer` — the operation of each choice, `!` its fault. */
+export function formatChoices(choices: Choice[]): string {
+  return choices.map((choice) => (choice.fault ? `${choice.op}!${choice.fault}` : choice.op)).join(' ');
+}
+
+export function parseChoices(text: string): Choice[] {
+  return text
+    .trim()
+    .split(/\s+/)
+    .filter(Boolean)
+    .map((word) => {
+      const [op, fault] = word.split('!');
+      return fault ? { op, fault: fault as Fault } : { op };
+    });
+}
+
+/** The run's statements in order, one line each, the operation first; and then per operation. */
+export function formatTrace(trace: TraceLine[]): string {
+  const short = (sql: string) => sql.replace(/\s+/g, ' ').slice(0, 160);
+  const mark = (line: TraceLine) => `${line.fault ? ` [${line.fault}]` : ''}${line.blocked ? ' [waited for a lock]' : ''}`;
+  const lines = trace.map((line, index) => `  ${String(index + 1).padStart(3)}. ${line.op}: ${short(line.sql)}${mark(line)}`);
+  const byOp = new Map<string, string[]>();
+  trace.forEach((line, index) => byOp.set(line.op, [...(byOp.get(line.op) ?? []), `    ${index + 1}. ${short(line.sql)}${mark(line)}`]));
+  const perOp = [...byOp].map(([op, statements]) => `  ${op}:\n${statements.join('\n')}`);
+  return `statements in the order they went:\n${lines.join('\n')}\nper operation:\n${perOp.join('\n')}`;
+}
+
+/** A small seeded PRNG (mulberry32): the same seed gives the same schedule. */
+export function random(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The options of one choice point, faults included while some are left. */
+function optionsAt(parked: Parameters<Chooser>[0], faultsLeft: number): Choice[] {
+  const options: Choice[] = [];
+  for (const { op, mayLoseAnswer } of parked) {
+    options.push({ op });
+    if (faultsLeft > 0) {
+      options.push({ op, fault: 'kill' });
+      if (mayLoseAnswer) options.push({ op, fault: 'lose-answer' });
+    }
+  }
+  return options;
+}
+
+/** Follows `choices`, then picks at random with `seed` (a replay of a printed schedule passes both). */
+export function seededChooser(seed: number, choices: Choice[] = [], faultRate = 0.1): Chooser {
+  const next = random(seed);
+  let index = 0;
+  return (parked, faultsLeft) => {
+    if (index < choices.length) return choices[index++];
+    index++;
+    const { op, mayLoseAnswer } = parked[Math.floor(next() * parked.length)];
+    if (faultsLeft > 0 && next() < faultRate) return { op, fault: mayLoseAnswer && next() < 0.5 ? 'lose-answer' : 'kill' };
+    return { op };
+  };
+}
+
+/**
+ * Depth-first enumeration of every schedule: `chooser()` gives the chooser of the next run, `done`
+ * tells when all were run. Each run follows the recorded prefix, then takes the first option at
+ * each new choice point; afterwards the deepest choice point with an option left moves on.
+ */
+export class DepthFirst {
+  private path: Array<{ index: number; count: number }> = [];
+  private started = false;
+
+  get done(): boolean {
+    return this.started && this.path.length === 0;
+  }
+
+  chooser(): Chooser {
+    this.started = true;
+    let depth = 0;
+    return (parked, faultsLeft) => {
+      const options = optionsAt(parked, faultsLeft);
+      if (depth >= this.path.length) this.path.push({ index: 0, count: options.length });
+      const point = this.path[depth++];
+      if (point.count !== options.length) throw new Error(`A replayed schedule met ${options.length} options where it had met ${point.count}: the run is not deterministic`);
+      return options[point.index];
+    };
+  }
+
+  /** After a run: the next schedule to try (false when every one was tried). */
+  advance(): boolean {
+    while (this.path.length > 0) {
+      const last = this.path[this.path.length - 1];
+      if (last.index + 1 < last.count) {
+        last.index++;
+        return true;
+      }
+      this.path.pop();
+    }
+    return false;
+  }
+}
