@@ -6,6 +6,7 @@ import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { DeadlinesNotMigratedError, SignalsNotMigratedError } from '../errors/signal.errors.js';
 import { StepNotDefinedError } from '../errors/step-not-defined.error.js';
+import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import { PAUSE_POLICY, resolveExceptionPolicy, type ExceptionPolicy } from '../exception-policy/exception-policy.js';
 import { isFlowControl, type FlowControlIntent } from '../flow-control/flow-control.js';
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
@@ -62,7 +63,8 @@ interface Chain {
   startedAt: number;
 }
 
-type PrepareResult = { run: Prepared } | { done: true; error?: unknown };
+/** `missing`: no such workflow (yet: the transaction that enqueued the job may not have committed). */
+type PrepareResult = { run: Prepared } | { done: true; error?: unknown } | { missing: true };
 
 /** What phase 3 recorded (null states: the outcome was discarded), and the step it started inline. */
 interface Recorded {
@@ -134,11 +136,17 @@ export class ExecutorService {
 
   private async executeJob(executionId: string, options: ExecuteOptions): Promise<void> {
     const workflowId = options.hints?.workflowId ?? (await this.findWorkflowId(executionId));
-    if (workflowId === null) {
+    let prepared = workflowId === null ? null : await this.prepareSafely(executionId, workflowId, options);
+    // A job may start before the transaction that enqueued it commits (enqueueAfterCommit: false,
+    // a replica behind): a few short lookups give the commit time to land.
+    for (let attempt = 1; prepared !== null && 'missing' in prepared && attempt < LOOKUP_ATTEMPTS; attempt++) {
+      await pause(LOOKUP_PAUSE_MS);
+      prepared = await this.prepareSafely(executionId, workflowId!, options);
+    }
+    if (prepared === null || 'missing' in prepared) {
       this.logger.warn(`Step execution ${executionId} does not exist (deleted, or never committed); job ignored`);
       return;
     }
-    const prepared = await this.prepareSafely(executionId, workflowId, options);
     if ('done' in prepared) {
       if (prepared.error !== undefined) throw prepared.error;
       return;
@@ -171,7 +179,7 @@ export class ExecutorService {
     for (let attempt = 1; attempt <= LOOKUP_ATTEMPTS; attempt++) {
       const row = await this.transactions.dataSource.manager.findOne(StepExecution, { where: { id: executionId }, select: { id: true, workflowId: true } });
       if (row) return row.workflowId;
-      if (attempt < LOOKUP_ATTEMPTS) await new Promise((resolve) => setTimeout(resolve, LOOKUP_PAUSE_MS));
+      if (attempt < LOOKUP_ATTEMPTS) await pause(LOOKUP_PAUSE_MS);
     }
     return null;
   }
@@ -197,10 +205,18 @@ export class ExecutorService {
   }
 
   private async prepare(manager: EntityManager, executionId: string, workflowId: string, options: ExecuteOptions): Promise<PrepareResult> {
-    const { heroType, heroId } = options.hints ?? {};
-    const hint = heroType !== undefined && heroId !== undefined ? { type: heroType, id: heroId } : undefined;
-    const { workflow, execution, signal, hero } = await this.store.lockStep(manager, workflowId, executionId, hint);
-    return this.prepareLocked(manager, workflow, execution, executionId, options, signal, hero);
+    // The hero is read by a statement of its own once the locks are held (prepareLocked), never with
+    // the locking read: that statement's snapshot (PostgreSQL) or read view (MySQL's subqueries) is
+    // taken before it waits for the locks, and would miss what their holder committed meanwhile — a
+    // hero changed in the transaction that delivered the signal this step is about to attach.
+    let locked: Awaited<ReturnType<WorkflowStore['lockStep']>>;
+    try {
+      locked = await this.store.lockStep(manager, workflowId, executionId);
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) return { missing: true };
+      throw error;
+    }
+    return this.prepareLocked(manager, locked.workflow, locked.execution, executionId, options, locked.signal);
   }
 
   /** Phase 1 once the workflow and execution rows are locked and read. */
@@ -306,9 +322,10 @@ export class ExecutorService {
    * body — no cancelIf, no skipIf, and a `waitFor` step only once woken with its signal — as its
    * job's hints tell before any read: the rows are read without locks, and the start is written by
    * one statement that writes only while they are still as read (WorkflowStore.writeIfUnchanged).
-   * Two statements instead of a transaction of four. Null whenever anything is not as the happy
-   * path expects (a duplicate job, a paused workflow, a gone hero, a failed statement): the locked
-   * phase 1 then decides, from the rows as they are.
+   * The hero is read after that statement took (and released) the row locks, so the body sees every
+   * commit made under them before. Three statements instead of a transaction of five. Null whenever
+   * anything is not as the happy path expects (a duplicate job, a paused workflow, a failed
+   * statement): the locked phase 1 then decides, from the rows as they are.
    */
   private async prepareUnlocked(executionId: string, workflowId: string, options: ExecuteOptions): Promise<PrepareResult | null> {
     const { workflowType, stepName, heroType, heroId } = options.hints ?? {};
@@ -318,19 +335,20 @@ export class ExecutorService {
     if (!this.store.writesIfUnchanged(this.transactions.dataSource.manager)) return null;
     const manager = this.transactions.dataSource.createEntityManager();
     let prepared: Prepared;
+    let signal: Signal | null;
     const started = performance.now();
     try {
-      const read = await this.store.readStep(manager, workflowId, executionId, { type: heroType, id: heroId });
+      const read = await this.store.readStep(manager, workflowId, executionId, heroType);
       if (!read) return null;
-      const { workflow, execution, signal, hero } = read;
+      const { workflow, execution } = read;
+      signal = read.signal;
       const woken = !step.waitFor || (execution.signalId != null && signal?.id === execution.signalId);
       const runnable = workflow.state === 'ready' || workflow.state === 'performing';
-      if (workflow.type !== definition.name || execution.stepName !== step.name || execution.state !== 'scheduled' || !runnable || !woken) return null;
-      if (hero === undefined || (hero === null && !definition.mayProceedWithoutHero)) return null;
+      const ownHero = workflow.heroType === heroType && workflow.heroId === heroId;
+      if (workflow.type !== definition.name || execution.stepName !== step.name || execution.state !== 'scheduled' || !runnable || !woken || !ownHero) return null;
       if (step.waitFor) this.deadline.assertSchema(workflow, step); // [deadline hook]
       const logger = new ContextLogger(this.logger, workflow, execution);
       const instance = await this.instances.create(definition);
-      workflowInternals.bind(instance, { hero, record: workflow, execution, signal: step.waitFor ? signal : null, logger });
       prepared = { executionId, workflowId, definition, step, instance, workflow, execution, logger, run: options };
       const expected = { workflowId: workflow.id, workflowState: workflow.state, executionId: execution.id, executionState: execution.state };
       if (!(await this.store.writeIfUnchanged(manager, expected, () => this.markStarted(manager, workflow, execution, step, options)))) return null;
@@ -340,6 +358,23 @@ export class ExecutorService {
       return null;
     }
     // Started: from here on nothing may send the job to the locked phase, which would not run it.
+    const { workflow, execution, instance, logger } = prepared;
+    let hero: object | null;
+    try {
+      hero = await this.store.readHero(manager, heroType, heroId);
+    } catch (error) {
+      // The body cannot run without its hero: the attempt fails as one whose body raised would.
+      return this.finalize(prepared, { kind: 'exception', error, policy: resolveExceptionPolicy(step, definition.exceptionPolicies, error) }).then(
+        () => ({ done: true }),
+        (raised: unknown) => ({ done: true, error: raised }),
+      );
+    }
+    if (hero === null && !definition.mayProceedWithoutHero) {
+      logger.log('Hero is gone: workflow canceled');
+      await this.finalize(prepared, { kind: 'flow', intent: { kind: 'cancel' } });
+      return { done: true };
+    }
+    workflowInternals.bind(instance, { hero, record: workflow, execution, signal: step.waitFor ? signal : null, logger });
     publish('precondition', () => ({ ...this.eventBase(prepared, started), ...dueKeys(prepared.execution), outcome: 'passed' }));
     return { run: prepared };
   }
@@ -815,4 +850,8 @@ export class ExecutorService {
       durationMs: performance.now() - started,
     };
   }
+}
+
+function pause(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -18,7 +18,7 @@ import { assertWorkflowTransition, STOPPED_WORKFLOW_STATES, type WorkflowState }
 import type { AfterCommitSubscriber } from './after-commit.js';
 import { lockRow } from './row-lock.js';
 import { hotPathSqlFor, type HotPathSql, type HotPathSqlOptions, type WriteBatch } from './sql/index.js';
-import type { ExpectedStates, HeroKey, HeroRow } from './sql/hot-path-sql.js';
+import type { ExpectedStates, HeroRow } from './sql/hot-path-sql.js';
 import { loadHero } from '../execution/hero.js';
 import type { SchemaCapabilities } from './schema-capabilities.js';
 
@@ -191,28 +191,23 @@ export class WorkflowStore {
    * The workflow and its execution under their row locks, read in one statement (the start of every
    * executor transaction). The execution is null when it is gone or not the workflow's.
    */
-  async lockStep(
-    manager: EntityManager,
-    workflowId: string,
-    executionId: string,
-    hero?: HeroKey,
-  ): Promise<{ workflow: WorkflowRecord; execution: StepExecution | null; signal: Signal | null; hero?: object | null }> {
+  async lockStep(manager: EntityManager, workflowId: string, executionId: string): Promise<{ workflow: WorkflowRecord; execution: StepExecution | null; signal: Signal | null }> {
     await this.flush(manager);
-    const rows = await this.sql(manager).lockStep(manager, this.workflowId(workflowId), executionId, hero);
+    const rows = await this.sql(manager).lockStep(manager, this.workflowId(workflowId), executionId);
     if (rows) return rows;
     return { workflow: await this.lockWorkflow(manager, workflowId), execution: await this.lockExecution(manager, executionId), signal: null };
   }
 
   /**
-   * The workflow, its execution, the signal it is pinned to and the job's hero as they are now, read
-   * without locks in one statement, for a phase that writes with {@link writeIfUnchanged}. Null, with
-   * nothing read, for a hero that fixed SQL cannot read (see HotPathSql.heroCodec); null when a row
-   * is gone (the locked read sorts that out).
+   * The workflow, its execution and the signal it is pinned to as they are now, read without locks in
+   * one statement, for a phase that writes with {@link writeIfUnchanged}. Null, with nothing read, for
+   * a hero that fixed SQL cannot read (see HotPathSql.heroCodec: such a phase reads it through
+   * TypeORM, under the locks); null when a row is gone (the locked read sorts that out).
    */
-  async readStep(manager: EntityManager, workflowId: string, executionId: string, hero: HeroKey): Promise<{ workflow: WorkflowRecord; execution: StepExecution; signal: Signal | null; hero?: object | null } | null> {
+  async readStep(manager: EntityManager, workflowId: string, executionId: string, heroType: string): Promise<{ workflow: WorkflowRecord; execution: StepExecution; signal: Signal | null } | null> {
     const sql = this.sql(manager);
-    if (!sql.heroCodec(hero.type)) return null;
-    return sql.lockStep(manager, this.workflowId(workflowId), executionId, hero, false);
+    if (!sql.heroCodec(heroType)) return null;
+    return sql.lockStep(manager, this.workflowId(workflowId), executionId, false);
   }
 
   /** Whether the dialect writes a phase in one statement that checks the rows (see writeIfUnchanged). */

@@ -41,12 +41,6 @@ export interface ExpectedStates {
   executionState: string;
 }
 
-/** A hero to read with the lock or with a batch's writes, by entity name and key. */
-export interface HeroKey {
-  type: string;
-  id: string;
-}
-
 /** A read that rides on the statement of a batch's writes (PostgreSQL) or follows it. */
 export interface TrailingRead {
   /** The SELECT, its parameters bound through `bind`. */
@@ -78,7 +72,7 @@ export abstract class HotPathSql {
   readonly workflows: EntityCodec<WorkflowRecord>;
   readonly executions: EntityCodec<StepExecution>;
   readonly signals: EntityCodec<Signal>;
-  private readonly lockSql = new Map<string, { sql: string; order: Array<'workflow' | 'execution' | 'hero'> }>();
+  private readonly lockSql = new Map<string, string>();
   private lockWorkflowSql: string | undefined;
   private readonly heroCodecs = new Map<string, EntityCodec<ObjectLiteral> | null>();
 
@@ -121,18 +115,6 @@ export abstract class HotPathSql {
   /** Whether {@link writeIfUnchanged} is available (PostgreSQL). */
   readonly writesIfUnchanged: boolean = false;
 
-  /**
-   * How the lock read also reads the hero, without locking the hero's row: joined (PostgreSQL locks
-   * only `OF w, e`; SQLite locks no rows). Each part binds its parameters through `at`, in the order
-   * they appear.
-   */
-  protected heroInLock(codec: EntityCodec<ObjectLiteral>): { select(at: (name: 'hero') => string): string; join(at: (name: 'hero') => string): string } {
-    return {
-      select: () => `, ${codec.selectList('h')}`,
-      join: (at) => `LEFT JOIN ${codec.table} h ON ${this.heroMatch(codec, at('hero'))} `,
-    };
-  }
-
   /** The codec of a hero entity read by fixed SQL, or null when it must be read through TypeORM (see EntityCodec.isPlain). */
   heroCodec(heroType: string): EntityCodec<ObjectLiteral> | null {
     let codec = this.heroCodecs.get(heroType);
@@ -167,44 +149,35 @@ export abstract class HotPathSql {
    * Reads the workflow and its execution under their row locks (without them, `locked` false), and
    * the signal the execution is pinned to (a woken step's), in one statement. Null when the workflow
    * or execution is gone or the execution is not the workflow's. `signal` is null without a pin or
-   * without the signals migration.
+   * without the signals migration. Never the hero: a locking read's snapshot is taken before it
+   * waits for the locks, so what it reads beside the locked rows may predate their holder's commit
+   * (read the hero with {@link heroRead} once the locks are held).
    */
   async lockStep(
     manager: EntityManager,
     workflowId: string,
     executionId: string,
-    hero?: HeroKey,
     locked = true,
-  ): Promise<{ workflow: WorkflowRecord; execution: StepExecution; signal: Signal | null; hero?: object | null } | null> {
+  ): Promise<{ workflow: WorkflowRecord; execution: StepExecution; signal: Signal | null } | null> {
     if (locked) await this.beforeLock(manager, workflowId);
     const pins = this.executions.has('signalId');
-    const heroCodec = hero ? this.heroCodec(hero.type) : null;
-    const key = `${locked ? 'lock' : 'read'}:${heroCodec ? hero!.type : ''}`;
-    let lock = this.lockSql.get(key);
-    if (lock === undefined) {
-      // Parameters in the order they appear: `?` placeholders bind by position.
-      const order: Array<'workflow' | 'execution' | 'hero'> = [];
-      const at = (name: 'workflow' | 'execution' | 'hero') => this.placeholder(order.push(name));
-      const heroPart = heroCodec ? this.heroInLock(heroCodec) : null;
-      const sql =
-        `SELECT ${this.workflows.selectList('w')}, ${this.executions.selectList('e')}${pins ? `, ${this.signals.selectList('s')}` : ''}` +
-        `${heroPart ? heroPart.select(at) : ''} FROM ${this.workflows.table} w ${this.join()} ${this.executions.table} e ` +
-        `ON e.${this.executions.column('id')} = ${at('execution')} AND e.${this.executions.column('workflowId')} = w.${this.workflows.column('id')} ` +
+    const key = locked ? 'lock' : 'read';
+    let sql = this.lockSql.get(key);
+    if (sql === undefined) {
+      sql =
+        `SELECT ${this.workflows.selectList('w')}, ${this.executions.selectList('e')}${pins ? `, ${this.signals.selectList('s')}` : ''} ` +
+        `FROM ${this.workflows.table} w ${this.join()} ${this.executions.table} e ` +
+        `ON e.${this.executions.column('id')} = ${this.placeholder(1)} AND e.${this.executions.column('workflowId')} = w.${this.workflows.column('id')} ` +
         (pins ? `LEFT JOIN ${this.signals.table} s ON s.${this.signals.column('id')} = e.${this.executions.column('signalId')} ` : '') +
-        (heroPart ? heroPart.join(at) : '') +
-        `WHERE w.${this.workflows.column('id')} = ${at('workflow')}${locked ? this.lockClause('w, e') : ''}`;
-      lock = { sql, order };
-      this.lockSql.set(key, lock);
+        `WHERE w.${this.workflows.column('id')} = ${this.placeholder(2)}${locked ? this.lockClause('w, e') : ''}`;
+      this.lockSql.set(key, sql);
     }
-    const values = { workflow: workflowId, execution: executionId, hero: heroCodec ? heroCodec.param(heroCodec.primaryKey, hero!.id) : undefined };
-    const rows: Array<Record<string, unknown>> = await this.query(manager, lock.sql, lock.order.map((name) => values[name]));
+    const rows: Array<Record<string, unknown>> = await this.query(manager, sql, [executionId, workflowId]);
     if (rows.length === 0) return null;
     const workflow = this.workflows.fromRow(rows[0], 'w');
     const execution = this.executions.fromRow(rows[0], 'e');
     const signal = pins && execution.signalId !== null ? this.signals.fromRow(rows[0], 's') : null;
-    // The hero read is the workflow's only when the job named the workflow's own hero.
-    const ownHero = heroCodec && workflow.heroType === hero!.type && workflow.heroId === hero!.id;
-    return { workflow, execution, signal: signal?.id ? signal : null, ...(ownHero ? { hero: this.heroFrom(heroCodec, rows) } : {}) };
+    return { workflow, execution, signal: signal?.id ? signal : null };
   }
 
   /** The workflow under its row lock. */

@@ -1,9 +1,8 @@
-import type { DataSource, EntityManager, ObjectLiteral } from 'typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
 import type { Signal } from '../../entities/signal.entity.js';
 import type { WorkflowRecord } from '../../entities/workflow.entity.js';
 import { isUniqueViolation } from '../unique-violation.js';
 import type { StepExecution } from '../../entities/step-execution.entity.js';
-import type { EntityCodec } from './entity-codec.js';
 import { HotPathSql, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
 
 /** The mysql2 connection behind TypeORM's query runner (mysql2 is an optional peer: only what is called here). */
@@ -105,21 +104,6 @@ export class MysqlHotPathSql extends HotPathSql {
 
   protected fromNothing(): string {
     return ' FROM DUAL';
-  }
-
-  /**
-   * A join would lock the hero's row too (MariaDB has no `FOR UPDATE OF`); a locking read does not
-   * lock what its scalar subqueries read, so each hero column is one of those (a primary-key lookup).
-   */
-  protected heroInLock(codec: EntityCodec<ObjectLiteral>): { select(at: (name: 'hero') => string): string; join(): string } {
-    return {
-      select: (at) =>
-        codec
-          .selectColumns('h')
-          .map(({ column, as }) => `, (SELECT h.${column} FROM ${codec.table} h WHERE ${this.heroMatch(codec, at('hero'))}) AS ${as}`)
-          .join(''),
-      join: () => '',
-    };
   }
 
   async write(manager: EntityManager, batch: WriteBatch, then?: TrailingRead): Promise<Array<Record<string, unknown>>> {
