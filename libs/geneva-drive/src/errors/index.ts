@@ -17,3 +17,4 @@ export * from './data-source-not-found.error.js';
 export * from './entities-not-registered.error.js';
 export * from './schema-not-migrated.error.js';
 export * from './queue-configuration.error.js';
+export * from './commit-outcome-unknown.error.js';

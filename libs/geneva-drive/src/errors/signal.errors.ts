@@ -66,3 +66,23 @@ export class NoOngoingWorkflowError extends GenevaDriveError {
     super(`Cannot deliver signal "${signalName}": no ongoing ${workflowClass} workflow for ${heroType} ${heroId}`);
   }
 }
+
+/**
+ * `signal()` could not learn whether its signal was recorded: the connection was lost while it
+ * committed, and the database stayed out of reach while it looked again. The signal may or may not
+ * be stored (and its step woken). Deliver it again only with an `idempotencyKey` (a webhook's event
+ * id): a redelivery of a known key changes nothing, a keyless one may be recorded twice.
+ * @publicApi
+ */
+export class SignalOutcomeUnknownError extends GenevaDriveError {
+  constructor(
+    readonly workflowId: string,
+    readonly signalName: string,
+    cause: unknown,
+  ) {
+    super(
+      `The connection to the database was lost while signal "${signalName}" to workflow ${workflowId} was committing, and whether it was recorded could not be read back: deliver it again with an idempotencyKey`,
+      { cause },
+    );
+  }
+}

@@ -1,4 +1,5 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import { CommitOutcomeUnknownError } from '../errors/commit-outcome-unknown.error.js';
 import { isStaleStatement } from './stale-statement.js';
 
 const DEADLOCK_TRIES = 4;
@@ -74,18 +75,6 @@ const ownRunners = new WeakSet<QueryRunner>();
  */
 export function inOwnTransaction(manager: EntityManager): boolean {
   return manager.queryRunner !== undefined && ownRunners.has(manager.queryRunner);
-}
-
-/**
- * The connection was lost while COMMIT was on its way: the transaction may have committed or not,
- * and the client cannot tell which. Raised for work that is not safe to run again (see
- * TransactionOptions.idempotent); `cause` is the connection error.
- */
-export class CommitOutcomeUnknownError extends Error {
-  constructor(readonly cause: unknown) {
-    super(`The connection to the database was lost during COMMIT (${String((cause as Error)?.message ?? cause)}): the transaction may or may not have committed`);
-    this.name = 'CommitOutcomeUnknownError';
-  }
 }
 
 export function holdsSqliteWriteLock(manager: EntityManager): boolean {

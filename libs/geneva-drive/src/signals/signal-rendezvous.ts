@@ -3,6 +3,7 @@ import { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { SignalsNotMigratedError } from '../errors/signal.errors.js';
+import { latestRowsLock } from '../persistence/row-lock.js';
 import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
 import type { StepDefinition } from '../registry/workflow-definition.js';
@@ -80,10 +81,7 @@ export class SignalRendezvous {
       const instance = await this.instances.createBound(manager, definition, workflow, execution, { withHero: step.waitFor.needsWorkflow !== false });
       if (!step.waitFor.matches(signal, instance)) continue;
       await this.claim(manager, signal);
-      // A job id of its own: the job that parked the execution may still be in the queue (it is
-      // removed only once the worker reports it done, after the park committed), and Bull silently
-      // drops an add whose id exists — the wake-up would be lost. One wake per signal and execution.
-      const jobId = `${execution.id}-wake-${signal.id}`;
+      const jobId = wakeJobId(execution, signal);
       await this.store.transitionExecution(manager, execution, 'scheduled', null, {
         signalId: signal.id,
         // Due now: if the enqueue below is lost, the stuck-scheduled sweep finds this row overdue.
@@ -118,6 +116,24 @@ export class SignalRendezvous {
     const instance = await this.instances.createBound(manager, definition, workflow, execution, { withHero: step.waitFor.needsWorkflow !== false });
     const signal = await this.firstMatching(manager, workflow.id, step, instance);
     return signal ? this.dispatch(manager, workflow, signal) : 0;
+  }
+
+  /**
+   * Sends again the wake-up jobs of the executions `signal` woke that have not started yet: after a
+   * COMMIT whose answer was lost, the jobs it would have enqueued were never sent. Returns how many.
+   */
+  async resendWakes(manager: EntityManager, workflow: WorkflowRecord, signal: Signal): Promise<number> {
+    const definition = this.registry.findByName(workflow.type);
+    await this.store.flush(manager);
+    const woken = await manager.find(StepExecution, { where: { workflowId: workflow.id, signalId: signal.id, state: 'scheduled' }, lock: latestRowsLock(manager) });
+    let sent = 0;
+    for (const execution of woken) {
+      const jobId = wakeJobId(execution, signal);
+      if (execution.jobId !== jobId) continue;
+      await this.store.enqueue(manager, workflow, execution, jobOptionsFor(definition, definition?.step(execution.stepName)), jobId);
+      sent++;
+    }
+    return sent;
   }
 
   // ------------------------------------------------------------ settlement
@@ -167,4 +183,13 @@ export class SignalRendezvous {
     }
     return null;
   }
+}
+
+/**
+ * The job id of a wake-up. Not the execution's id: the job that parked the execution may still be in
+ * the queue (it is removed only once the worker reports it done, after the park committed), and Bull
+ * silently drops an add whose id exists — the wake-up would be lost. One wake per signal and execution.
+ */
+function wakeJobId(execution: StepExecution, signal: Signal): string {
+  return `${execution.id}-wake-${signal.id}`;
 }

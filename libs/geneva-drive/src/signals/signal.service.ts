@@ -2,8 +2,10 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Signal } from '../entities/signal.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
-import { WorkflowNotOngoingError } from '../errors/signal.errors.js';
+import { CommitOutcomeUnknownError } from '../errors/commit-outcome-unknown.error.js';
+import { SignalOutcomeUnknownError, WorkflowNotOngoingError } from '../errors/signal.errors.js';
 import { deliveryDisposition, publish, traced } from '../instrumentation/geneva-drive.events.js';
+import { latestRowsLock } from '../persistence/row-lock.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { idOf, WorkflowStore } from '../persistence/workflow-store.js';
@@ -61,25 +63,37 @@ export class SignalService {
     return traced('signal', () => ({ workflowId: String(idOf(workflow)), name }), async () => {
       const { workflowId, prepared } = this.intake.prepareCall(workflow, name, options);
       let workflowClass: string | undefined;
-      // Batched: a wake's claim and the execution it schedules are written together.
-      const result = await this.transactions.run((manager) => this.store.batched(manager, async () => {
-        const { workflow: record, waiting: parked } = await this.store.lockForSignal(manager, workflowId);
-        workflowClass = record.type;
-        const terminal = !record.isOngoing();
-        if (terminal && prepared.idempotencyKey === null) throw new WorkflowNotOngoingError(record.id, record.state, name);
-        // A paused workflow buffers: resume delivers.
-        const delivers = !record.isPaused() && this.schema.hasSignals;
-        const { signal, duplicate, waiting } = terminal
-          ? { signal: await this.intake.findExisting(manager, record.id, prepared), duplicate: true, waiting: [] }
-          : await this.intake.insert(manager, record.id, prepared, delivers && !parked);
-        if (!signal) throw new WorkflowNotOngoingError(record.id, record.state, name);
-        signal.duplicateDelivery = duplicate;
-        const woken = duplicate || !delivers ? 0 : await this.rendezvous.dispatch(manager, record, signal, parked ?? waiting);
-        return { signal, woken };
-      }), options?.manager).catch((error: unknown) => {
-        if (error instanceof WorkflowNotOngoingError) publish('signal', () => ({ workflowId, workflowClass, signalId: null, name, duplicate: false, woken: 0, disposition: 'rejected' }));
-        throw error;
-      });
+      /** The row this attempt inserted (not a redelivery's): what to look for after a lost COMMIT. */
+      let written: Signal | undefined;
+      const deliver = () =>
+        // Batched: a wake's claim and the execution it schedules are written together.
+        this.transactions.run((manager) => this.store.batched(manager, async () => {
+          written = undefined;
+          const { workflow: record, waiting: parked } = await this.store.lockForSignal(manager, workflowId);
+          workflowClass = record.type;
+          const terminal = !record.isOngoing();
+          if (terminal && prepared.idempotencyKey === null) throw new WorkflowNotOngoingError(record.id, record.state, name);
+          // A paused workflow buffers: resume delivers.
+          const delivers = !record.isPaused() && this.schema.hasSignals;
+          const { signal, duplicate, waiting } = terminal
+            ? { signal: await this.intake.findExisting(manager, record.id, prepared), duplicate: true, waiting: [] }
+            : await this.intake.insert(manager, record.id, prepared, delivers && !parked);
+          if (!signal) throw new WorkflowNotOngoingError(record.id, record.state, name);
+          if (!duplicate) written = signal;
+          signal.duplicateDelivery = duplicate;
+          const woken = duplicate || !delivers ? 0 : await this.rendezvous.dispatch(manager, record, signal, parked ?? waiting);
+          return { signal, woken };
+        }), options?.manager);
+      const result = await deliver()
+        .catch(async (error: unknown) => {
+          if (!(error instanceof CommitOutcomeUnknownError)) throw error;
+          // The answer to COMMIT was lost: read whether it committed, and deliver again if not.
+          return (await this.recordedBefore(workflowId, name, written, error)) ?? deliver();
+        })
+        .catch((error: unknown) => {
+          if (error instanceof WorkflowNotOngoingError) publish('signal', () => ({ workflowId, workflowClass, signalId: null, name, duplicate: false, woken: 0, disposition: 'rejected' }));
+          throw error;
+        });
       publish('signal', () => ({
         workflowId,
         workflowClass,
@@ -91,6 +105,33 @@ export class SignalService {
       }));
       return result.signal as Signal<Payload>;
     });
+  }
+
+  /**
+   * After a COMMIT whose answer was lost: the signal `written` as it is stored, with the wake-ups
+   * that commit could not send sent now, or null when it did not commit (then nothing was written
+   * and delivering again is safe). The workflow lock, which the lost transaction held, is taken
+   * first: the read waits for that transaction to end, however it ends. `SignalOutcomeUnknownError`
+   * when the database cannot be read.
+   */
+  private async recordedBefore(
+    workflowId: string,
+    name: string,
+    written: Signal | undefined,
+    lost: CommitOutcomeUnknownError,
+  ): Promise<{ signal: Signal; woken: number } | null> {
+    if (!written) return null; // a redelivery writes nothing: delivering again answers the same
+    try {
+      return await this.transactions.run((manager) => this.store.batched(manager, async () => {
+        const { workflow } = await this.store.lockForSignal(manager, workflowId);
+        const signal = await manager.findOne(Signal, { where: { id: written.id }, lock: latestRowsLock(manager) });
+        if (!signal) return null;
+        signal.duplicateDelivery = false;
+        return { signal, woken: await this.rendezvous.resendWakes(manager, workflow, signal) };
+      }));
+    } catch (error) {
+      throw new SignalOutcomeUnknownError(workflowId, name, error ?? lost.cause);
+    }
   }
 
   /**
