@@ -69,7 +69,17 @@ export class TakeoverChainWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
-export const TAKEOVER_WORKFLOWS = [TakeoverChainWorkflow, TakeoverRunningWorkflow, TakeoverHeldWorkflow];
+/** `later` waits an hour: its job is a delayed one, which a spec can take away as if lost with a dead worker. */
+@Workflow({ hero: () => TestHero })
+export class TakeoverLaterWorkflow extends GenevaWorkflow<TestHero> {
+  @Step()
+  async first() {}
+
+  @Step({ wait: '1h' })
+  async later() {}
+}
+
+export const TAKEOVER_WORKFLOWS = [TakeoverChainWorkflow, TakeoverRunningWorkflow, TakeoverHeldWorkflow, TakeoverLaterWorkflow];
 
 /**
  * Short locks, as a deployment may choose them: a dead process's jobs (Bull's lock) and in-process
