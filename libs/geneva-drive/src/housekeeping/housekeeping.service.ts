@@ -120,9 +120,10 @@ export class HousekeepingService implements OnModuleInit {
    * execution once it started it (its `jobId` is the job's), then each step chained inline after it
    * (a chained start records no job id), up to the first execution a job of its own started. The
    * last of these is recovered as a stuck one would be — in progress: closed as `recovered` and run
-   * again (same `stuckRecoveryAction`, same `maxRecoveries`); scheduled by the run: its job, which
-   * may have died with the process, enqueued again — only without waiting for the thresholds. The
-   * job's own execution still scheduled is left to the job, which runs next.
+   * again (same `stuckRecoveryAction`, same `maxRecoveries`), its successor starting in this worker
+   * once the takeover ends rather than behind the queue's backlog; scheduled by the run: its job,
+   * which may have died with the process, enqueued again — only without waiting for the thresholds.
+   * The job's own execution still scheduled is left to the job, which runs next.
    */
   private async takeOverRun(executionId: string, jobId: string, hints?: StepJobHints): Promise<void> {
     try {
@@ -130,7 +131,7 @@ export class HousekeepingService implements OnModuleInit {
       if (!last || (last.state !== 'in_progress' && last.state !== 'scheduled')) return;
       if (last.state === 'scheduled' && last.id === executionId && !isDeadlineJob(jobId)) return;
       const summary = emptySummary();
-      await this.recoverOne(last, last.state, NO_CUTOFF, summary);
+      await this.recoverOne(last, last.state, NO_CUTOFF, summary, true);
       if (summary.stuckInProgressRecovered + summary.stuckScheduledRecovered + summary.pausedAtRecoveryLimit.length > 0) {
         this.logger.warn(`Job ${jobId} was taken over from a dead process: execution ${last.id} (${last.state}) recovered`);
       }
@@ -222,6 +223,8 @@ export class HousekeepingService implements OnModuleInit {
     state: 'in_progress' | 'scheduled',
     cutoff: Date,
     summary: HousekeepingSummary,
+    /** A takeover's: the successor of an execution in progress may start in this worker (DueJobStarter), which just freed a slot for it. */
+    mayStartHere = false,
   ): Promise<void> {
     let job: StepJob | null | false | StepRecoveryLimitError;
     try {
@@ -242,7 +245,7 @@ export class HousekeepingService implements OnModuleInit {
     let added: boolean | void = true;
     if (job) {
       try {
-        added = await this.queue.enqueue(job, { reportAdded: true });
+        added = await this.queue.enqueue(job, mayStartHere && state === 'in_progress' ? undefined : { reportAdded: true });
       } catch (error) {
         // Committed but not enqueued: the execution is `scheduled` and overdue, so a later run retries.
         summary.unrecoverable.push(job.executionId);

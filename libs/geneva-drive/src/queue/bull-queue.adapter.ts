@@ -4,7 +4,7 @@ import type { BullQueueAdapterOptions } from '../interfaces/geneva-drive-options
 import type { DueJobStarter } from './due-job-starter.js';
 import type { QueuePort, StepJob, StepJobHandler } from './queue.port.js';
 import { RunLedger } from './run-ledger.js';
-import { stepJobData, stepJobOptions, takeoverJobId, type StepJobData } from './step-job-data.js';
+import { stepJobData, stepJobOptions, takeoverJob, type StepJobData } from './step-job-data.js';
 import type { StepJobGate } from './step-job-gate.js';
 
 /** Bull's settings as the queue holds them, defaults applied. */
@@ -96,8 +96,8 @@ export class BullQueueAdapter implements QueuePort {
 
   /** Puts a dead process's run back on the queue (RunLedger), under an id of its own. */
   private addTakeover(job: StepJob): Promise<unknown> {
-    const engineJobId = job.jobId ?? job.executionId;
-    return this.queue.add({ ...stepJobData(job), takeoverOf: engineJobId }, { jobId: takeoverJobId(engineJobId), ...stepJobOptions(job) });
+    const { id, data, options } = takeoverJob(job);
+    return this.queue.add(data, { jobId: id, ...options });
   }
 
   async start(handler: StepJobHandler): Promise<void> {

@@ -3,7 +3,7 @@ import type { Queue, Worker } from 'bullmq';
 import type { DueJobStarter } from './due-job-starter.js';
 import type { QueuePort, StepJob, StepJobHandler } from './queue.port.js';
 import { RunLedger } from './run-ledger.js';
-import { stepJobData, stepJobOptions, takeoverJobId, type StepJobData } from './step-job-data.js';
+import { stepJobData, stepJobOptions, takeoverJob, type StepJobData } from './step-job-data.js';
 import type { StepJobGate } from './step-job-gate.js';
 
 /** BullMQ refuses job ids that are integers (execution ids are): a step job's id is the engine's behind this. */
@@ -92,8 +92,8 @@ export class BullMqQueueAdapter implements QueuePort {
 
   /** Puts a dead process's run back on the queue (RunLedger), under an id of its own. */
   private addTakeover(job: StepJob): Promise<unknown> {
-    const engineJobId = job.jobId ?? job.executionId;
-    return this.queue.add(STEP_JOB_NAME, { ...stepJobData(job), takeoverOf: engineJobId }, { jobId: bullMqJobId(takeoverJobId(engineJobId)), ...stepJobOptions(job) });
+    const { id, data, options } = takeoverJob(job);
+    return this.queue.add(STEP_JOB_NAME, data, { jobId: bullMqJobId(id), ...options });
   }
 
   async start(handler: StepJobHandler): Promise<void> {

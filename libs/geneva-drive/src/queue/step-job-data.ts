@@ -10,9 +10,15 @@ export interface StepJobData extends StepJobHints {
   takeoverOf?: string;
 }
 
-/** The queue id of the takeover job of a run (its own: the run's job may still be in the queue). */
-export function takeoverJobId(engineJobId: string): string {
-  return `${engineJobId}-takeover`;
+/**
+ * The takeover job of a run whose process died (RunLedger): under an id of its own (the run's job
+ * may still be in the queue), due now and at the front of the queue (`lifo`) — its step was due a
+ * lease ago — unless the step has a priority of its own.
+ */
+export function takeoverJob(job: StepJob): { id: string; data: StepJobData; options: ReturnType<typeof stepJobOptions> } {
+  const engineJobId = job.jobId ?? job.executionId;
+  const lifo = job.jobOptions.priority === undefined ? { lifo: true } : {};
+  return { id: `${engineJobId}-takeover`, data: { ...stepJobData(job), takeoverOf: engineJobId }, options: stepJobOptions({ ...job, jobOptions: { ...job.jobOptions, ...lifo } }) };
 }
 
 /** The job's id, hints and whether it takes a dead process's run over, from what Redis handed over. */
