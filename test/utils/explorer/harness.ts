@@ -8,7 +8,7 @@
  * statement; `GD_EXPLORE_REPLAY='<schedule>'` (with `GD_EXPLORE_SCENARIO='<name>'`) runs that schedule
  * alone.
  */
-import type { GenevaDriveModuleOptions, StepJob } from 'geneva-drive';
+import type { StepJob } from 'geneva-drive';
 import { ExecutorService, QUEUE_PORT, type ExecuteOptions, type QueuePort } from 'geneva-drive';
 import { isDeadlineJob } from '../../../libs/geneva-drive/src/queue/deadline-job.js';
 import { createTestApp, informationLine, type TestApp } from '../../src/test-app.js';
@@ -46,6 +46,8 @@ export class ExplorerHarness {
   private taken = 0;
 
   private readonly jobWaiters: Array<(job: StepJob) => void> = [];
+  /** What the spec keeps beside the database (its records of body runs), forgotten before each run. */
+  onReset: () => void = () => undefined;
 
   private constructor(
     readonly app: TestApp,
@@ -65,7 +67,7 @@ export class ExplorerHarness {
     return this.explorer.idle(new Promise((resolve) => this.jobWaiters.push(resolve)));
   }
 
-  static async create(kind: DatabaseKind, providers: Function[], options: GenevaDriveModuleOptions = {}): Promise<ExplorerHarness> {
+  static async create(kind: DatabaseKind, providers: Function[], options: Parameters<typeof createTestApp>[2] = {}): Promise<ExplorerHarness> {
     const app = await createTestApp(kind, providers as never, { stuckInProgressThreshold: '1ms', stuckScheduledThreshold: '1ms', ...options });
     return new ExplorerHarness(app, await ScheduleExplorer.attach(app.dataSource));
   }
@@ -133,23 +135,33 @@ export class ExplorerHarness {
     return { runs, exhaustive: false };
   }
 
-  private async once<Context>(scenario: Scenario<Context>, choose: Chooser, label: string): Promise<Run> {
+  /** Runs `scenario` once under `choose`: what happened, and the violations found afterwards. */
+  async runOnce<Context>(scenario: Scenario<Context>, choose: Chooser): Promise<{ run: Run; context: Context; violations: string[] }> {
     await this.app.reset();
+    this.onReset();
     this.taken = this.app.gd.enqueuedJobs.length;
     const context = await scenario.setup(this);
     this.newJobs();
     const run = await this.explorer.run(scenario.operations(this, context), choose, scenario.faults ?? 0);
     await this.drain();
     const violations = [...(await checkInvariants(this.app.moduleRef, this.app.dataSource)), ...((await scenario.check?.(this, context, run)) ?? [])];
-    if (violations.length > 0) {
-      const outcomes = Object.entries(run.outcomes).map(([op, outcome]) => `  ${op}: ${'error' in outcome && outcome.error !== undefined ? `threw ${String(outcome.error)}` : 'returned'}`);
-      throw new Error(
-        `${scenario.name} [${this.explorer.kind}], ${label}: ${violations.length} violation(s)\n` +
-          violations.map((violation) => `  - ${violation}`).join('\n') +
-          `\nreplay: GD_EXPLORE_SCENARIO='${scenario.name}' GD_EXPLORE_REPLAY='${formatChoices(run.choices)}'\n` +
-          `operations:\n${outcomes.join('\n')}\n${formatTrace(run.trace)}`,
-      );
-    }
+    return { run, context, violations };
+  }
+
+  /** The run, and its violations in a message that names the schedule and prints it statement by statement. */
+  report(scenario: { name: string }, label: string, run: Run, violations: string[]): string {
+    const outcomes = Object.entries(run.outcomes).map(([op, outcome]) => `  ${op}: ${outcome.error !== undefined ? `threw ${String(outcome.error)}` : 'returned'}`);
+    return (
+      `${scenario.name} [${this.explorer.kind}], ${label}: ${violations.length} violation(s)\n` +
+      violations.map((violation) => `  - ${violation}`).join('\n') +
+      `\nreplay: GD_EXPLORE_SCENARIO='${scenario.name}' GD_EXPLORE_REPLAY='${formatChoices(run.choices)}'\n` +
+      `operations:\n${outcomes.join('\n')}\n${formatTrace(run.trace)}`
+    );
+  }
+
+  private async once<Context>(scenario: Scenario<Context>, choose: Chooser, label: string): Promise<Run> {
+    const { run, violations } = await this.runOnce(scenario, choose);
+    if (violations.length > 0) throw new Error(this.report(scenario, label, run, violations));
     return run;
   }
 }

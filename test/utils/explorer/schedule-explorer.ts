@@ -354,3 +354,39 @@ export class DepthFirst {
     return false;
   }
 }
+
+/**
+ * One phase of a scripted schedule: `op` goes on (statement after statement) until its next statement
+ * matches `until` (not run), or until it has run a statement matching `through` (which meets
+ * `fault`), or until it cannot move (done, or waiting for a lock).
+ */
+export interface Phase {
+  op: string;
+  until?: RegExp;
+  through?: RegExp;
+  fault?: Fault;
+}
+
+/**
+ * A schedule written as phases (see Phase), for a test that pins one interleaving down; when the
+ * phases are over, the first parked operation (by name) goes on each time.
+ */
+export function scriptedChooser(...phases: Phase[]): Chooser {
+  let index = 0;
+  return (parked) => {
+    while (index < phases.length) {
+      const phase = phases[index];
+      const mine = parked.find((candidate) => candidate.op === phase.op);
+      if (!mine || phase.until?.test(mine.sql)) {
+        index++;
+        continue;
+      }
+      if (phase.through?.test(mine.sql)) {
+        index++;
+        return phase.fault ? { op: phase.op, fault: phase.fault } : { op: phase.op };
+      }
+      return { op: phase.op };
+    }
+    return { op: parked[0].op };
+  };
+}

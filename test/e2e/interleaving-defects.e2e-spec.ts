@@ -1,0 +1,97 @@
+/**
+ * Single schedules, pinned down with the schedule explorer (test/utils/explorer), of interleavings
+ * that once broke a guarantee. Each names the phases of its schedule; the invariants and the
+ * scenario's own rule are checked afterwards, as the interleavings proof checks every schedule.
+ */
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { WorkflowRecord, WorkflowService } from 'geneva-drive';
+import { scenarioNamed } from '../src/interleaving-scenarios.js';
+import { bodyRuns, INTERLEAVING_WORKFLOWS, PlainWorkflow } from '../src/interleaving-workflows.js';
+import { enabledDatabases } from '../utils/databases.js';
+import { ExplorerHarness } from '../utils/explorer/harness.js';
+import { scriptedChooser, type Phase } from '../utils/explorer/schedule-explorer.js';
+import { TestHero } from '../utils/fixtures.js';
+
+const COMMIT = /^\s*COMMIT/i;
+const END = /^\s*(COMMIT|ROLLBACK)/i;
+
+for (const kind of ['postgres', 'mysql'] as const) {
+  const title = `interleavings once broken [${kind}]`;
+  if (!enabledDatabases().includes(kind)) {
+    describe.skip(`${title} (not reachable)`, () => it('needs the server', () => undefined));
+    continue;
+  }
+
+  describe(title, () => {
+    let h: ExplorerHarness;
+    let late: ExplorerHarness;
+    beforeAll(async () => {
+      h = await ExplorerHarness.create(kind, INTERLEAVING_WORKFLOWS);
+      late = await ExplorerHarness.create(kind, INTERLEAVING_WORKFLOWS, { enqueueAfterCommit: false, prepare: false });
+      h.onReset = late.onReset = () => (bodyRuns.length = 0);
+    });
+    afterAll(async () => {
+      await h?.close();
+      await late?.close();
+    });
+
+    const expectClean = async (harness: ExplorerHarness, name: string, ...phases: Phase[]) => {
+      const scenario = scenarioNamed(name);
+      const { run, violations } = await harness.runOnce(scenario, scriptedChooser(...phases));
+      if (violations.length > 0) throw new Error(harness.report(scenario, 'pinned schedule', run, violations));
+      return run;
+    };
+
+    // The webhook updates the order and signals, in one transaction, while the step's job waits for
+    // the workflow lock the webhook holds: once it has the lock, phase 1 must see the order as committed.
+    it('a job waiting for the lock of a webhook that canceled the order does not run the step on it (cancelIf)', async () => {
+      const run = await expectClean(h, 'signal with a hero write × the waitFor gate, cancelIf on the hero', { op: 'webhook', until: COMMIT }, { op: 'job' }, { op: 'webhook' });
+      expect(run.trace.some((line) => line.op === 'job' && line.blocked)).toBe(true);
+    });
+
+    it('a job waiting for the lock of a webhook that made the order match attaches its signal (matcher on the hero)', async () => {
+      const run = await expectClean(h, 'signal with a hero write × the waitFor gate, matcher on the hero', { op: 'webhook', until: COMMIT }, { op: 'job' }, { op: 'webhook' });
+      expect(run.trace.some((line) => line.op === 'job' && line.blocked)).toBe(true);
+    });
+
+    // enqueueAfterCommit: false — the job is in the queue before the transaction that started the
+    // workflow commits, and its first lookup finds nothing.
+    it('a job that starts before the commit that enqueued it finds its workflow on a later lookup', async () => {
+      const run = await expectClean(late, 'a start in a caller transaction × its job, enqueued before the commit', { op: 'start', until: COMMIT }, { op: 'job', through: END }, { op: 'start' });
+      expect(run.outcomes.job.error).toBeUndefined();
+    });
+
+    it('a job of a workflow that no longer exists is ignored, not failed', async () => {
+      const order = await h.app.dataSource.getRepository(TestHero).save({ name: 'order' });
+      const workflow = await h.get(WorkflowService).start(PlainWorkflow, order);
+      const [job] = h.newJobs();
+      await h.app.dataSource.getRepository(WorkflowRecord).delete({ id: workflow.id });
+      await expect(h.runJob(job)).resolves.toBeUndefined();
+    });
+
+    // The keyless sender's connection is killed right after it took the workflow lock: what it sends
+    // next must not run on another connection, outside its transaction, without the lock.
+    it('a signal whose connection dies after the lock wakes nothing outside its transaction', async () => {
+      const run = await expectClean(
+        h,
+        'a keyless and a keyed signal to a parked step, with a connection killed',
+        { op: 'keyless', through: /FOR UPDATE/i, fault: 'kill' },
+        { op: 'keyed', until: COMMIT },
+        { op: 'keyless', until: COMMIT },
+        { op: 'keyed' },
+      );
+      expect(run.trace.some((line) => line.fault === 'kill')).toBe(true);
+    });
+
+    // The keyed sender's COMMIT goes through but its answer is lost: signal() finds out by itself.
+    it('a signal whose COMMIT answer is lost reads back that it committed and sends its wake-up', async () => {
+      const run = await expectClean(h, 'a keyless and a keyed signal to a parked step, with a connection killed', { op: 'keyed', through: COMMIT, fault: 'lose-answer' }, { op: 'keyed' });
+      expect(run.outcomes.keyed.error).toBeUndefined();
+    });
+
+    it('a keyless signal whose COMMIT answer is lost returns its row, recorded once', async () => {
+      const run = await expectClean(h, 'a keyless and a keyed signal to a parked step, with a connection killed', { op: 'keyless', through: COMMIT, fault: 'lose-answer' }, { op: 'keyless' });
+      expect(run.outcomes.keyless.error).toBeUndefined();
+    });
+  });
+}

@@ -1,0 +1,258 @@
+/**
+ * The scenarios of the schedule explorer (test/utils/explorer): pairs of engine operations that meet
+ * on one workflow, each with the state it starts from and the rule it must keep besides the
+ * invariants. The interleavings proof explores them; the defect specs pin single schedules of them.
+ */
+import { HousekeepingService, SignalService, WorkflowService, type StepJob, type WorkflowRecord } from 'geneva-drive';
+import { WaitDeadline } from '../../libs/geneva-drive/src/signals/wait-deadline.js';
+import type { ExplorerHarness, Scenario } from '../utils/explorer/harness.js';
+import { TestHero } from '../utils/fixtures.js';
+import { bodyRuns, DeadlineWorkflow, GatedWorkflow, HeroMatchedWorkflow, PlainWorkflow } from './interleaving-workflows.js';
+
+export interface Parked {
+  workflow: WorkflowRecord;
+  hero: TestHero;
+  job?: StepJob;
+}
+
+const signals = (h: ExplorerHarness) => h.get(SignalService);
+const workflows = (h: ExplorerHarness) => h.get(WorkflowService);
+
+async function hero(h: ExplorerHarness, values: Partial<TestHero> = {}): Promise<TestHero> {
+  return h.app.dataSource.getRepository(TestHero).save({ name: 'order', active: true, canceled: false, ...values });
+}
+
+/** Starts `workflowClass` and runs its first step `a` without chaining: `b`'s job is left in the queue. */
+async function atStepB(h: ExplorerHarness, workflowClass: Function, heroValues: Partial<TestHero> = {}): Promise<Parked> {
+  const order = await hero(h, heroValues);
+  const workflow = await workflows(h).start(workflowClass as never, order);
+  const [first] = h.newJobs();
+  await h.runJob(first, { chain: false });
+  const [job] = h.newJobs();
+  return { workflow, hero: order, job };
+}
+
+/** Brings the workflow to `b` parked (waiting for `go`). */
+async function parkedAtB(h: ExplorerHarness, workflowClass: Function = GatedWorkflow): Promise<Parked> {
+  const at = await atStepB(h, workflowClass);
+  await h.runJob(at.job!, { chain: false });
+  h.newJobs();
+  return { workflow: at.workflow, hero: at.hero };
+}
+
+/** The body runs of this workflow's step. */
+function runsOf(workflow: WorkflowRecord, step: string) {
+  return bodyRuns.filter((run) => run.workflowId === workflow.id && run.step === step);
+}
+
+function bodyRanOnce(workflow: WorkflowRecord, step: string): string[] {
+  const runs = runsOf(workflow, step).length;
+  return runs === 1 ? [] : [`step ${step} of workflow ${workflow.id} ran ${runs} times, not once`];
+}
+
+async function finalState(h: ExplorerHarness, workflow: WorkflowRecord, expected: string[]): Promise<string[]> {
+  const { state } = await workflows(h).find(workflow.id);
+  return expected.includes(state) ? [] : [`workflow ${workflow.id} ended ${state}, not ${expected.join(' or ')}`];
+}
+
+/** The webhook of a payment: updates the order and signals its workflow, in one transaction. */
+function webhook(h: ExplorerHarness, parked: Parked, change: Partial<TestHero>, key?: string) {
+  return h.app.dataSource.transaction(async (manager) => {
+    await manager.update(TestHero, { id: parked.hero.id }, change);
+    await signals(h).signal(parked.workflow.id, 'go', { manager, ...(key ? { idempotencyKey: key } : {}) });
+  });
+}
+
+export const SCENARIOS: Array<Scenario<any>> = [
+  {
+    name: 'signal with a hero write × the waitFor gate, cancelIf on the hero',
+    setup: (h) => atStepB(h, GatedWorkflow),
+    operations: (h, at: Parked) => [
+      { name: 'webhook', run: () => webhook(h, at, { canceled: true }) },
+      { name: 'job', run: () => h.runJob(at.job!) },
+    ],
+    // The cancellation commits with the signal: a gate that passed with the signal saw the order canceled.
+    check: async (h, at: Parked) => [
+      ...(runsOf(at.workflow, 'b').length === 0 ? [] : [`step b ran on order ${at.hero.id}, canceled in the commit that delivered its signal`]),
+      ...(await finalState(h, at.workflow, ['canceled'])),
+    ],
+  },
+  {
+    name: 'signal with a hero write × the waitFor gate, matcher on the hero',
+    setup: (h) => atStepB(h, HeroMatchedWorkflow, { active: false }),
+    operations: (h, at: Parked) => [
+      { name: 'webhook', run: () => webhook(h, at, { active: true }) },
+      { name: 'job', run: () => h.runJob(at.job!) },
+    ],
+    check: async (h, at: Parked) => [...bodyRanOnce(at.workflow, 'b'), ...(await finalState(h, at.workflow, ['finished']))],
+  },
+  {
+    name: 'signal × the waitFor gate',
+    setup: (h) => atStepB(h, GatedWorkflow),
+    operations: (h, at: Parked) => [
+      { name: 'signal', run: () => signals(h).signal(at.workflow.id, 'go') },
+      { name: 'job', run: () => h.runJob(at.job!) },
+    ],
+    check: async (h, at: Parked) => [...bodyRanOnce(at.workflow, 'b'), ...(await finalState(h, at.workflow, ['finished']))],
+  },
+  {
+    name: 'signal × a chained finalize and prepare',
+    setup: async (h) => {
+      const workflow = await workflows(h).start(GatedWorkflow, await hero(h));
+      const [job] = h.newJobs();
+      return { workflow, job };
+    },
+    operations: (h, at: Parked) => [
+      { name: 'signal', run: () => signals(h).signal(at.workflow.id, 'go') },
+      { name: 'job', run: () => h.runJob(at.job!) },
+    ],
+    check: async (h, at: Parked) => [...bodyRanOnce(at.workflow, 'b'), ...(await finalState(h, at.workflow, ['finished']))],
+  },
+  ...(['pause', 'skip', 'cancel'] as const).map(
+    (action): Scenario<Parked> => ({
+      name: `signal × ${action}`,
+      setup: (h) => parkedAtB(h),
+      operations: (h, at) => [
+        { name: 'signal', run: () => signals(h).signal(at.workflow.id, 'go') },
+        { name: action, run: () => workflows(h)[action](at.workflow.id) },
+      ],
+      check: async (h, at) => {
+        const b = runsOf(at.workflow, 'b').length;
+        return [
+          ...(b > 1 ? [`step b ran ${b} times`] : []),
+          ...(action === 'skip' && b > 0 ? ['step b ran although it was skipped'] : []),
+          ...(await finalState(h, at.workflow, { pause: ['paused', 'finished'], skip: ['finished'], cancel: ['canceled', 'finished'] }[action])),
+        ];
+      },
+    }),
+  ),
+  {
+    name: 'signal × resume',
+    setup: async (h) => {
+      const parked = await parkedAtB(h);
+      await workflows(h).pause(parked.workflow.id);
+      return parked;
+    },
+    operations: (h, at: Parked) => [
+      { name: 'signal', run: () => signals(h).signal(at.workflow.id, 'go') },
+      { name: 'resume', run: () => workflows(h).resume(at.workflow.id) },
+    ],
+    check: async (h, at: Parked) => [...bodyRanOnce(at.workflow, 'b'), ...(await finalState(h, at.workflow, ['finished']))],
+  },
+  {
+    name: 'signal × a deadline firing',
+    setup: async (h) => {
+      const workflow = await workflows(h).start(DeadlineWorkflow, await hero(h));
+      const [job] = h.newJobs();
+      await h.runJob(job, { chain: false });
+      h.newJobs();
+      const execution = (await workflows(h).currentExecution(workflow.id))!;
+      return { workflow, executionId: execution.id };
+    },
+    operations: (h, at: { workflow: WorkflowRecord; executionId: string }) => [
+      { name: 'signal', run: () => signals(h).signal(at.workflow.id, 'go') },
+      { name: 'deadline', run: () => h.get(WaitDeadline).fire(at.executionId, { force: true }) },
+    ],
+    check: async (h, at: { workflow: WorkflowRecord }) => [...bodyRanOnce(at.workflow, 'b'), ...(await finalState(h, at.workflow, ['finished']))],
+  },
+  {
+    name: 'signal × housekeeping recovery',
+    setup: (h) => parkedAtB(h),
+    operations: (h, at: Parked) => [
+      { name: 'signal', run: () => signals(h).signal(at.workflow.id, 'go') },
+      { name: 'housekeeping', run: () => h.get(HousekeepingService).run() },
+    ],
+    check: async (h, at: Parked) => [...bodyRanOnce(at.workflow, 'b'), ...(await finalState(h, at.workflow, ['finished']))],
+  },
+  {
+    name: 'two signals with one key',
+    setup: (h) => parkedAtB(h),
+    operations: (h, at: Parked) => [
+      { name: 'first', run: () => signals(h).signal(at.workflow.id, 'go', { idempotencyKey: 'evt-1' }) },
+      { name: 'second', run: () => signals(h).signal(at.workflow.id, 'go', { idempotencyKey: 'evt-1' }) },
+    ],
+    check: async (h, at: Parked) => {
+      const rows = await signals(h).list(at.workflow.id);
+      return [...(rows.length === 1 ? [] : [`${rows.length} signal rows for one key`]), ...bodyRanOnce(at.workflow, 'b'), ...(await finalState(h, at.workflow, ['finished']))];
+    },
+  },
+  ...([false, true] as const).map(
+    (allowMultiple): Scenario<{ hero: TestHero }> => ({
+      name: `start × start for one hero${allowMultiple ? ', allowMultiple' : ''}`,
+      setup: async (h) => ({ hero: await hero(h) }),
+      operations: (h, at) => [
+        { name: 'first', run: () => workflows(h).start(PlainWorkflow, at.hero, { allowMultiple }) },
+        { name: 'second', run: () => workflows(h).start(PlainWorkflow, at.hero, { allowMultiple }) },
+      ],
+      check: async (h, _at, run) => {
+        const count = await h.app.dataSource.getRepository('WorkflowRecord').count();
+        const failed = Object.values(run.outcomes).filter((outcome) => outcome.error !== undefined);
+        const expected = allowMultiple ? 2 : 1;
+        return [
+          ...(count === expected ? [] : [`${count} workflows for one hero, not ${expected}`]),
+          ...failed.filter((outcome) => allowMultiple || (outcome.error as Error).name !== 'WorkflowAlreadyOngoingError').map((outcome) => `a start threw ${String(outcome.error)}`),
+        ];
+      },
+    }),
+  ),
+  {
+    name: 'the unlocked phase 1 × a duplicate job × pause',
+    setup: async (h) => {
+      const workflow = await workflows(h).start(PlainWorkflow, await hero(h));
+      const [job] = h.newJobs();
+      return { workflow, job };
+    },
+    operations: (h, at: Parked) => [
+      { name: 'job', run: () => h.runJob(at.job!) },
+      { name: 'duplicate', run: () => h.runJob(at.job!) },
+      { name: 'pause', run: () => workflows(h).pause(at.workflow.id).catch(() => undefined) },
+    ],
+    check: async (h, at: Parked) => {
+      const twice = ['a', 'b', 'c'].filter((step) => new Set(runsOf(at.workflow, step).map((run) => run.executionId)).size !== runsOf(at.workflow, step).length);
+      return [...twice.map((step) => `an execution of step ${step} ran its body twice`), ...(await finalState(h, at.workflow, ['paused', 'finished']))];
+    },
+  },
+  {
+    name: 'a keyless and a keyed signal to a parked step, with a connection killed',
+    faults: 1,
+    setup: (h) => parkedAtB(h),
+    operations: (h, at: Parked) => [
+      { name: 'keyless', run: () => signals(h).signal(at.workflow.id, 'go', { payload: { n: 1 } }) },
+      { name: 'keyed', run: () => signals(h).signal(at.workflow.id, 'go', { payload: { n: 2 }, idempotencyKey: 'evt-2' }) },
+    ],
+    check: async (h, at: Parked, run) => {
+      const rows = await signals(h).list(at.workflow.id);
+      const keyless = rows.filter((row) => row.idempotencyKey === null);
+      const violations = [...bodyRanOnce(at.workflow, 'b'), ...(await finalState(h, at.workflow, ['finished']))];
+      // A sender that got an error either wrote nothing or was told that it may have.
+      const error = run.outcomes.keyless.error as Error | undefined;
+      if (error && keyless.length > 0 && error.name !== 'SignalOutcomeUnknownError') violations.push(`the keyless sender got ${String(error)} although its signal was written`);
+      if (run.outcomes.keyed.error !== undefined) violations.push(`the keyed sender got ${String(run.outcomes.keyed.error)}: a keyed signal retries by itself`);
+      return violations;
+    },
+  },
+];
+
+/** Scenarios that need module options of their own. */
+export const ENQUEUE_IN_TRANSACTION: Array<Scenario<any>> = [
+  {
+    name: 'a start in a caller transaction × its job, enqueued before the commit',
+    setup: async (h) => ({ hero: await hero(h) }),
+    operations: (h, at: { hero: TestHero }) => [
+      {
+        name: 'start',
+        run: () => h.app.dataSource.transaction((manager) => workflows(h).start(PlainWorkflow, at.hero, { manager })),
+      },
+      { name: 'job', run: async () => h.runJob(await h.nextJob()) },
+    ],
+    check: async (_h, _at, run) => (run.outcomes.job.error === undefined ? [] : [`the job threw ${String(run.outcomes.job.error)}`]),
+  },
+];
+
+
+/** The scenario named `name` (of either list). */
+export function scenarioNamed(name: string): Scenario<any> {
+  const found = [...SCENARIOS, ...ENQUEUE_IN_TRANSACTION].find((scenario) => scenario.name === name);
+  if (!found) throw new Error(`No interleaving scenario is named "${name}"`);
+  return found;
+}
