@@ -23,14 +23,16 @@ const PG_STATS_FLUSH_MS = 11_000;
 /**
  * Budgets of the hot path, per workflow of this shape (BEGIN/COMMIT counted). The bench fails when
  * a count exceeds its budget: the counts are deterministic, unlike the timings. PostgreSQL's is what
- * it costs now plus one (14 / 17; the goal was 20 / 24), so that a statement more is seen. SQLite's
- * is what it costs now (48 / 56 before): it has no multi-row writes in one statement, and its
- * statements are calls into the process, not round trips; the budget keeps it from growing.
+ * it costs now plus one (15 / 19; the goal was 20 / 24), so that a statement more is seen. SQLite's
+ * and MySQL's signal-after are what they cost now. Each step's phase 1 reads the hero in a statement
+ * of its own once the row locks are held (one statement more per step than when the locking read
+ * joined it, 14 / 17 on PostgreSQL): a locking read's snapshot predates its wait for the locks, so
+ * the hero it joined could be older than the commit the step acts on.
  */
 export const STATEMENT_BUDGET: Record<'postgres' | 'mysql' | 'sqlite', { signalFirst: number; signalAfter: number }> = {
-  postgres: { signalFirst: 15, signalAfter: 18 },
-  mysql: { signalFirst: 30, signalAfter: 30 },
-  sqlite: { signalFirst: 31, signalAfter: 36 },
+  postgres: { signalFirst: 16, signalAfter: 20 },
+  mysql: { signalFirst: 30, signalAfter: 32 },
+  sqlite: { signalFirst: 32, signalAfter: 38 },
 };
 /**
  * Redis commands per workflow, by queue adapter. Bull: half of what two and three Bull jobs cost
