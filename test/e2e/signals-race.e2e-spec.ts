@@ -5,11 +5,15 @@
  *  (a) 200 workflows race their `waitFor: 'go'` step against a sender process: two worker processes
  *      run the steps (Bull, concurrency 3 each), a third process (an enqueue-only application) sends
  *      one keyed signal per workflow after a random delay counted from the same moment as the
- *      workflow's random warmup, and redelivers a fifth of them. Both orders must happen often (the
- *      signal finds the step parked and wakes it, or is buffered and claimed by the gate), and every
- *      signal must be consumed exactly once, by exactly one body run.
+ *      workflow's random warmup, and redelivers a fifth of them. Every signal must be consumed exactly
+ *      once, by exactly one body run, whichever order the machine's speed made (the signal found the
+ *      step parked and woke it, or was buffered and claimed by the gate). That both orders, and every
+ *      interleaving of the two transactions, keep the guarantees is proven by the schedule explorer
+ *      (test/proofs/interleavings.e2e-spec.ts, "signal × the waitFor gate"), not by timing here.
  *  (b) 20 concurrent deliveries of one key from four processes (five calls each, own pools), released
  *      together: one row, one dispatch, nineteen duplicates — with the step parked and with it not.
+ *      How many of the calls overlap is the machine's to decide; every interleaving of two deliveries
+ *      of one key is explored in test/proofs/interleavings.e2e-spec.ts ("two signals with one key").
  *
  * Runs on every enabled database, SQLite included: all the processes share its file, and the engine's
  * BEGIN IMMEDIATE transactions with the busy timeout serialise them reliably (it is also where a
@@ -236,27 +240,13 @@ function signalRaceSuite(kind: DatabaseKind, entry: () => string): void {
     return (await Promise.all(done)).flatMap((m) => m.calls);
   }
 
-  /** Whether calls of at least two processes were in flight before the first one returned. */
-  const overlapped = (calls: SignalCall[]) => {
-    const firstFinish = Math.min(...calls.map((c) => c.finishedAt));
-    return new Set(calls.filter((c) => c.startedAt <= firstFinish).map((c) => c.pid)).size >= 2;
-  };
-
-  /**
-   * Prepares a workflow and fires a burst at it, again on a fresh workflow (up to four times) when
-   * the processes did not overlap: on a loaded machine one sender can be scheduled late, and a burst
-   * that did not race proves nothing. The checks then run on the burst that raced.
-   */
+  /** Prepares a workflow and fires a burst at it. */
   async function racingBurst<T extends { wf: { id: string } }>(prepare: () => Promise<T>, key: string): Promise<T & { calls: SignalCall[] }> {
-    for (let attempt = 1; ; attempt++) {
-      const prepared = await prepare();
-      const calls = await burst(prepared.wf.id, key);
-      if (overlapped(calls) || attempt === 4) return { ...prepared, calls };
-      informationLine(`signals-race [${kind}] burst attempt ${attempt} did not overlap across processes: again on a fresh workflow`);
-    }
+    const prepared = await prepare();
+    return { ...prepared, calls: await burst(prepared.wf.id, key) };
   }
 
-  /** The shared checks of a burst: 20 answers, one row id, one original, nineteen duplicates, real overlap. */
+  /** The shared checks of a burst: 20 answers, one row id, one original, nineteen duplicates. */
   function checkBurst(calls: SignalCall[]): SignalCall {
     expect(calls.filter((c) => c.error)).toEqual([]);
     expect(calls).toHaveLength(BURST_SENDERS * BURST_CALLS_PER_SENDER);
@@ -268,15 +258,13 @@ function signalRaceSuite(kind: DatabaseKind, entry: () => string): void {
     // Every answer is the one row, carrying the first payload.
     expect(new Set(calls.map((c) => c.result!.id))).toEqual(new Set([original.result!.id]));
     for (const c of calls) expect(c.result!.payload).toEqual(original.sentPayload);
-    // A real race: calls of at least two processes were in flight before the first one returned.
     const firstFinish = Math.min(...calls.map((c) => c.finishedAt));
     const spread = Math.max(...calls.map((c) => c.startedAt)) - Math.min(...calls.map((c) => c.startedAt));
     informationLine(`signals-race [${kind}] burst: first answer after ${(firstFinish - Math.min(...calls.map((c) => c.startedAt))).toFixed(2)} ms, starts spread over ${spread.toFixed(2)} ms`);
-    expect(overlapped(calls)).toBe(true);
     return original;
   }
 
-  it(`${RACE_WORKFLOWS} workflows race their waitFor step against a sender process: each signal consumed exactly once, both orders common, redeliveries change nothing`, async () => {
+  it(`${RACE_WORKFLOWS} workflows race their waitFor step against a sender process: each signal consumed exactly once, redeliveries change nothing`, async () => {
     const run = prefix;
     const [sender] = senders;
     const warmups = new Map<string, number>();
@@ -341,8 +329,6 @@ function signalRaceSuite(kind: DatabaseKind, entry: () => string): void {
         `${buffered.length} were buffered, ${redeliveryCount} redelivered (found ${JSON.stringify(redeliveryStates)}); sender base delay ${Math.min(...baseDelays)}..${Math.max(...baseDelays)} ms ` +
         `(final ${baseDelays.at(-1)}), worker pids ${workers.map((w) => w.pid).join('/')}`,
     );
-    expect(woken.length).toBeGreaterThanOrEqual(RACE_WORKFLOWS * 0.2);
-    expect(buffered.length).toBeGreaterThanOrEqual(RACE_WORKFLOWS * 0.2);
 
     // ---- every warmup ran once, in the worker processes.
     expect([...warmups.values()].filter((n) => n !== 1)).toEqual([]);
