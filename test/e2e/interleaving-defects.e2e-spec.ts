@@ -54,6 +54,14 @@ for (const kind of ['postgres', 'mysql'] as const) {
       expect(run.trace.some((line) => line.op === 'job' && line.blocked)).toBe(true);
     });
 
+    // MySQL/MariaDB: signalHero's lookup of the hero's workflows ran as a plain read before any lock,
+    // which fixed the transaction's read view there: its matcher then read the order as it was before
+    // the webhook's commit it had waited for.
+    it("signalHero waiting for a webhook's workflow lock reads the order as the webhook committed it", async () => {
+      const run = await expectClean(h, 'signalHero × a hero write under the workflow lock', { op: 'webhook', until: COMMIT }, { op: 'signalHero' }, { op: 'webhook' });
+      expect(run.trace.some((line) => line.op === 'signalHero' && line.blocked)).toBe(true);
+    });
+
     // enqueueAfterCommit: false — the job is in the queue before the transaction that started the
     // workflow commits, and its first lookup finds nothing.
     it('a job that starts before the commit that enqueued it finds its workflow on a later lookup', async () => {

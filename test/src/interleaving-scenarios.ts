@@ -87,6 +87,37 @@ export const SCENARIOS: Array<Scenario<any>> = [
     check: async (h, at: Parked) => [...bodyRanOnce(at.workflow, 'b'), ...(await finalState(h, at.workflow, ['finished']))],
   },
   {
+    // The webhook takes the workflow lock (its signal is for nobody) in the transaction that makes
+    // the order match: signalHero's matcher, deciding once it has the lock, must see the order so.
+    name: 'signalHero × a hero write under the workflow lock',
+    heroChangesAfterDelivery: true,
+    setup: async (h) => {
+      const at = await atStepB(h, HeroMatchedWorkflow, { active: false });
+      await h.runJob(at.job!, { chain: false });
+      h.newJobs();
+      return at;
+    },
+    operations: (h, at: Parked) => [
+      {
+        name: 'webhook',
+        run: () =>
+          h.app.dataSource.transaction(async (manager) => {
+            await manager.update(TestHero, { id: at.hero.id }, { active: true });
+            await signals(h).signal(at.workflow.id, 'note', { manager });
+          }),
+      },
+      { name: 'signalHero', run: () => signals(h).signalHero(HeroMatchedWorkflow, at.hero, 'go') },
+    ],
+    // Delivered after the webhook's commit, the signal must find the order matching and wake b;
+    // delivered before, it is buffered (a later change of the order does not deliver it again).
+    check: async (h, at: Parked, run) => {
+      const committed = run.trace.findIndex((line) => line.op === 'webhook' && /^\s*COMMIT/i.test(line.sql));
+      const matched = run.trace.findIndex((line) => line.op === 'signalHero' && /test_heroes/.test(line.sql));
+      if (committed === -1 || matched === -1 || matched < committed) return [];
+      return [...bodyRanOnce(at.workflow, 'b'), ...(await finalState(h, at.workflow, ['finished']))];
+    },
+  },
+  {
     name: 'signal × the waitFor gate',
     setup: (h) => atStepB(h, GatedWorkflow),
     operations: (h, at: Parked) => [

@@ -10,7 +10,7 @@ import type { INestApplicationContext } from '@nestjs/common';
 
 const ACTIVE = ['scheduled', 'waiting', 'in_progress'];
 
-export async function checkInvariants(app: INestApplicationContext, dataSource: DataSource): Promise<string[]> {
+export async function checkInvariants(app: INestApplicationContext, dataSource: DataSource, options: { lostEvents: boolean } = { lostEvents: true }): Promise<string[]> {
   const manager = dataSource.manager;
   const workflows = await manager.find(WorkflowRecord, { order: { id: 'ASC' } });
   const executions = await manager.find(StepExecution, { order: { createdAt: 'ASC', id: 'ASC' } });
@@ -62,7 +62,7 @@ export async function checkInvariants(app: INestApplicationContext, dataSource: 
   // it is now) must have woken it.
   const registry = app.get(WorkflowRegistry, { strict: false });
   const instances = app.get(WorkflowInstances, { strict: false });
-  for (const execution of executions.filter((e) => e.state === 'waiting')) {
+  for (const execution of executions.filter((e) => options.lostEvents && e.state === 'waiting')) {
     const workflow = workflows.find((w) => w.id === execution.workflowId)!;
     if (workflow.state !== 'ready') continue;
     const definition = registry.findByName(workflow.type);

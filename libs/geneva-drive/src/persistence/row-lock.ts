@@ -18,6 +18,11 @@ export async function lockRow<T extends ObjectLiteral>(manager: EntityManager, t
   return manager.createQueryBuilder(target, 'row').setLock('pessimistic_write').where('row.id = :id', { id }).getOne();
 }
 
+export function isMysqlFamily(manager: EntityManager): boolean {
+  const type = manager.connection.options.type;
+  return type === 'mysql' || type === 'mariadb';
+}
+
 export function isSqlite(manager: EntityManager): boolean {
   const type = manager.connection.options.type;
   return type === 'better-sqlite3' || type === 'sqljs';

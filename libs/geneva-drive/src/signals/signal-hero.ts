@@ -4,6 +4,7 @@ import type { Signal } from '../entities/signal.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { InvalidSignalError, NoOngoingWorkflowError } from '../errors/signal.errors.js';
 import { heroReference } from '../execution/hero.js';
+import { isMysqlFamily } from '../persistence/row-lock.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import type { WorkflowDefinition } from '../registry/workflow-definition.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
@@ -44,6 +45,10 @@ export class SignalHero {
         select: { id: true },
         // Locked in one order (each delivery locks its workflow), so two such calls cannot deadlock.
         order: { id: 'ASC' },
+        // MySQL/MariaDB: a plain read here would fix the transaction's read view before the workflow
+        // locks, and every later plain read (the hero a matcher reads) would miss what their holder
+        // committed; a locking read takes no read view.
+        ...(isMysqlFamily(tx) ? { lock: { mode: 'pessimistic_write' as const } } : {}),
       });
       if (ongoing.length === 0) throw new NoOngoingWorkflowError(definition.name, ref.heroType, ref.heroId, name);
       const rows: Array<Signal<Payload>> = [];
