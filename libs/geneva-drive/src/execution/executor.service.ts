@@ -15,6 +15,7 @@ import type { StepJobHints } from '../queue/queue.port.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
 import { dueKeys, publish } from '../instrumentation/geneva-drive.events.js';
 import { runInJobContext } from '../instrumentation/job-context.js';
+import { isStaleStatement } from '../persistence/stale-statement.js';
 import { isConnectionError, isDeadlock, TransactionRunner, type TransactionOptions } from '../persistence/transaction-runner.js';
 import { successorOf, WorkflowStore, type NewExecution } from '../persistence/workflow-store.js';
 import { evaluateCondition, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
@@ -668,8 +669,9 @@ export class ExecutorService {
           const started = await this.prepareLocked(manager, workflow, due, due.id, { ...prepared.run, jobId: undefined }, null, hero);
           if ('run' in started) next = started.run;
         } catch (error) {
-          // A deadlock or a lost connection is the transaction's: it runs again whole, chain included.
-          if (isDeadlock(error) || isConnectionError(error)) throw error;
+          // A deadlock, a lost connection or a stale prepared statement is the transaction's: it runs
+          // again whole, chain included.
+          if (isDeadlock(error) || isConnectionError(error) || isStaleStatement(error)) throw error;
           throw new ChainedPrepareError(error);
         }
         return states;
