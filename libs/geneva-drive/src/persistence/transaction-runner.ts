@@ -1,4 +1,4 @@
-import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import { QueryRunnerProviderAlreadyReleasedError, type DataSource, type EntityManager, type QueryRunner } from 'typeorm';
 import { CommitOutcomeUnknownError } from '../errors/commit-outcome-unknown.error.js';
 import { isStaleStatement } from './stale-statement.js';
 
@@ -62,6 +62,19 @@ export interface TransactionOptions {
    * before COMMIT (the server rolls back an uncommitted transaction whose connection is gone).
    */
   idempotent?: boolean;
+}
+
+/**
+ * The driver refused to send the statement at all, its connection already closed (TypeORM's released
+ * runner; node-postgres' and mysql2's closed connections): the server never saw it.
+ */
+function neverSent(error: unknown): boolean {
+  for (const candidate of [error, (error as { driverError?: unknown })?.driverError]) {
+    const { name, message } = (candidate ?? {}) as { name?: unknown; message?: unknown };
+    if (name === 'QueryRunnerAlreadyReleasedError' || name === 'QueryRunnerProviderAlreadyReleasedError') return true;
+    if (typeof message === 'string' && /is not queryable|Can't add new command when connection is in closed state/i.test(message)) return true;
+  }
+  return false;
 }
 
 /** SQLite transactions this runner began with `BEGIN IMMEDIATE`: they already hold the database write lock. */
@@ -136,10 +149,14 @@ export class TransactionRunner {
         return await this.dataSource.transaction(async (manager) => {
           ownRunners.add(manager.queryRunner!);
           const result = await work(manager);
+          // COMMIT goes out only on a live connection: one that died after the work's last statement
+          // leaves an outcome known for certain (rolled back), not one lost with COMMIT's answer.
+          if (manager.queryRunner!.isReleased) throw new QueryRunnerProviderAlreadyReleasedError();
           committing = true;
           return result;
         });
       } catch (error) {
+        if (committing && neverSent(error)) committing = false;
         if (isDeadlock(error) && tries < DEADLOCK_TRIES) {
           await pause(5 + Math.random() * 20 * tries);
         } else if (isStaleStatement(error) && tries < DEADLOCK_TRIES) {
