@@ -17,7 +17,7 @@ import { dueKeys, publish } from '../instrumentation/geneva-drive.events.js';
 import { runInJobContext } from '../instrumentation/job-context.js';
 import { isStaleStatement } from '../persistence/stale-statement.js';
 import { isConnectionError, isDeadlock, TransactionRunner, type TransactionOptions } from '../persistence/transaction-runner.js';
-import { successorOf, WorkflowStore, type NewExecution } from '../persistence/workflow-store.js';
+import { jobOptionsFor, successorOf, WorkflowStore, type NewExecution } from '../persistence/workflow-store.js';
 import { evaluateCondition, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { SignalRendezvous } from '../signals/signal-rendezvous.js';
@@ -633,13 +633,15 @@ export class ExecutorService {
     let next: Prepared | null = null;
     // Retried after a lost connection, even one lost during COMMIT: the transaction records the
     // outcome only while the execution is still `in_progress` under its lock, so a retry after a
-    // COMMIT that did go through finds it closed and changes nothing (the successor it scheduled is
-    // then enqueued by stuck-scheduled recovery, its after-commit job having died with the commit).
+    // COMMIT that did go through (or after recordUnlocked's statement that did) finds it closed and
+    // changes nothing; it sends the job of the step that outcome scheduled again, the first one
+    // having died with the lost answer.
     const states = await this.transactions.run((manager) => this.store.batched(manager, async () => {
       next = null; // a transaction run again after a lost connection starts over
       const { workflow, execution } = await this.store.lockStep(manager, prepared.workflowId, prepared.executionId);
       if (!execution || execution.state !== 'in_progress') {
-        prepared.logger.warn(`Execution is ${execution?.state ?? 'gone'} after the body ran (recovered meanwhile?): outcome discarded`);
+        prepared.logger.warn(`Execution is ${execution?.state ?? 'gone'} after the body ran (recorded by a lost answer, or recovered meanwhile): outcome discarded`);
+        await this.resendScheduled(manager, workflow, prepared.definition);
         return null;
       }
       prepared.workflow = workflow;
@@ -679,6 +681,15 @@ export class ExecutorService {
       return { workflowState: workflow.state, stepState: execution.state };
     }), undefined, IDEMPOTENT);
     return { states, next };
+  }
+
+  /**
+   * Sends the job of the workflow's scheduled execution again, if it has one: what a COMMIT whose
+   * answer was lost would have sent. A job that finds its execution started already is ignored.
+   */
+  private async resendScheduled(manager: EntityManager, workflow: WorkflowRecord, definition: WorkflowDefinition): Promise<void> {
+    const current = await this.store.currentExecution(manager, workflow.id);
+    if (current?.state === 'scheduled') await this.store.enqueue(manager, workflow, current, jobOptionsFor(definition, definition.step(current.stepName)), current.jobId ?? undefined);
   }
 
   /** Records a completed body (no intent) or a flow-control intent, and schedules what follows. */
