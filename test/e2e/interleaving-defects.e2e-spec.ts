@@ -4,15 +4,32 @@
  * scenario's own rule are checked afterwards, as the interleavings proof checks every schedule.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { WorkflowRecord, WorkflowService } from 'geneva-drive';
+import { WorkflowRecord, WorkflowService, type StepJob } from 'geneva-drive';
 import { scenarioNamed } from '../src/interleaving-scenarios.js';
 import { bodyRuns, INTERLEAVING_WORKFLOWS, PlainWorkflow } from '../src/interleaving-workflows.js';
 import { enabledDatabases } from '../utils/databases.js';
-import { ExplorerHarness } from '../utils/explorer/harness.js';
+import { ExplorerHarness, type Scenario } from '../utils/explorer/harness.js';
 import { scriptedChooser, type Phase } from '../utils/explorer/schedule-explorer.js';
 import { TestHero } from '../utils/fixtures.js';
 
 const COMMIT = /^\s*COMMIT/i;
+
+/** Step a of a plain workflow run without chaining: its outcome schedules b, whose job goes through the queue. */
+const LOST_OUTCOME: Scenario<{ job: StepJob; workflow: WorkflowRecord }> = {
+  name: 'a plain step whose outcome loses its answer',
+  faults: 1,
+  setup: async (h) => {
+    const order = await h.app.dataSource.getRepository(TestHero).save({ name: 'order' });
+    const workflow = await h.get(WorkflowService).start(PlainWorkflow, order);
+    const [job] = h.newJobs();
+    return { job, workflow };
+  },
+  operations: (h, at) => [{ name: 'job', run: () => h.runJob(at.job, { chain: false }) }],
+  check: async (h, at) => {
+    const { state } = await h.get(WorkflowService).find(at.workflow.id);
+    return state === 'finished' ? [] : [`workflow ${at.workflow.id} ended ${state}, not finished`];
+  },
+};
 const END = /^\s*(COMMIT|ROLLBACK)/i;
 
 for (const kind of ['postgres', 'mysql'] as const) {
@@ -35,8 +52,8 @@ for (const kind of ['postgres', 'mysql'] as const) {
       await late?.close();
     });
 
-    const expectClean = async (harness: ExplorerHarness, name: string, ...phases: Phase[]) => {
-      const scenario = scenarioNamed(name);
+    const expectClean = async (harness: ExplorerHarness, named: string | Scenario<any>, ...phases: Phase[]) => {
+      const scenario = typeof named === 'string' ? scenarioNamed(named) : named;
       const { run, violations } = await harness.runOnce(scenario, scriptedChooser(...phases));
       if (violations.length > 0) throw new Error(harness.report(scenario, 'pinned schedule', run, violations));
       return run;
@@ -89,6 +106,21 @@ for (const kind of ['postgres', 'mysql'] as const) {
         { op: 'keyed' },
       );
       expect(run.trace.some((line) => line.fault === 'kill')).toBe(true);
+    });
+
+    // The operator's connection dies after the last statement of its transaction: COMMIT is never
+    // sent, so the outcome is known (rolled back) and the call runs again instead of giving up.
+    it('an operator call whose connection dies before its COMMIT runs again', async () => {
+      const run = await expectClean(h, 'signal × resume, with a connection killed', { op: 'resume', through: /FROM .geneva_drive_signals./, fault: 'kill' }, { op: 'resume' });
+      expect(run.outcomes.resume.error).toBeUndefined();
+    });
+
+    // A step's outcome is written, its answer lost: the next step's job died with it.
+    it("an outcome whose answer is lost sends the next step's job when it finds the outcome recorded", async () => {
+      // The first write that commits starts step a (PostgreSQL: a guarded statement; MySQL: a transaction), the second records its outcome.
+      const write = /^\s*(COMMIT|WITH l AS)/i;
+      const run = await expectClean(h, LOST_OUTCOME, { op: 'job', through: write }, { op: 'job', through: write, fault: 'lose-answer' }, { op: 'job' });
+      expect(run.trace.some((line) => line.fault === 'lose-answer')).toBe(true);
     });
 
     // The keyed sender's COMMIT goes through but its answer is lost: signal() finds out by itself.

@@ -7,7 +7,7 @@
  * transactions never interleave (TransactionRunner queues them).
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { ENQUEUE_IN_TRANSACTION, SCENARIOS } from '../src/interleaving-scenarios.js';
+import { ENQUEUE_IN_TRANSACTION, SCENARIOS, WITH_FAULTS } from '../src/interleaving-scenarios.js';
 import { bodyRuns, INTERLEAVING_WORKFLOWS } from '../src/interleaving-workflows.js';
 import { enabledDatabases, type DatabaseKind } from '../utils/databases.js';
 import { explorationBudget, ExplorerHarness, type Scenario } from '../utils/explorer/harness.js';
@@ -37,7 +37,7 @@ for (const kind of ['postgres', 'mysql'] as const) {
     continue;
   }
   describe(title, () => {
-    describe('engine defaults', () => explorationSuite(kind, SCENARIOS, {}));
+    describe('engine defaults', () => explorationSuite(kind, [...SCENARIOS, ...WITH_FAULTS], {}));
     describe('enqueueAfterCommit: false', () => explorationSuite(kind, ENQUEUE_IN_TRANSACTION, { enqueueAfterCommit: false }));
   });
 }
