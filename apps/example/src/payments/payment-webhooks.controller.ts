@@ -1,6 +1,6 @@
-import { BadRequestException, Body, ConflictException, Controller, HttpCode, NotFoundException, PayloadTooLargeException, Post } from '@nestjs/common';
+import { BadRequestException, Body, ConflictException, Controller, HttpCode, NotFoundException, PayloadTooLargeException, Post, ServiceUnavailableException } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { InvalidSignalError, SignalPayloadTooLargeError, SignalService, UnencodableValueError, WorkflowNotOngoingError, WorkflowService } from 'geneva-drive';
+import { InvalidSignalError, SignalOutcomeUnknownError, SignalPayloadTooLargeError, SignalService, UnencodableValueError, WorkflowNotOngoingError, WorkflowService } from 'geneva-drive';
 import { Repository } from 'typeorm';
 import { OrderFulfillmentWorkflow } from '../orders/order-fulfillment.workflow.js';
 import { Order } from '../orders/order.entity.js';
@@ -36,6 +36,7 @@ export class PaymentWebhooksController {
     } catch (error) {
       if (error instanceof WorkflowNotOngoingError) throw new ConflictException(error.message);
       if (error instanceof SignalPayloadTooLargeError) throw new PayloadTooLargeException(error.message);
+      if (error instanceof SignalOutcomeUnknownError) throw new ServiceUnavailableException(error.message);
       if (error instanceof InvalidSignalError || error instanceof UnencodableValueError) throw new BadRequestException(error.message);
       throw error;
     }
