@@ -85,7 +85,8 @@ export class StepJobGate {
     if (!options?.slotTaken && !this.tryTake()) await new Promise<void>((resolve) => this.waiting.push(resolve));
     try {
       const handler = await this.handler;
-      if (options?.takeover && this.accepting) await this.takeover?.(executionId, jobId, hints);
+      // Also while the process stops: a takeover it was handed is not handed to another worker again.
+      if (options?.takeover) await this.takeover?.(executionId, jobId, hints);
       return await handler(executionId, jobId, hints);
     } finally {
       this.release();
