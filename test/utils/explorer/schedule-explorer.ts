@@ -65,8 +65,9 @@ interface OpState {
   name: string;
   status: Status;
   parked?: { connection: Connection; sql: string; go(choice: Choice): void };
-  /** The session of the statement in flight, if any. */
+  /** The session of the statement in flight, if any, and since when. */
   inflight?: number;
+  inflightSince: number;
   line?: TraceLine;
 }
 
@@ -74,6 +75,8 @@ interface OpState {
 export type Chooser = (parked: Array<{ op: string; sql: string; mayLoseAnswer: boolean }>, faultsLeft: number) => Choice;
 
 const TICK_MS = 2;
+/** How long a statement may be in flight before the server is asked whether it waits for a lock. */
+const ASK_AFTER_MS = 10;
 
 export class ScheduleExplorer {
   private readonly storage = new AsyncLocalStorage<OpState>();
@@ -125,7 +128,7 @@ export class ScheduleExplorer {
     this.inTransaction.clear();
     const choices: Choice[] = [];
     const outcomes: Record<string, Outcome> = {};
-    this.ops = operations.map((operation) => ({ name: operation.name, status: 'running' as Status }));
+    this.ops = operations.map((operation) => ({ name: operation.name, status: 'running' as Status, inflightSince: 0 }));
     const settled = operations.map((operation, index) =>
       this.storage.run(this.ops[index], async () => {
         try {
@@ -186,6 +189,7 @@ export class ScheduleExplorer {
     const line: TraceLine = { op: op.name, sql, ...(choice.fault ? { fault: choice.fault } : {}) };
     this.trace.push(line);
     op.inflight = pid;
+    op.inflightSince = performance.now();
     op.line = line;
     try {
       if (choice.fault === 'lose-answer') {
@@ -223,7 +227,9 @@ export class ScheduleExplorer {
       if (running.length === 0) return;
       for (const op of running) {
         const pid = op.inflight;
-        if (pid !== undefined && (await this.dialect.waitsForLock(pid)) && op.inflight === pid && op.status === 'running') {
+        // Most statements answer at once: the server is asked only about one still in flight a moment later.
+        if (pid === undefined || performance.now() - op.inflightSince < ASK_AFTER_MS) continue;
+        if ((await this.dialect.waitsForLock(pid)) && op.inflight === pid && op.status === 'running') {
           op.status = 'blocked';
           if (op.line) op.line.blocked = true;
         }
