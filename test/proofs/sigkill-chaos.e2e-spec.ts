@@ -40,7 +40,7 @@ import {
 const WORKERS = scaled(2, 3);
 const WORKFLOWS = scaled(30, 400);
 /** Pace of the starts: on a small machine shared with other runs, a faster stream saturates the workers, and a step interrupted by a kill then waits behind the backlog, whatever brought it back. */
-const START_GAP_MS = scaled(150, 150);
+const START_GAP_MS = scaled(150, 200);
 const MIN_KILLS = scaled(2, 20);
 /** Pause between two kills, at random in this range (a kill also waits for the last replacement to be up). */
 const KILL_GAP_MS = [300, 1_200] as const;
