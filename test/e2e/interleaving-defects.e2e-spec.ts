@@ -14,6 +14,19 @@ import { TestHero } from '../utils/fixtures.js';
 
 const COMMIT = /^\s*COMMIT/i;
 
+/** One start() of a plain workflow. */
+const LOST_START: Scenario<{ hero: TestHero }> = {
+  name: 'a start whose answer is lost',
+  faults: 1,
+  lostAnswerLeavesStepToSweep: true,
+  setup: async (h) => ({ hero: await h.app.dataSource.getRepository(TestHero).save({ name: 'order' }) }),
+  operations: (h, at) => [{ name: 'start', run: () => h.get(WorkflowService).start(PlainWorkflow, at.hero) }],
+  check: async (h) => {
+    const count = await h.app.dataSource.getRepository(WorkflowRecord).count();
+    return count === 1 ? [] : [`${count} workflows written by one start()`];
+  },
+};
+
 /** Step a of a plain workflow run without chaining: its outcome schedules b, whose job goes through the queue. */
 const LOST_OUTCOME: Scenario<{ job: StepJob; workflow: WorkflowRecord }> = {
   name: 'a plain step whose outcome loses its answer',
@@ -121,6 +134,14 @@ for (const kind of ['postgres', 'mysql'] as const) {
       const write = /^\s*(COMMIT|WITH l AS)/i;
       const run = await expectClean(h, LOST_OUTCOME, { op: 'job', through: write }, { op: 'job', through: write, fault: 'lose-answer' }, { op: 'job' });
       expect(run.trace.some((line) => line.fault === 'lose-answer')).toBe(true);
+    });
+
+    // start()'s write commits and its answer is lost (PostgreSQL: its one statement; MySQL: COMMIT):
+    // the engine cannot know, does not start a second workflow, and says so. The first step's job,
+    // lost with the answer, is the stuck-scheduled sweep's (the harness runs it before its checks).
+    it('a start() whose COMMIT answer is lost throws CommitOutcomeUnknownError, its workflow written once', async () => {
+      const run = await expectClean(h, LOST_START, { op: 'start', through: /^\s*(COMMIT|WITH w AS)/i, fault: 'lose-answer' });
+      expect((run.outcomes.start.error as Error).name).toBe('CommitOutcomeUnknownError');
     });
 
     // The keyed sender's COMMIT goes through but its answer is lost: signal() finds out by itself.

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { In, type EntityManager } from 'typeorm';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
+import { CommitOutcomeUnknownError } from '../errors/commit-outcome-unknown.error.js';
 import { InvalidStateError } from '../errors/invalid-state.error.js';
 import { WorkflowAlreadyOngoingError } from '../errors/workflow-already-ongoing.error.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
@@ -11,7 +12,7 @@ import { heroExists, heroReference, heroRow } from '../execution/hero.js';
 import { traced } from '../instrumentation/geneva-drive.events.js';
 import { rejectUnknownKeys } from '../util/unknown-keys.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
-import { TransactionRunner } from '../persistence/transaction-runner.js';
+import { isConnectionError, TransactionRunner } from '../persistence/transaction-runner.js';
 import { isUniqueViolation } from '../persistence/unique-violation.js';
 import { idOf, jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
 import type { WorkflowDefinition } from '../registry/workflow-definition.js';
@@ -100,8 +101,13 @@ export class WorkflowService {
       else await this.store.createExecution(manager, workflow, definition, first.name, { waitMs: first.waitMs });
       return workflow;
     };
-    // One statement needs no transaction of its own: its job is enqueued once it has returned.
-    if (first && heroInTable && signals.length === 0 && !options.manager && this.store.sql(manager).startsInOneStatement) return insert(manager);
+    // One statement needs no transaction of its own: its job is enqueued once it has returned. It
+    // commits by itself, so a connection lost on it leaves the outcome unknown, as at a COMMIT.
+    if (first && heroInTable && signals.length === 0 && !options.manager && this.store.sql(manager).startsInOneStatement) {
+      return insert(manager).catch((error: unknown) => {
+        throw isConnectionError(error) ? new CommitOutcomeUnknownError(error) : error;
+      });
+    }
     return this.transactions.run(insert, options.manager);
   }
 
