@@ -84,14 +84,17 @@ suite('unlocked phases [postgres]', () => {
     app = undefined;
   });
 
-  it('a plain one-step workflow runs its step in three statements after start(): the read, the guarded start, the guarded outcome, and no transaction', async () => {
+  it('a plain one-step workflow runs its step in four statements after start(): the read, the guarded start, the hero, the guarded outcome, and no transaction', async () => {
     const { workflows, hero } = await boot();
     const wf = await workflows.start(PlainWorkflow, hero);
     await settled(workflows, wf, 'finished');
     const afterStart = watch.statements.slice(watch.statements.findIndex((sql) => sql.startsWith('WITH w AS (INSERT INTO "geneva_drive_workflows"')) + 1);
     // The step's statements (the test's own polling reads aside): no BEGIN, no COMMIT, no other lock.
-    const engine = afterStart.filter((sql) => isUnlockedRead(sql) || isGuardedWrite(sql) || isBegin(sql) || /^(COMMIT|WITH )/.test(sql) || sql.includes('FOR UPDATE'));
-    expect(engine.map((sql) => (isUnlockedRead(sql) ? 'read' : isGuardedWrite(sql) ? 'guarded write' : sql))).toEqual(['read', 'guarded write', 'guarded write']);
+    // The hero is read after the guarded start took and released the row locks, so the body sees
+    // every commit made under them.
+    const isHeroRead = (sql: string) => sql.startsWith('SELECT') && sql.includes('FROM "test_heroes" h');
+    const engine = afterStart.filter((sql) => isUnlockedRead(sql) || isGuardedWrite(sql) || isHeroRead(sql) || isBegin(sql) || /^(COMMIT|WITH )/.test(sql) || sql.includes('FOR UPDATE'));
+    expect(engine.map((sql) => (isUnlockedRead(sql) ? 'read' : isGuardedWrite(sql) ? 'guarded write' : isHeroRead(sql) ? 'hero' : sql))).toEqual(['read', 'guarded write', 'hero', 'guarded write']);
     const [execution] = await workflows.executionHistory(wf);
     expect(execution).toMatchObject({ stepName: 'only', state: 'completed', outcome: 'success', jobId: execution.id });
     expect(journal).toEqual([`${wf.id}:only`]);

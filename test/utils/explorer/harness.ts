@@ -109,12 +109,13 @@ export class ExplorerHarness {
     return executor.executeJob(job.executionId, { jobId: job.jobId ?? job.executionId, hints: job.hints, chain: true, ...options });
   }
 
-  /** Runs every step job in the queue, and those they enqueue, until none is left. */
-  async drain(): Promise<void> {
+  /** Runs every step job in the queue, and those they enqueue, until none is left; what they threw. */
+  async drain(): Promise<string[]> {
+    const thrown: string[] = [];
     for (let round = 0; round < 100; round++) {
       const jobs = this.newJobs().filter((job) => !isDeadlineJob(job.jobId));
-      if (jobs.length === 0) return;
-      for (const job of jobs) await this.runJob(job).catch(() => undefined);
+      if (jobs.length === 0) return thrown;
+      for (const job of jobs) await this.runJob(job).catch((error: unknown) => thrown.push(`the queued job ${job.jobId ?? job.executionId} threw ${String(error)}`));
     }
     throw new Error('The queue never ran dry: 100 rounds of jobs');
   }
@@ -155,7 +156,7 @@ export class ExplorerHarness {
     const context = await scenario.setup(this);
     this.newJobs();
     const run = await this.explorer.run(scenario.operations(this, context), choose, scenario.faults ?? 0);
-    await this.drain();
+    const thrown = await this.drain();
     const lostEvents = !scenario.heroChangesAfterDelivery;
     const lostAnswer = run.choices.some((choice) => choice.fault === 'lose-answer');
     const violations = new Set(
@@ -165,10 +166,10 @@ export class ExplorerHarness {
       // A step whose start committed while its answer was lost is left in progress, unrun, for
       // stuck-in-progress recovery: the engine's documented bound, applied here before looking again.
       await this.get(HousekeepingService).run();
-      await this.drain();
+      thrown.push(...(await this.drain()));
       for (const violation of await checkInvariants(this.app.moduleRef, this.app.dataSource, { lostEvents, stranded: true, unsent: true })) violations.add(violation);
     }
-    for (const violation of (await scenario.check?.(this, context, run)) ?? []) violations.add(violation);
+    for (const violation of [...thrown, ...((await scenario.check?.(this, context, run)) ?? [])]) violations.add(violation);
     return { run, context, violations: [...violations] };
   }
 

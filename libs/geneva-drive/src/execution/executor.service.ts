@@ -1,6 +1,6 @@
 import { AsyncResource } from 'node:async_hooks';
 import { Inject, Injectable, type LoggerService } from '@nestjs/common';
-import { In, type EntityManager } from 'typeorm';
+import { In, QueryFailedError, type EntityManager } from 'typeorm';
 import type { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
@@ -16,7 +16,7 @@ import { ContextLogger } from '../instrumentation/context-logger.js';
 import { dueKeys, publish } from '../instrumentation/geneva-drive.events.js';
 import { runInJobContext } from '../instrumentation/job-context.js';
 import { isStaleStatement } from '../persistence/stale-statement.js';
-import { isConnectionError, isDeadlock, TransactionRunner, type TransactionOptions } from '../persistence/transaction-runner.js';
+import { isConnectionError, isDeadlock, pause, TransactionRunner, type TransactionOptions } from '../persistence/transaction-runner.js';
 import { jobOptionsFor, successorOf, WorkflowStore, type NewExecution } from '../persistence/workflow-store.js';
 import { evaluateCondition, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
@@ -277,6 +277,10 @@ export class ExecutorService {
     try {
       verdict = await this.evaluatePreconditions(manager, prepared, workflow, pinned);
     } catch (error) {
+      // A database error is the transaction's, not the precondition's: it may be gone (PostgreSQL
+      // aborts it; MySQL rolls a deadlock victim back whole). Transient ones run it again; others
+      // are recorded by recordPrepareFailure, in a transaction of its own.
+      if (error instanceof QueryFailedError || isDeadlock(error) || isConnectionError(error) || isStaleStatement(error)) throw error;
       event('exception', error);
       logger.error(`Precondition raised ${String(error)}`);
       // A waitFor step on a database without the signals migration fails and pauses whatever the
@@ -362,7 +366,7 @@ export class ExecutorService {
     const { workflow, execution, instance, logger } = prepared;
     let hero: object | null;
     try {
-      hero = await this.store.readHero(manager, heroType, heroId);
+      hero = await this.readHeroOutsideTransaction(manager, heroType, heroId);
     } catch (error) {
       // The body cannot run without its hero: the attempt fails as one whose body raised would.
       return this.finalize(prepared, { kind: 'exception', error, policy: resolveExceptionPolicy(step, definition.exceptionPolicies, error) }).then(
@@ -378,6 +382,18 @@ export class ExecutorService {
     workflowInternals.bind(instance, { hero, record: workflow, execution, signal: step.waitFor ? signal : null, logger });
     publish('precondition', () => ({ ...this.eventBase(prepared, started), ...dueKeys(prepared.execution), outcome: 'passed' }));
     return { run: prepared };
+  }
+
+  /** The hero, read with no transaction: a read alone, so it runs again after a lost connection. */
+  private async readHeroOutsideTransaction(manager: EntityManager, heroType: string, heroId: string): Promise<object | null> {
+    for (let tries = 1; ; tries++) {
+      try {
+        return await this.store.readHero(manager, heroType, heroId);
+      } catch (error) {
+        if (tries >= LOOKUP_ATTEMPTS || !(isConnectionError(error) || isStaleStatement(error))) throw error;
+        await pause(LOOKUP_PAUSE_MS);
+      }
+    }
   }
 
   /**
@@ -863,8 +879,4 @@ export class ExecutorService {
       durationMs: performance.now() - started,
     };
   }
-}
-
-function pause(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -68,7 +68,7 @@ export interface TransactionOptions {
  * The driver refused to send the statement at all, its connection already closed (TypeORM's released
  * runner; node-postgres' and mysql2's closed connections): the server never saw it.
  */
-function neverSent(error: unknown): boolean {
+export function neverSent(error: unknown): boolean {
   for (const candidate of [error, (error as { driverError?: unknown })?.driverError]) {
     const { name, message } = (candidate ?? {}) as { name?: unknown; message?: unknown };
     if (name === 'QueryRunnerAlreadyReleasedError' || name === 'QueryRunnerProviderAlreadyReleasedError') return true;
@@ -145,9 +145,11 @@ export class TransactionRunner {
   private async withRetry<T>(work: (manager: EntityManager) => Promise<T>, options: TransactionOptions): Promise<T> {
     for (let tries = 1; ; tries++) {
       let committing = false;
+      let runner: QueryRunner | undefined;
       try {
         return await this.dataSource.transaction(async (manager) => {
-          ownRunners.add(manager.queryRunner!);
+          runner = manager.queryRunner!;
+          ownRunners.add(runner);
           const result = await work(manager);
           // COMMIT goes out only on a live connection: one that died after the work's last statement
           // leaves an outcome known for certain (rolled back), not one lost with COMMIT's answer.
@@ -156,7 +158,8 @@ export class TransactionRunner {
           return result;
         });
       } catch (error) {
-        if (committing && neverSent(error)) committing = false;
+        // Refused before it was sent: COMMIT, not a query run after it (an afterTransactionCommit subscriber's).
+        if (committing && neverSent(error) && runner?.isTransactionActive) committing = false;
         if (isDeadlock(error) && tries < DEADLOCK_TRIES) {
           await pause(5 + Math.random() * 20 * tries);
         } else if (isStaleStatement(error) && tries < DEADLOCK_TRIES) {
@@ -195,6 +198,6 @@ export class TransactionRunner {
   }
 }
 
-function pause(ms: number): Promise<void> {
+export function pause(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }

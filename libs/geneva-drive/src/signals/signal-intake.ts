@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { EntityManager } from 'typeorm';
+import { IsNull, type EntityManager } from 'typeorm';
 import { Signal } from '../entities/signal.entity.js';
 import type { StepExecution } from '../entities/step-execution.entity.js';
 import { InvalidSignalError, SignalPayloadTooLargeError, SignalsNotMigratedError } from '../errors/signal.errors.js';
@@ -104,6 +104,18 @@ export class SignalIntake {
     const existing = await this.findExisting(manager, workflowId, prepared);
     if (!existing) throw new Error(`Signal "${prepared.name}" of workflow ${workflowId} was neither written nor found`);
     return { signal: existing, duplicate: true, waiting: [] };
+  }
+
+  /**
+   * The row `written` as stored, locked, or null when its insert did not commit. Matched on what it
+   * is, not on its id alone: an id whose insert did not commit may be given again (a sequence step
+   * lost in a crash) to another signal.
+   */
+  findWritten(manager: EntityManager, written: Signal, prepared: PreparedSignal): Promise<Signal | null> {
+    return manager.findOne(Signal, {
+      where: { id: written.id, workflowId: written.workflowId, name: prepared.name, idempotencyKey: prepared.idempotencyKey ?? IsNull() },
+      lock: latestRowsLock(manager),
+    });
   }
 
   /** The row an earlier delivery of this keyed signal wrote, locked; null for a keyless signal. */

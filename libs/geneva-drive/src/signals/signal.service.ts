@@ -5,7 +5,6 @@ import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { CommitOutcomeUnknownError } from '../errors/commit-outcome-unknown.error.js';
 import { SignalOutcomeUnknownError, WorkflowNotOngoingError } from '../errors/signal.errors.js';
 import { deliveryDisposition, publish, traced } from '../instrumentation/geneva-drive.events.js';
-import { latestRowsLock } from '../persistence/row-lock.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { idOf, WorkflowStore } from '../persistence/workflow-store.js';
@@ -87,8 +86,28 @@ export class SignalService {
       const result = await deliver()
         .catch(async (error: unknown) => {
           if (!(error instanceof CommitOutcomeUnknownError)) throw error;
-          // The answer to COMMIT was lost: read whether it committed, and deliver again if not.
-          return (await this.recordedBefore(workflowId, name, written, error)) ?? deliver();
+          // The answer to COMMIT was lost. The workflow lock, which the lost transaction held, waits
+          // for it to end however it ends; then the row says whether it committed: if so, the
+          // wake-ups it could not send are sent; if not, nothing was written and it is delivered again.
+          const found = !written
+            ? null // a redelivery writes nothing: delivering again answers the same
+            : await this.transactions
+                .run((manager) => this.store.batched(manager, async () => {
+                  const { workflow: record } = await this.store.lockForSignal(manager, workflowId);
+                  const signal = await this.intake.findWritten(manager, written!, prepared);
+                  if (!signal) return null;
+                  signal.duplicateDelivery = false;
+                  return { signal, woken: await this.rendezvous.resendWakes(manager, record, signal) };
+                }), undefined, { idempotent: true })
+                .catch((unreachable: unknown) => {
+                  throw new SignalOutcomeUnknownError(workflowId, name, unreachable);
+                });
+          return (
+            found ??
+            deliver().catch((again: unknown) => {
+              throw again instanceof CommitOutcomeUnknownError ? new SignalOutcomeUnknownError(workflowId, name, again) : again;
+            })
+          );
         })
         .catch((error: unknown) => {
           if (error instanceof WorkflowNotOngoingError) publish('signal', () => ({ workflowId, workflowClass, signalId: null, name, duplicate: false, woken: 0, disposition: 'rejected' }));
@@ -105,33 +124,6 @@ export class SignalService {
       }));
       return result.signal as Signal<Payload>;
     });
-  }
-
-  /**
-   * After a COMMIT whose answer was lost: the signal `written` as it is stored, with the wake-ups
-   * that commit could not send sent now, or null when it did not commit (then nothing was written
-   * and delivering again is safe). The workflow lock, which the lost transaction held, is taken
-   * first: the read waits for that transaction to end, however it ends. `SignalOutcomeUnknownError`
-   * when the database cannot be read.
-   */
-  private async recordedBefore(
-    workflowId: string,
-    name: string,
-    written: Signal | undefined,
-    lost: CommitOutcomeUnknownError,
-  ): Promise<{ signal: Signal; woken: number } | null> {
-    if (!written) return null; // a redelivery writes nothing: delivering again answers the same
-    try {
-      return await this.transactions.run((manager) => this.store.batched(manager, async () => {
-        const { workflow } = await this.store.lockForSignal(manager, workflowId);
-        const signal = await manager.findOne(Signal, { where: { id: written.id }, lock: latestRowsLock(manager) });
-        if (!signal) return null;
-        signal.duplicateDelivery = false;
-        return { signal, woken: await this.rendezvous.resendWakes(manager, workflow, signal) };
-      }));
-    } catch (error) {
-      throw new SignalOutcomeUnknownError(workflowId, name, error ?? lost.cause);
-    }
   }
 
   /**

@@ -12,7 +12,7 @@ import { heroExists, heroReference, heroRow } from '../execution/hero.js';
 import { traced } from '../instrumentation/geneva-drive.events.js';
 import { rejectUnknownKeys } from '../util/unknown-keys.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
-import { isConnectionError, TransactionRunner } from '../persistence/transaction-runner.js';
+import { isConnectionError, neverSent, TransactionRunner } from '../persistence/transaction-runner.js';
 import { isUniqueViolation } from '../persistence/unique-violation.js';
 import { idOf, jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
 import type { WorkflowDefinition } from '../registry/workflow-definition.js';
@@ -105,7 +105,7 @@ export class WorkflowService {
     // commits by itself, so a connection lost on it leaves the outcome unknown, as at a COMMIT.
     if (first && heroInTable && signals.length === 0 && !options.manager && this.store.sql(manager).startsInOneStatement) {
       return insert(manager).catch((error: unknown) => {
-        throw isConnectionError(error) ? new CommitOutcomeUnknownError(error) : error;
+        throw isConnectionError(error) && !neverSent(error) ? new CommitOutcomeUnknownError(error) : error;
       });
     }
     return this.transactions.run(insert, options.manager);
