@@ -80,7 +80,9 @@ export class ExplorerHarness {
   }
 
   static async create(kind: DatabaseKind, providers: Function[], options: Parameters<typeof createTestApp>[2] = {}): Promise<ExplorerHarness> {
-    const app = await createTestApp(kind, providers as never, { stuckInProgressThreshold: '1ms', stuckScheduledThreshold: '1ms', ...options });
+    // A chain's time budget would make the statements a schedule meets depend on the machine's
+    // speed: only its step count bounds it here.
+    const app = await createTestApp(kind, providers as never, { stuckInProgressThreshold: '1ms', stuckScheduledThreshold: '1ms', chainSteps: { maxSteps: 10, maxDuration: '1h' }, ...options });
     return new ExplorerHarness(app, await ScheduleExplorer.attach(app.dataSource));
   }
 

@@ -77,12 +77,16 @@ export type Chooser = (parked: Array<{ op: string; sql: string; mayLoseAnswer: b
 const TICK_MS = 2;
 /** How long a statement may be in flight before the server is asked whether it waits for a lock. */
 const ASK_AFTER_MS = 10;
+/** How long the schedule waits for a running operation before it reports the harness stuck. */
+const STALL_MS = 120_000;
 
 export class ScheduleExplorer {
   private readonly storage = new AsyncLocalStorage<OpState>();
   private ops: OpState[] = [];
   private trace: TraceLine[] = [];
   private readonly waiters = new Set<() => void>();
+  /** A statement that arrived under an operation already parked at one (see catch). */
+  private stray: string | undefined;
   /** Sessions with a transaction open (BEGIN seen, no COMMIT or ROLLBACK yet). */
   private readonly inTransaction = new Set<number>();
 
@@ -125,6 +129,7 @@ export class ScheduleExplorer {
    */
   async run(operations: Operation[], choose: Chooser, faults = 0): Promise<Run> {
     this.trace = [];
+    this.stray = undefined;
     this.inTransaction.clear();
     const choices: Choice[] = [];
     const outcomes: Record<string, Outcome> = {};
@@ -142,18 +147,23 @@ export class ScheduleExplorer {
       }),
     );
     let faultsLeft = faults;
+    let blockedSince: number | undefined;
     for (;;) {
       await this.quiescent();
+      if (this.stray) throw new Error(`The schedule explorer lost track of an operation (${this.stray})\n${formatTrace(this.trace)}`);
       const parked = this.ops.filter((op) => op.status === 'parked');
       if (parked.length === 0) {
         if (this.ops.every((op) => op.status === 'done')) break;
         if (this.ops.some((op) => op.status === 'blocked')) {
           // Only lock waits on one another: the database's deadlock detection ends one of them.
+          blockedSince ??= performance.now();
+          if (performance.now() - blockedSince > STALL_MS) throw new Error(`Every operation has waited for a lock for ${STALL_MS / 1000} s: ${this.ops.map((op) => `${op.name} ${op.status}`).join(', ')}\n${formatTrace(this.trace)}`);
           await this.nextChange(50);
           continue;
         }
         throw new Error(`No operation can move: ${this.ops.map((op) => `${op.name} ${op.status}`).join(', ')}\n${formatTrace(this.trace)}`);
       }
+      blockedSince = undefined;
       const options = parked
         .map((op) => ({ op: op.name, sql: op.parked!.sql, mayLoseAnswer: this.mayLoseAnswer(op.parked!.connection.pid, op.parked!.sql) }))
         .sort((a, b) => a.op.localeCompare(b.op));
@@ -180,6 +190,14 @@ export class ScheduleExplorer {
   private async catch(connection: Connection, sql: string, proceed: Proceed): Promise<unknown[]> {
     const op = this.storage.getStore();
     if (!op || op.status === 'done' || !this.ops.includes(op)) return proceed();
+    if (op.parked) {
+      // One operation sends one statement at a time. A second one under its name came from work that
+      // carried its async context away (a pooled connection handed to a waiter): fail loudly rather
+      // than lose the parked one, whose transaction would then stay open for good.
+      this.stray = `a second statement under ${op.name} while one is parked: ${sql.slice(0, 120)}`;
+      this.changed();
+      throw new Error(`The schedule explorer lost track of ${op.name}: ${this.stray}`);
+    }
     const choice = await new Promise<Choice>((go) => {
       op.parked = { connection, sql, go };
       op.status = 'parked';
@@ -222,9 +240,16 @@ export class ScheduleExplorer {
 
   /** Waits until no operation is running: each is parked, idle, done, or waiting for a lock. */
   private async quiescent(): Promise<void> {
+    const since = performance.now();
     for (;;) {
       const running = this.ops.filter((op) => op.status === 'running');
       if (running.length === 0) return;
+      // Not a verdict on speed: a harness that cannot tell what an operation waits for says so
+      // instead of hanging (an operation waiting for a pool connection, a wait the server does not
+      // report as a lock).
+      if (performance.now() - since > STALL_MS) {
+        throw new Error(`No operation moved for ${STALL_MS / 1000} s: ${this.ops.map((op) => `${op.name} ${op.status}${op.inflight ? ` (session ${op.inflight} in flight)` : ''}`).join(', ')}\n${formatTrace(this.trace)}`);
+      }
       for (const op of running) {
         const pid = op.inflight;
         // Most statements answer at once: the server is asked only about one still in flight a moment later.
