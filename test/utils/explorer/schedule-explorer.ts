@@ -367,7 +367,7 @@ export class DepthFirst {
       const options = optionsAt(parked, faultsLeft);
       if (depth >= this.path.length) this.path.push({ index: 0, count: options.length });
       const point = this.path[depth++];
-      if (point.count !== options.length) throw new Error(`A replayed schedule met ${options.length} options where it had met ${point.count}: the run is not deterministic`);
+      if (point.count !== options.length) throw new Error(`A replayed schedule met ${options.length} options where it had met ${point.count} (at choice ${depth}: ${parked.map((p) => `${p.op}: ${p.sql.slice(0, 100)}`).join(" | ")}): the run is not deterministic`);
       return options[point.index];
     };
   }
