@@ -97,8 +97,10 @@ async function postgresDialect(dataSource: DataSource): Promise<ExplorerDialect>
       await admin.query('SELECT pg_terminate_backend($1)', [pid]);
     },
     async waitsForLock(pid) {
-      const rows: Array<{ wait_event_type: string | null }> = await admin.query('SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1', [pid]);
-      return rows[0]?.wait_event_type === 'Lock';
+      // The lock table, not the session's wait event: a COMMIT grants the waiter its lock before the
+      // waiter wakes up and clears its wait event, so only the first is true the moment the COMMIT answers.
+      const rows: Array<{ waiting: boolean }> = await admin.query('SELECT cardinality(pg_blocking_pids($1)) > 0 AS waiting', [pid]);
+      return rows[0]?.waiting === true;
     },
     lostConnectionError: () => new Error('Connection terminated unexpectedly'),
     close: () => admin.destroy(),
@@ -136,8 +138,11 @@ async function mysqlDialect(dataSource: DataSource): Promise<ExplorerDialect> {
       if (since < TRX_CACHE_MS) await new Promise((resolve) => setTimeout(resolve, TRX_CACHE_MS - since));
       lastRead = Date.now();
       // Read whole and matched here: the id comes back as a string (TypeORM's bigNumberStrings).
-      const rows: Array<{ trx_mysql_thread_id: string | number; trx_state: string }> = await admin.query('SELECT trx_mysql_thread_id, trx_state FROM information_schema.INNODB_TRX');
-      return rows.some((row) => Number(row.trx_mysql_thread_id) === pid && row.trx_state === 'LOCK WAIT');
+      // The lock requested, not the state: the granting COMMIT clears the first, the waiter the second once awake.
+      const rows: Array<{ trx_mysql_thread_id: string | number; trx_requested_lock_id: string | null }> = await admin.query(
+        'SELECT trx_mysql_thread_id, trx_requested_lock_id FROM information_schema.INNODB_TRX',
+      );
+      return rows.some((row) => Number(row.trx_mysql_thread_id) === pid && row.trx_requested_lock_id !== null);
     },
     lostConnectionError: () => Object.assign(new Error('Connection lost: The server closed the connection.'), { code: 'PROTOCOL_CONNECTION_LOST', fatal: true }),
     close: () => admin.destroy(),

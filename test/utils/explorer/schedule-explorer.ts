@@ -64,11 +64,13 @@ type Status = 'running' | 'parked' | 'blocked' | 'idle' | 'done';
 interface OpState {
   name: string;
   status: Status;
-  parked?: { connection: Connection; sql: string; go(choice: Choice): void };
+  parked?: { connection: Connection; sql: string; go(choice: Choice | 'abort'): void };
   /** The session of the statement in flight, if any, and since when. */
   inflight?: number;
   inflightSince: number;
   line?: TraceLine;
+  /** The statement count (ScheduleExplorer.completed) when the server last said this one waits for a lock. */
+  blockedAt?: number;
 }
 
 /** Chooses the next statement: given the parked operations (sorted) and whether a fault may still be injected. */
@@ -89,6 +91,13 @@ export class ScheduleExplorer {
   private stray: string | undefined;
   /** Sessions with a transaction open (BEGIN seen, no COMMIT or ROLLBACK yet). */
   private readonly inTransaction = new Set<number>();
+  /**
+   * Statements of operations that have answered. A lock wait seen before the last answer may have
+   * ended with it (the answer of the COMMIT that released the lock): it is asked about again.
+   */
+  private completed = 0;
+  /** The run failed: every statement goes straight through, so that open transactions end. */
+  private aborted = false;
 
   private constructor(private readonly dialect: ExplorerDialect) {}
 
@@ -130,6 +139,7 @@ export class ScheduleExplorer {
   async run(operations: Operation[], choose: Chooser, faults = 0): Promise<Run> {
     this.trace = [];
     this.stray = undefined;
+    this.aborted = false;
     this.inTransaction.clear();
     const choices: Choice[] = [];
     const outcomes: Record<string, Outcome> = {};
@@ -146,6 +156,18 @@ export class ScheduleExplorer {
         }
       }),
     );
+    try {
+      await this.follow(choices, choose, faults);
+    } catch (error) {
+      await this.abort(settled);
+      throw error;
+    }
+    await Promise.all(settled);
+    return { choices, trace: this.trace, outcomes };
+  }
+
+  /** Makes choices until every operation has ended. */
+  private async follow(choices: Choice[], choose: Chooser, faults: number): Promise<void> {
     let faultsLeft = faults;
     let blockedSince: number | undefined;
     for (;;) {
@@ -177,8 +199,20 @@ export class ScheduleExplorer {
       op.status = 'running';
       go(choice);
     }
-    await Promise.all(settled);
-    return { choices, trace: this.trace, outcomes };
+  }
+
+  /**
+   * After a failed run: the parked statements fail, and every later one runs unscheduled, so that
+   * the operations end and roll back their transactions instead of holding their locks for good.
+   */
+  private async abort(settled: Array<Promise<void>>): Promise<void> {
+    this.aborted = true;
+    for (const op of this.ops) {
+      const parked = op.parked;
+      op.parked = undefined;
+      parked?.go('abort');
+    }
+    await Promise.race([Promise.allSettled(settled), new Promise((resolve) => setTimeout(resolve, 10_000).unref())]);
   }
 
   /** A COMMIT, or a statement outside a transaction (it commits by itself). */
@@ -189,7 +223,7 @@ export class ScheduleExplorer {
   /** The catcher installed on every connection: statements of an operation wait for the schedule. */
   private async catch(connection: Connection, sql: string, proceed: Proceed): Promise<unknown[]> {
     const op = this.storage.getStore();
-    if (!op || op.status === 'done' || !this.ops.includes(op)) return proceed();
+    if (!op || op.status === 'done' || !this.ops.includes(op) || this.aborted) return proceed();
     if (op.parked) {
       // One operation sends one statement at a time. A second one under its name came from work that
       // carried its async context away (a pooled connection handed to a waiter): fail loudly rather
@@ -198,11 +232,12 @@ export class ScheduleExplorer {
       this.changed();
       throw new Error(`The schedule explorer lost track of ${op.name}: ${this.stray}`);
     }
-    const choice = await new Promise<Choice>((go) => {
+    const choice = await new Promise<Choice | 'abort'>((go) => {
       op.parked = { connection, sql, go };
       op.status = 'parked';
       this.changed();
     });
+    if (choice === 'abort') throw new Error('The schedule explorer stopped this run');
     const pid = connection.pid;
     const line: TraceLine = { op: op.name, sql, ...(choice.fault ? { fault: choice.fault } : {}) };
     this.trace.push(line);
@@ -223,6 +258,7 @@ export class ScheduleExplorer {
       op.inflight = undefined;
       op.line = undefined;
       if (op.status === 'blocked') op.status = 'running';
+      this.completed++;
       this.changed();
     }
   }
@@ -242,6 +278,8 @@ export class ScheduleExplorer {
   private async quiescent(): Promise<void> {
     const since = performance.now();
     for (;;) {
+      // A lock wait seen before the latest answer is confirmed again: that answer may have released it.
+      for (const op of this.ops) if (op.status === 'blocked' && op.blockedAt !== this.completed) op.status = 'running';
       const running = this.ops.filter((op) => op.status === 'running');
       if (running.length === 0) return;
       // Not a verdict on speed: a harness that cannot tell what an operation waits for says so
@@ -254,8 +292,10 @@ export class ScheduleExplorer {
         const pid = op.inflight;
         // Most statements answer at once: the server is asked only about one still in flight a moment later.
         if (pid === undefined || performance.now() - op.inflightSince < ASK_AFTER_MS) continue;
+        const asked = this.completed;
         if ((await this.dialect.waitsForLock(pid)) && op.inflight === pid && op.status === 'running') {
           op.status = 'blocked';
+          op.blockedAt = asked;
           if (op.line) op.line.blocked = true;
         }
       }
