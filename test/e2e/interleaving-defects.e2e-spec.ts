@@ -128,6 +128,13 @@ for (const kind of ['postgres', 'mysql'] as const) {
       expect(run.outcomes.resume.error).toBeUndefined();
     });
 
+    // The operator's COMMIT goes through, its answer is lost: the caller hears the outcome is unknown,
+    // and the step that resume scheduled does not wait for the stuck-scheduled sweep.
+    it('an operator call whose COMMIT answer is lost still sends the job it wrote', async () => {
+      const run = await expectClean(h, 'signal × resume, with a connection killed', { op: 'signal' }, { op: 'resume', through: COMMIT, fault: 'lose-answer' });
+      expect((run.outcomes.resume.error as Error).name).toBe('CommitOutcomeUnknownError');
+    });
+
     // A step's outcome is written, its answer lost: the next step's job died with it.
     it("an outcome whose answer is lost sends the next step's job when it finds the outcome recorded", async () => {
       // The first write that commits starts step a (PostgreSQL: a guarded statement; MySQL: a transaction), the second records its outcome.

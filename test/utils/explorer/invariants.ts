@@ -50,7 +50,15 @@ export async function checkInvariants(app: INestApplicationContext, dataSource: 
 
   for (const signal of signals) {
     const pinned = executions.filter((execution) => execution.signalId === signal.id);
-    const attaches = pinned.filter((execution) => execution.continuesFromId === null).length;
+    // A successor inherits its predecessor's pin without a claim: a continuation (continuesFromId),
+    // or the re-run housekeeping recovery puts after a step whose worker died.
+    const inherits = (execution: StepExecution) => {
+      if (execution.continuesFromId !== null) return true;
+      const own = executions.filter((e) => e.workflowId === execution.workflowId);
+      const before = own[own.indexOf(execution) - 1];
+      return before?.outcome === 'recovered' && before.stepName === execution.stepName && before.signalId === execution.signalId;
+    };
+    const attaches = pinned.filter((execution) => !inherits(execution)).length;
     const label = `signal ${signal.id} (${signal.name}, ${signal.state}, claimed ${signal.claimed}, consumed ${signal.consumed})`;
     if (Number(signal.claimed) !== attaches) violations.push(`${label}: claimed ${signal.claimed} times, but ${attaches} executions attached it (${pinned.map((e) => e.id).join(', ') || 'none'})`);
     if (signal.state === 'pending' && (Number(signal.claimed) !== 0 || Number(signal.consumed) !== 0)) violations.push(`${label}: pending with counters set`);

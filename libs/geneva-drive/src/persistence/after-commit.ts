@@ -18,6 +18,11 @@ export class AfterCommitSubscriber implements EntitySubscriberInterface {
 
   constructor(private readonly onError: (error: unknown) => void) {}
 
+  /** The subscriber attached to `dataSource`, if any. */
+  static of(dataSource: DataSource): AfterCommitSubscriber | undefined {
+    return dataSource.subscribers.find((subscriber): subscriber is AfterCommitSubscriber => subscriber instanceof AfterCommitSubscriber);
+  }
+
   /** Subscribes to the DataSource's transaction events (once). */
   attachTo(dataSource: DataSource): void {
     if (!dataSource.subscribers.includes(this)) dataSource.subscribers.push(this);
@@ -40,8 +45,21 @@ export class AfterCommitSubscriber implements EntitySubscriberInterface {
   }
 
   afterTransactionCommit(event: TransactionCommitEvent): void {
-    const runner = event.queryRunner;
-    if (runner.isTransactionActive) return; // a savepoint was released: still inside the outer transaction
+    if (event.queryRunner.isTransactionActive) return; // a savepoint was released: still inside the outer transaction
+    this.launchPending(event.queryRunner);
+  }
+
+  /**
+   * The COMMIT of `runner`'s transaction went out and its answer was lost: it may have committed.
+   * Its jobs start all the same. A job whose writes did not commit finds nothing to run (the executor
+   * reads the execution under its lock: gone, or not scheduled), while one whose writes did would
+   * otherwise wait for the stuck-scheduled sweep.
+   */
+  commitOutcomeUnknown(runner: QueryRunner): void {
+    this.launchPending(runner);
+  }
+
+  private launchPending(runner: QueryRunner): void {
     const list = this.pending.get(runner);
     if (!list) return;
     this.pending.delete(runner);

@@ -1,5 +1,6 @@
 import { QueryRunnerProviderAlreadyReleasedError, type DataSource, type EntityManager, type QueryRunner } from 'typeorm';
 import { CommitOutcomeUnknownError } from '../errors/commit-outcome-unknown.error.js';
+import { AfterCommitSubscriber } from './after-commit.js';
 import { isStaleStatement } from './stale-statement.js';
 
 const DEADLOCK_TRIES = 4;
@@ -167,6 +168,7 @@ export class TransactionRunner {
         } else if (isConnectionError(error) && tries < CONNECTION_TRIES && (!committing || options.idempotent === true)) {
           await pause(CONNECTION_BACKOFF_MS * 2 ** (tries - 1) * (1 + Math.random()));
         } else if (isConnectionError(error) && committing && options.idempotent !== true) {
+          if (runner) AfterCommitSubscriber.of(this.dataSource)?.commitOutcomeUnknown(runner);
           throw new CommitOutcomeUnknownError(error);
         } else {
           throw error;
