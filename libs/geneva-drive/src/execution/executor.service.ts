@@ -8,10 +8,10 @@ import { DeadlinesNotMigratedError, SignalsNotMigratedError } from '../errors/si
 import { StepNotDefinedError } from '../errors/step-not-defined.error.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import { PAUSE_POLICY, resolveExceptionPolicy, type ExceptionPolicy } from '../exception-policy/exception-policy.js';
-import { isFlowControl, type FlowControlIntent } from '../flow-control/flow-control.js';
+import { isFlowControl, type FlowControlIntent } from '../workflow/flow-control.js';
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
-import type { StepJobHints } from '../queue/queue.port.js';
+import type { StepJobHints } from '../interfaces/queue.port.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
 import { dueKeys, publish } from '../instrumentation/geneva-drive.events.js';
 import { runInJobContext } from '../instrumentation/job-context.js';
@@ -20,11 +20,11 @@ import { isConnectionError, isDeadlock, pause, TransactionRunner, type Transacti
 import { jobOptionsFor, successorOf, WorkflowStore, type NewExecution } from '../persistence/workflow-store.js';
 import { evaluateCondition, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
-import { SignalRendezvous } from '../signals/signal-rendezvous.js';
-import { WaitDeadline } from '../signals/wait-deadline.js';
+import { SignalRendezvous } from './signal-rendezvous.js';
+import { WaitDeadline } from './wait-deadline.js';
 import { workflowInternals, type GenevaWorkflow } from '../workflow/geneva-workflow.js';
 import { errorColumns, withMetadata } from './error-record.js';
-import { isInterrupt, StepIteration } from './step-iteration.js';
+import { isInterrupt, StepIteration } from '../workflow/step-iteration.js';
 import { WorkflowInstances } from './workflow-instances.js';
 
 /** Everything phase 1 hands to phases 2 and 3. */

@@ -13,11 +13,11 @@ import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { jobHints, jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
 import { isDeadlineJob } from '../queue/deadline-job.js';
-import type { QueuePort, StepJob, StepJobHints } from '../queue/queue.port.js';
-import { STEP_JOB_GATE } from '../queue/queue-registration.js';
+import type { QueuePort, StepJob, StepJobHints } from '../interfaces/queue.port.js';
+import { STEP_JOB_GATE } from '../queue/queue.tokens.js';
 import type { StepJobGate } from '../queue/step-job-gate.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
-import { WaitDeadline } from '../signals/wait-deadline.js';
+import { WaitDeadline } from '../execution/wait-deadline.js';
 
 const RECOVERY_PAGE = 100;
 /** A takeover recovers what a dead run left whatever its age: the cutoff of `recover` is never reached. */

@@ -4,8 +4,8 @@ import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import { jobTraceContext } from '../instrumentation/job-context.js';
-import type { StepJobOptions } from '../interfaces/step-options.interface.js';
-import type { QueuePort, StepJob, StepJobHints } from '../queue/queue.port.js';
+import type { StepJobOptions } from '../workflow/step-options.interface.js';
+import type { QueuePort, StepJob, StepJobHints } from '../interfaces/queue.port.js';
 import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-definition.js';
 import {
   ACTIVE_EXECUTION_STATES,
@@ -19,7 +19,7 @@ import type { AfterCommitSubscriber } from './after-commit.js';
 import { lockRow } from './row-lock.js';
 import { hotPathSqlFor, type HotPathSql, type HotPathSqlOptions, type WriteBatch } from './sql/index.js';
 import type { ExpectedStates, HeroRow } from './sql/hot-path-sql.js';
-import { loadHero } from '../execution/hero.js';
+import { loadHero } from './hero.js';
 import type { SchemaCapabilities } from './schema-capabilities.js';
 
 /** A job scheduled by a batched phase, not sent yet. */

@@ -4,7 +4,7 @@ import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import type { TransactionRunner } from '../persistence/transaction-runner.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
 import { deadlineJobId, isDeadlineJob } from './deadline-job.js';
-import type { QueuePort, StepJob, StepJobHandler, StepJobHints } from './queue.port.js';
+import type { QueuePort, StepJob, StepJobHandler, StepJobHints } from '../interfaces/queue.port.js';
 
 interface ReadyJob {
   executionId: string;

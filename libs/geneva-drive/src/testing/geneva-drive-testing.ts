@@ -8,12 +8,12 @@ import { ExecutorService, type ExecuteOptions } from '../execution/executor.serv
 import { QUEUE_PORT } from '../geneva-drive.constants.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { idOf, WorkflowStore } from '../persistence/workflow-store.js';
-import type { QueuePort, StepJob } from '../queue/queue.port.js';
+import type { QueuePort, StepJob } from '../interfaces/queue.port.js';
 import { isDeadlineJob } from '../queue/deadline-job.js';
 import { ManualQueueAdapter } from '../queue/manual-queue.adapter.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
-import { describeMatcher } from '../signals/signal-matcher.js';
-import { WaitDeadline } from '../signals/wait-deadline.js';
+import { describeMatcher } from '../workflow/signal-matcher.js';
+import { WaitDeadline } from '../execution/wait-deadline.js';
 import type { StepExecutionState } from '../state/step-execution-state.js';
 import type { WorkflowState } from '../state/workflow-state.js';
 

@@ -1,7 +1,7 @@
 import { Injectable, Scope } from '@nestjs/common';
 import { SCOPE_OPTIONS_METADATA } from '@nestjs/common/constants.js';
 import { WORKFLOW_METADATA } from '../geneva-drive.constants.js';
-import type { WorkflowOptions } from '../interfaces/workflow-options.interface.js';
+import type { WorkflowOptions } from './workflow-options.interface.js';
 
 /**
  * Marks a class extending `GenevaWorkflow` as a workflow. The class must be listed among a module's

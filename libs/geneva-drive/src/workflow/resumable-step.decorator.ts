@@ -1,4 +1,4 @@
-import type { StepOptions } from '../interfaces/step-options.interface.js';
+import type { StepOptions } from './step-options.interface.js';
 import type { Duration } from '../util/duration.js';
 import { captureCallSite, recordStepDeclaration } from './step-declaration.js';
 

@@ -1,4 +1,4 @@
-import type { StepJobOptions } from '../interfaces/step-options.interface.js';
+import type { StepJobOptions } from '../workflow/step-options.interface.js';
 
 /** One step job: run execution `executionId` at `runAt`. The job id is the execution id unless `jobId` says otherwise. */
 export interface StepJob {

@@ -9,7 +9,7 @@ import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store
 import type { StepDefinition } from '../registry/workflow-definition.js';
 import type { WorkflowRegistry } from '../registry/workflow.registry.js';
 import type { GenevaWorkflow } from '../workflow/geneva-workflow.js';
-import type { WorkflowInstances } from '../execution/workflow-instances.js';
+import type { WorkflowInstances } from './workflow-instances.js';
 
 /**
  * The rendezvous of signals and waiting steps — both sides, and the settlement of claims. Every

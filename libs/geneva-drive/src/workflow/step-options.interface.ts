@@ -1,5 +1,5 @@
 import type { ExceptionAction, ExceptionHandler, ExceptionPolicy } from '../exception-policy/exception-policy.js';
-import type { SignalMatcherLike } from '../signals/signal-matcher.js';
+import type { SignalMatcherLike } from './signal-matcher.js';
 import type { Duration } from '../util/duration.js';
 
 /** A condition on the workflow: a function, the name of a method of the workflow, or a constant. @publicApi */

@@ -1,15 +1,8 @@
 import type { ColumnMetadata } from 'typeorm/metadata/ColumnMetadata.js';
 import type { DataSource, EntityManager, EntityMetadata } from 'typeorm';
-import { GenevaDriveError } from '../errors/geneva-drive.error.js';
+import { HeroTypeNotFoundError } from '../errors/hero-type-not-found.error.js';
 import { InvalidHeroError } from '../errors/invalid-hero.error.js';
-import type { HeroRow } from '../persistence/sql/hot-path-sql.js';
-
-/** The stored hero type names an entity this DataSource does not know (renamed or removed). @publicApi */
-export class HeroTypeNotFoundError extends GenevaDriveError {
-  constructor(readonly heroType: string) {
-    super(`Hero type "${heroType}" is not an entity of the DataSource geneva-drive uses`);
-  }
-}
+import type { HeroRow } from './sql/hot-path-sql.js';
 
 /**
  * `heroType`/`heroId` of a hero: its entity name and its single primary key, as a string. The hero is

@@ -3,7 +3,7 @@ import { In, type EntityManager } from 'typeorm';
 import type { Signal } from '../entities/signal.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { InvalidSignalError, NoOngoingWorkflowError } from '../errors/signal.errors.js';
-import { heroReference } from '../execution/hero.js';
+import { heroReference } from '../persistence/hero.js';
 import { isMysqlFamily } from '../persistence/row-lock.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import type { WorkflowDefinition } from '../registry/workflow-definition.js';

@@ -1,5 +1,5 @@
 import { STEPS_METADATA } from '../geneva-drive.constants.js';
-import type { StepOptions } from '../interfaces/step-options.interface.js';
+import type { StepOptions } from './step-options.interface.js';
 
 /** One `@Step`/`@ResumableStep`/`addStep` declaration, as recorded on the class before validation. */
 export interface StepDeclaration {

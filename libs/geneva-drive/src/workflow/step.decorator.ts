@@ -1,4 +1,4 @@
-import type { ProgrammaticStepOptions, StepOptions } from '../interfaces/step-options.interface.js';
+import type { ProgrammaticStepOptions, StepOptions } from './step-options.interface.js';
 import { captureCallSite, recordStepDeclaration } from './step-declaration.js';
 
 /**

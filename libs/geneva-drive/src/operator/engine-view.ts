@@ -1,8 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
-import type { WorkflowDefinition } from './workflow-definition.js';
-import { WorkflowRegistry } from './workflow.registry.js';
+import type { WorkflowDefinition } from '../registry/workflow-definition.js';
+import { WorkflowRegistry } from '../registry/workflow.registry.js';
 
 /** The thresholds the housekeeping gauges use, as the engine resolved them. */
 export type EngineThresholds = Readonly<Pick<ResolvedGenevaDriveOptions, 'waitingVisibilityThresholdMs' | 'stuckInProgressThresholdMs' | 'stuckScheduledThresholdMs'>>;

@@ -1,4 +1,4 @@
-import { GenevaDriveError } from '../errors/geneva-drive.error.js';
+import { GenevaDriveError } from './geneva-drive.error.js';
 
 /** A dashboard filter, CLI argument or form field has a value it cannot use; nothing was changed. @publicApi */
 export class DashboardInputError extends GenevaDriveError {

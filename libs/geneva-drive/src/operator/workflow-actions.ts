@@ -4,9 +4,9 @@ import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { InvalidStateError } from '../errors/invalid-state.error.js';
 import { SignalPayloadTooLargeError, SignalsNotMigratedError, WorkflowNotOngoingError } from '../errors/signal.errors.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
-import { SignalService } from '../signals/signal.service.js';
-import { WorkflowService } from '../workflow/workflow.service.js';
-import { DashboardInputError } from './dashboard-input.error.js';
+import { SignalService } from '../client/signal.service.js';
+import { WorkflowService } from '../client/workflow.service.js';
+import { DashboardInputError } from '../errors/dashboard-input.error.js';
 import { WorkflowCatalog } from './workflow-catalog.js';
 
 export const OPERATOR_ACTIONS = ['pause', 'resume', 'skip', 'cancel'] as const;

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { EngineView, type EngineThresholds } from '../registry/engine-view.js';
-import { describeMatcher } from '../signals/signal-matcher.js';
+import { EngineView, type EngineThresholds } from './engine-view.js';
+import { describeMatcher } from '../workflow/signal-matcher.js';
 
 /** One step of a workflow class, as an operator sees it. */
 export interface StepSummary {

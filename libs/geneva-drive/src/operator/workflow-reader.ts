@@ -4,11 +4,11 @@ import { identifierRows } from '../entities/column-transformers.js';
 import { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
-import { SignalService } from '../signals/signal.service.js';
+import { SignalService } from '../client/signal.service.js';
 import type { WorkflowState } from '../state/workflow-state.js';
-import { WorkflowService } from '../workflow/workflow.service.js';
-import { DASHBOARD_DATA_SOURCE } from './dashboard.constants.js';
-import { DashboardInputError } from './dashboard-input.error.js';
+import { WorkflowService } from '../client/workflow.service.js';
+import { OPERATOR_DATA_SOURCE } from './operator.constants.js';
+import { DashboardInputError } from '../errors/dashboard-input.error.js';
 import { WorkflowCatalog, type StepSummary } from './workflow-catalog.js';
 
 export const WORKFLOW_STATES: readonly WorkflowState[] = ['ready', 'performing', 'paused', 'finished', 'canceled'];
@@ -126,7 +126,7 @@ export class WorkflowReader {
   private typeStateIndex?: Promise<boolean>;
 
   constructor(
-    @Inject(DASHBOARD_DATA_SOURCE) private readonly dataSource: DataSource,
+    @Inject(OPERATOR_DATA_SOURCE) private readonly dataSource: DataSource,
     private readonly workflows: WorkflowService,
     private readonly signals: SignalService,
     private readonly catalog: WorkflowCatalog,

@@ -8,7 +8,7 @@ import { WorkflowAlreadyOngoingError } from '../errors/workflow-already-ongoing.
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import { InvalidHeroError } from '../errors/invalid-hero.error.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
-import { heroExists, heroReference, heroRow } from '../execution/hero.js';
+import { heroExists, heroReference, heroRow } from '../persistence/hero.js';
 import { traced } from '../instrumentation/geneva-drive.events.js';
 import { rejectUnknownKeys } from '../util/unknown-keys.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
@@ -17,12 +17,12 @@ import { isUniqueViolation } from '../persistence/unique-violation.js';
 import { idOf, jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
 import type { WorkflowDefinition } from '../registry/workflow-definition.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
-import { SignalRendezvous } from '../signals/signal-rendezvous.js';
-import { SignalIntake } from '../signals/signal-intake.js';
-import { WaitDeadline } from '../signals/wait-deadline.js';
-import type { StartSignal } from '../signals/signal.service.js';
+import { SignalRendezvous } from '../execution/signal-rendezvous.js';
+import { SignalIntake } from './signal-intake.js';
+import { WaitDeadline } from '../execution/wait-deadline.js';
+import type { StartSignal } from './signal.service.js';
 import { ONGOING_WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
-import type { GenevaWorkflow } from './geneva-workflow.js';
+import type { GenevaWorkflow } from '../workflow/geneva-workflow.js';
 
 type WorkflowClass = abstract new (...args: any[]) => GenevaWorkflow<any>;
 

@@ -10,7 +10,7 @@ import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { idOf, WorkflowStore } from '../persistence/workflow-store.js';
 import { SignalHero } from './signal-hero.js';
 import { SignalIntake } from './signal-intake.js';
-import { SignalRendezvous } from './signal-rendezvous.js';
+import { SignalRendezvous } from '../execution/signal-rendezvous.js';
 
 /** Options of `SignalService.signal`. @publicApi */
 export interface SignalOptions<Payload = Record<string, unknown>> {
