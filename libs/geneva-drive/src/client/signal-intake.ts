@@ -10,6 +10,7 @@ import { latestRowsLock } from '../persistence/row-lock.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { WorkflowStore } from '../persistence/workflow-store.js';
 import { decodePayload, encodedSize, encodePayload, hasUnstorableCharacters } from '../util/payload-codec.js';
+import { PENDING } from '../state/signal-state.js';
 
 /** A validated signal: its payload as it will be stored and read back. */
 export interface PreparedSignal {
@@ -90,7 +91,7 @@ export class SignalIntake {
       workflowId,
       name: prepared.name,
       idempotencyKey: prepared.idempotencyKey,
-      state: 'pending',
+      state: PENDING,
       payload: prepared.payload as Record<string, unknown>,
       claimed: 0,
       consumed: 0,

@@ -10,6 +10,7 @@ import type { StepDefinition } from '../registry/workflow-definition.js';
 import type { WorkflowRegistry } from '../registry/workflow.registry.js';
 import type { GenevaWorkflow } from '../workflow/geneva-workflow.js';
 import type { WorkflowInstances } from './workflow-instances.js';
+import { assertSignalTransition, CLAIMED, PENDING } from '../state/signal-state.js';
 
 /**
  * The rendezvous of signals and waiting steps — both sides, and the settlement of claims. Every
@@ -167,8 +168,10 @@ export class SignalRendezvous {
   private async claim(manager: EntityManager, signal: Signal): Promise<void> {
     const now = this.store.now();
     const changes: Partial<Signal> = { claimed: Number(signal.claimed) + 1, updatedAt: now };
-    if (signal.state === 'pending') {
-      changes.state = 'claimed';
+    // The first claim moves the signal on; later ones count (state/signal-state.ts).
+    assertSignalTransition(signal.state, CLAIMED);
+    if (signal.state === PENDING) {
+      changes.state = CLAIMED;
       changes.claimedAt = now;
     }
     await this.store.updateRow<Signal>(manager, 'signals', signal.id, changes);
