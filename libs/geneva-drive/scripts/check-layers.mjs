@@ -7,9 +7,12 @@
  * dependency a reader follows all the same.
  *
  *   node libs/geneva-drive/scripts/check-layers.mjs            # exit 1 and a list on a violation
+ *
+ * `check()` is also run by libs/geneva-drive/scripts/check-layers.spec.ts, so `npm test` fails on a
+ * violation too; it takes another source directory for that test's own fixtures.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../src');
@@ -49,9 +52,9 @@ function sourceFiles(dir) {
 /** The root files that make GenevaDriveModule: one room. */
 const MODULE_FILES = new Set(['geneva-drive.module.ts', 'geneva-drive.module-definition.ts', 'geneva-drive.options.ts', 'geneva-drive-lifecycle.ts']);
 
-/** The room of a file: its top-level folder, or its own name at the root. */
-const roomOf = (file) => {
-  const top = relative(SRC, file).split('/')[0];
+/** The room of a file under `src`: its top-level folder, or its own name at the root. */
+const roomOf = (src, file) => {
+  const top = relative(src, file).split(sep)[0];
   return MODULE_FILES.has(top) ? 'module' : top;
 };
 
@@ -66,19 +69,20 @@ function importsOf(file) {
   return found;
 }
 
-export function check() {
+/** The violations under `src` (the library's sources unless told), one sentence each; empty when there are none. */
+export function check(src = SRC) {
   const problems = [];
-  const files = sourceFiles(SRC);
+  const files = sourceFiles(src);
   const graph = new Map(files.map((file) => [file, importsOf(file)]));
   for (const [file, targets] of graph) {
-    const from = roomOf(file);
-    if (!layerOf.has(from)) problems.push(`${relative(SRC, file)}: the folder or file "${from}" is in no layer of scripts/check-layers.mjs`);
+    const from = roomOf(src, file);
+    if (!layerOf.has(from)) problems.push(`${relative(src, file)}: the folder or file "${from}" is in no layer of scripts/check-layers.mjs`);
     for (const target of targets) {
-      const to = roomOf(target);
+      const to = roomOf(src, target);
       if (to === from) continue;
       if (!layerOf.has(to)) continue; // reported as the importing side's own entry
       if (layerOf.get(to) >= layerOf.get(from)) {
-        problems.push(`${relative(SRC, file)} imports ${relative(SRC, target)}: ${from} may not use ${to} (${layerOf.get(to) > layerOf.get(from) ? 'a higher layer' : 'a sibling of its layer'})`);
+        problems.push(`${relative(src, file)} imports ${relative(src, target)}: ${from} may not use ${to} (${layerOf.get(to) > layerOf.get(from) ? 'a higher layer' : 'a sibling of its layer'})`);
       }
     }
   }
@@ -105,7 +109,7 @@ export function check() {
       do {
         member = stack.pop();
         state.get(member).onStack = false;
-        circle.push(relative(SRC, member));
+        circle.push(relative(src, member));
       } while (member !== file);
       if (circle.length > 1) problems.push(`import circle: ${circle.reverse().join(' → ')}`);
     }
