@@ -13,6 +13,7 @@ import { traced } from '../instrumentation/geneva-drive.events.js';
 import { rejectUnknownKeys } from '../util/unknown-keys.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { isConnectionError, neverSent, TransactionRunner } from '../persistence/transaction-runner.js';
+import { unfinishedChainOf } from '../persistence/step-history.js';
 import { isUniqueViolation } from '../persistence/unique-violation.js';
 import { idOf, jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
 import type { WorkflowDefinition } from '../registry/workflow-definition.js';
@@ -183,7 +184,7 @@ export class WorkflowService {
       } else if (record.nextStepName !== null) {
         // A resumable chain continues from its cursor: the step closed by a pause, or the failed
         // execution that had already moved its cursor. Anything else starts the step afresh.
-        const predecessor = await this.unfinishedChainOf(manager, record.id, record.nextStepName);
+        const predecessor = await unfinishedChainOf(manager, record.id, record.nextStepName);
         await this.store.rescheduleCurrentStep(manager, record, definition, predecessor ? successorOf(predecessor, undefined) : {});
       }
     });
@@ -216,19 +217,6 @@ export class WorkflowService {
       if (current) await this.store.transitionExecution(manager, current, 'canceled', 'canceled');
       await this.store.transitionWorkflow(manager, record, 'canceled');
     });
-  }
-
-  /** The latest execution of the step that a successor should continue: completed as `continued`, or failed with a cursor; and not continued yet. */
-  private async unfinishedChainOf(manager: EntityManager, workflowId: string, stepName: string): Promise<StepExecution | null> {
-    const latest = await manager
-      .createQueryBuilder(StepExecution, 'e')
-      .where('e.workflowId = :workflowId AND e.stepName = :stepName', { workflowId, stepName })
-      .andWhere("((e.state = 'completed' AND e.outcome = 'continued') OR (e.state = 'failed' AND e.cursor IS NOT NULL))")
-      .andWhere((qb) => `NOT EXISTS ${qb.subQuery().select('1').from(StepExecution, 's').where('s.continues_from_id = e.id').getQuery()}`)
-      .orderBy('e.createdAt', 'DESC')
-      .addOrderBy('e.id', 'DESC')
-      .getOne();
-    return latest;
   }
 
   private async operate(

@@ -1,6 +1,5 @@
 import { Inject, Injectable, type LoggerService } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import { identifierText } from '../entities/column-transformers.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { DeadlinesNotMigratedError } from '../errors/signal.errors.js';
@@ -9,6 +8,8 @@ import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS } from '../geneva-drive.const
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
 import type { TimeoutAction } from '../workflow/step-options.interface.js';
 import { publish } from '../instrumentation/geneva-drive.events.js';
+import { deadlineGauges } from '../persistence/gauges.js';
+import { overdueDeadlinePage } from '../persistence/recovery-queries.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { jobOptionsFor, WorkflowStore } from '../persistence/workflow-store.js';
@@ -141,8 +142,7 @@ export class WaitDeadline {
 
   /**
    * Housekeeping: parked executions of runnable workflows whose deadline passed more than
-   * `stuckScheduledThreshold` ago — their job was lost — are timed out now. An indexed range read
-   * of (state, timeout_at), never a scan of every parked row.
+   * `stuckScheduledThreshold` ago — their job was lost — are timed out now (see overdueDeadlinePage).
    */
   async recoverOverdue(): Promise<DeadlineSweep> {
     const sweep: DeadlineSweep = { recovered: 0, unrecoverable: [] };
@@ -151,17 +151,7 @@ export class WaitDeadline {
     const batch = this.options.housekeepingBatchSize;
     let after: string | null = null;
     for (;;) {
-      const query = this.transactions.dataSource.manager
-        .createQueryBuilder(StepExecution, 'e')
-        .innerJoin(WorkflowRecord, 'w', 'w.id = e.workflowId')
-        .select(['e.id'])
-        .where('e.state = :waiting', { waiting: 'waiting' })
-        .andWhere('e.timeoutAt < :cutoff', { cutoff })
-        .andWhere('w.state = :ready', { ready: 'ready' })
-        .orderBy('e.id', 'ASC')
-        .limit(batch);
-      if (after !== null) query.andWhere('e.id > :after', { after });
-      const candidates = await query.getMany();
+      const candidates = await overdueDeadlinePage(this.transactions.dataSource.manager, cutoff, batch, after);
       for (const candidate of candidates) {
         try {
           if (await this.fire(candidate.id)) sweep.recovered++;
@@ -181,25 +171,7 @@ export class WaitDeadline {
    */
   async readGauges(): Promise<{ withDeadline: Record<string, number>; overdue: Record<string, number> } | null> {
     if (!this.schema.hasDeadlines) return null;
-    const rows: Array<{ type: unknown; parked: string | number; overdue: string | number | null }> = await this.transactions.dataSource.manager
-      .createQueryBuilder(StepExecution, 'e')
-      .innerJoin(WorkflowRecord, 'w', 'w.id = e.workflowId')
-      .select('w.type', 'type')
-      .addSelect('COUNT(*)', 'parked')
-      .addSelect("SUM(CASE WHEN e.timeoutAt < :cutoff AND w.state = 'ready' THEN 1 ELSE 0 END)", 'overdue')
-      .where('e.state = :waiting', { waiting: 'waiting' })
-      .andWhere('e.timeoutAt IS NOT NULL')
-      .setParameter('cutoff', this.overdueCutoff())
-      .groupBy('w.type')
-      .getRawMany();
-    const withDeadline: Record<string, number> = {};
-    const overdue: Record<string, number> = {};
-    for (const row of rows) {
-      const type = String(identifierText(row.type)); // a raw read: no entity transformer
-      withDeadline[type] = Number(row.parked);
-      overdue[type] = Number(row.overdue ?? 0);
-    }
-    return { withDeadline, overdue };
+    return deadlineGauges(this.transactions.dataSource.manager, this.overdueCutoff());
   }
 
   private overdueCutoff(): Date {

@@ -1,9 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { Brackets, type DataSource, type SelectQueryBuilder } from 'typeorm';
-import { identifierRows } from '../entities/column-transformers.js';
-import { Signal } from '../entities/signal.entity.js';
-import { StepExecution } from '../entities/step-execution.entity.js';
-import { WorkflowRecord } from '../entities/workflow.entity.js';
+import type { DataSource } from 'typeorm';
+import type { Signal } from '../entities/signal.entity.js';
+import type { StepExecution } from '../entities/step-execution.entity.js';
+import type { WorkflowRecord } from '../entities/workflow.entity.js';
+import { waitingGauges } from '../persistence/gauges.js';
+import { countStuck } from '../persistence/recovery-queries.js';
+import { countsByTypeAndState, executionsIn, listWorkflows, typeStateIndexUsable, type WorkflowListQuery } from '../persistence/workflow-list.js';
 import { SignalService } from '../client/signal.service.js';
 import type { WorkflowState } from '../state/workflow-state.js';
 import { WorkflowService } from '../client/workflow.service.js';
@@ -112,14 +114,14 @@ export interface WorkflowDetail {
   signalNames: string[];
 }
 
-/** The index of the list filtered by type and state (AddGenevaDriveListIndexes1730000000003). */
-const WORKFLOWS_BY_TYPE_STATE = 'geneva_drive_workflows_type_state';
 const ID_PATTERN = /^(\d{1,20}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i;
 const OVERVIEW_LIMIT = 10;
 
 /**
- * Read-only queries of the dashboard and the CLI. Lists page by id (newest first) with a keyset
- * cursor, so every page is an index range scan however many workflows there are.
+ * Read-only queries of the dashboard and the CLI: their input checked here, their SQL in
+ * persistence/ (workflow-list; the gauges and the stuck counts housekeeping shares). Lists page by
+ * id (newest first) with a keyset cursor, so every page is an index range scan however many
+ * workflows there are.
  */
 @Injectable()
 export class WorkflowReader {
@@ -133,100 +135,63 @@ export class WorkflowReader {
   ) {}
 
   async overview(): Promise<Overview> {
-    const counts = await this.dataSource.manager
-      .createQueryBuilder(WorkflowRecord, 'w')
-      .select('w.type', 'type')
-      .addSelect('w.state', 'state')
-      .addSelect('COUNT(*)', 'count')
-      .groupBy('w.type')
-      .addGroupBy('w.state')
-      .orderBy('w.type')
-      .addOrderBy('w.state')
-      .getRawMany<{ type: string; state: string; count: string | number }>()
-      .then(identifierRows);
+    const manager = this.dataSource.manager;
+    const counts = await countsByTypeAndState(manager);
     const options = this.catalog.thresholds;
     const now = Date.now();
-    const waitingByType = await this.executionsByType('waiting');
     const overdueMs = options.waitingVisibilityThresholdMs;
-    const overdueByType = overdueMs === null ? null : await this.executionsByType('waiting', (qb) => qb.andWhere('e.waitingSince < :cutoff', { cutoff: new Date(now - overdueMs) }));
-    const stuckInProgress = await this.stuckCount('in_progress', 'e.startedAt < :cutoff', new Date(now - options.stuckInProgressThresholdMs));
-    const stuckScheduled = await this.stuckCount('scheduled', 'e.scheduledFor < :cutoff', new Date(now - options.stuckScheduledThresholdMs));
-    const recentFailures = await this.executionsIn('failed', ['errorClassName', 'errorMessage', 'failedAt'])
-      .orderBy('e.failedAt', 'DESC')
-      .getRawMany()
-      .then(identifierRows);
-    const longestWaiting = await this.executionsIn('waiting', ['waitingSince'])
-      .orderBy('e.waitingSince', 'ASC')
-      .getRawMany()
-      .then(identifierRows);
+    const { waiting, overdue } = await waitingGauges(manager, overdueMs === null ? null : new Date(now - overdueMs));
+    const stuckInProgress = await countStuck(manager, 'in_progress', new Date(now - options.stuckInProgressThresholdMs));
+    const stuckScheduled = await countStuck(manager, 'scheduled', new Date(now - options.stuckScheduledThresholdMs));
+    const recentFailures = await executionsIn(manager, 'failed', ['errorClassName', 'errorMessage', 'failedAt'], 'failedAt', 'DESC', OVERVIEW_LIMIT);
+    const longestWaiting = await executionsIn(manager, 'waiting', ['waitingSince'], 'waitingSince', 'ASC', OVERVIEW_LIMIT);
     return {
       counts: counts.map((row) => ({ type: row.type, state: row.state, count: Number(row.count) })),
-      gauges: { waiting: waitingByType, waitingOverdue: overdueByType, stuckInProgress, stuckScheduled },
-      recentFailures: recentFailures.map((row) => ({ ...row, workflowId: String(row.workflowId), failedAt: toDate(row.failedAt) })),
-      longestWaiting: longestWaiting.map((row) => ({ ...row, workflowId: String(row.workflowId), waitingSince: toDate(row.waitingSince) })),
+      gauges: { waiting, waitingOverdue: overdue && withoutZeros(overdue), stuckInProgress, stuckScheduled },
+      recentFailures: recentFailures.map((row) => ({ ...row, workflowId: String(row.workflowId), failedAt: toDate(row.failedAt) })) as Overview['recentFailures'],
+      longestWaiting: longestWaiting.map((row) => ({ ...row, workflowId: String(row.workflowId), waitingSince: toDate(row.waitingSince) })) as Overview['longestWaiting'],
     };
   }
 
   /** One page of workflows matching the filters, newest first. Throws DashboardInputError for a bad filter. */
   async list(filters: ListFilters, pageSize: number): Promise<WorkflowPage> {
-    const qb = this.dataSource.manager.createQueryBuilder(WorkflowRecord, 'w').orderBy('w.id', 'DESC').limit(pageSize + 1);
-    if (filters.type) qb.andWhere('w.type = :type', { type: filters.type });
-    if (filters.state) {
-      if (!WORKFLOW_STATES.includes(filters.state as WorkflowState)) throw new DashboardInputError('state', filters.state, `one of ${WORKFLOW_STATES.join(', ')}`);
-      qb.andWhere('w.state = :state', { state: filters.state });
-    }
-    if (filters.heroType) qb.andWhere('w.heroType = :heroType', { heroType: filters.heroType });
-    if (filters.heroId) qb.andWhere('w.heroId = :heroId', { heroId: filters.heroId });
-    if (filters.waitingFor) this.whereWaitingFor(qb, filters.waitingFor);
-    if (filters.failedStep) {
-      qb.andWhere(
-        (sub) => `EXISTS ${sub.subQuery().select('1').from(StepExecution, 'f').where('f.workflowId = w.id').andWhere('f.state = :failed').andWhere('f.stepName = :failedStep').getQuery()}`,
-        { failed: 'failed', failedStep: filters.failedStep },
-      );
-    }
-    for (const [key, column, op] of [
-      ['createdFrom', 'createdAt', '>='],
-      ['createdTo', 'createdAt', '<='],
-      ['updatedFrom', 'updatedAt', '>='],
-      ['updatedTo', 'updatedAt', '<='],
-    ] as const) {
+    if (filters.state && !WORKFLOW_STATES.includes(filters.state as WorkflowState)) throw new DashboardInputError('state', filters.state, `one of ${WORKFLOW_STATES.join(', ')}`);
+    const dates: Pick<WorkflowListQuery, 'createdFrom' | 'createdTo' | 'updatedFrom' | 'updatedTo'> = {};
+    for (const key of ['createdFrom', 'createdTo', 'updatedFrom', 'updatedTo'] as const) {
       const value = filters[key];
-      if (value) qb.andWhere(`w.${column} ${op} :${key}`, { [key]: parseDate(key, value) });
+      if (value) dates[key] = parseDate(key, value);
     }
-    if (filters.q) await this.whereSearch(qb, filters.q.trim());
-    if (filters.after) {
-      if (!ID_PATTERN.test(filters.after)) throw new DashboardInputError('after', filters.after, 'a workflow id');
-      qb.andWhere('w.id < :after', { after: filters.after });
-    }
-    // Left to itself, MySQL/MariaDB intersects the (type) and (state) indexes and sorts every matching
-    // row (index_merge + filesort: 0.3–0.6 s over 90k rows) instead of reading (type, state, id) backwards
-    // for one page. A hero filter has a more selective index of its own. USE INDEX is MySQL/MariaDB only.
-    if (filters.type && filters.state && !filters.heroId && !filters.q && (await this.hasTypeStateIndex())) qb.useIndex(WORKFLOWS_BY_TYPE_STATE);
-    const rows = (await qb.getMany()).map(toRow);
+    const search = filters.q ? await this.search(filters.q.trim()) : undefined;
+    if (filters.after && !ID_PATTERN.test(filters.after)) throw new DashboardInputError('after', filters.after, 'a workflow id');
+    // A hero filter has a more selective index than (type, state, id).
+    const useTypeStateIndex = Boolean(filters.type && filters.state && !filters.heroId && !filters.q && (await this.hasTypeStateIndex()));
+    const query: WorkflowListQuery = {
+      type: filters.type,
+      state: filters.state,
+      heroType: filters.heroType,
+      heroId: filters.heroId,
+      parkedAt: filters.waitingFor ? this.catalog.stepsWaitingFor(filters.waitingFor) : undefined,
+      failedStep: filters.failedStep,
+      ...dates,
+      search,
+      before: filters.after,
+      useTypeStateIndex,
+    };
+    const rows = (await listWorkflows(this.dataSource.manager, query, pageSize + 1)).map(toRow);
     const more = rows.length > pageSize;
     if (more) rows.length = pageSize;
     return { rows, nextAfter: more ? rows[rows.length - 1].id : null };
   }
 
-  /**
-   * MySQL/MariaDB: whether the type-and-state index exists (a database whose list-index migration has
-   * not run yet has none, and USE INDEX of a missing index is an error there). Asked once; the other
-   * databases need no hint.
-   */
+  /** Whether the list may use the type-and-state index (see typeStateIndexUsable): asked once, again after an error. */
   private hasTypeStateIndex(): Promise<boolean> {
-    if (!['mysql', 'mariadb'].includes(this.dataSource.options.type)) return Promise.resolve(false);
-    this.typeStateIndex ??= this.dataSource
-      .query('SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = ? LIMIT 1', [
-        'geneva_drive_workflows',
-        WORKFLOWS_BY_TYPE_STATE,
-      ])
-      .then(
-        (rows: unknown[]) => rows.length > 0,
-        () => {
-          this.typeStateIndex = undefined; // asked again next time
-          return false;
-        },
-      );
+    this.typeStateIndex ??= typeStateIndexUsable(this.dataSource.manager).then(
+      (usable) => usable,
+      () => {
+        this.typeStateIndex = undefined; // asked again next time
+        return false;
+      },
+    );
     return this.typeStateIndex;
   }
 
@@ -254,69 +219,16 @@ export class WorkflowReader {
     };
   }
 
-  private whereWaitingFor(qb: SelectQueryBuilder<WorkflowRecord>, signalName: string): void {
-    const waiting = this.catalog.stepsWaitingFor(signalName);
-    if (waiting.length === 0) {
-      qb.andWhere('1 = 0');
-      return;
-    }
-    const pairs = waiting.map((entry, i) => `(w.type = :wt${i} AND p.stepName = :ws${i})`).join(' OR ');
-    const params = Object.fromEntries(waiting.flatMap((entry, i) => [[`wt${i}`, entry.type], [`ws${i}`, entry.step]]));
-    qb.andWhere(
-      (sub) => `EXISTS ${sub.subQuery().select('1').from(StepExecution, 'p').where('p.workflowId = w.id').andWhere('p.state = :parked').andWhere(`(${pairs})`).getQuery()}`,
-      { parked: 'waiting', ...params },
-    );
-  }
-
   /** Matches the hero id, or the workflow id (looked up first: a malformed id is simply no match). */
-  private async whereSearch(qb: SelectQueryBuilder<WorkflowRecord>, q: string): Promise<void> {
+  private async search(q: string): Promise<WorkflowListQuery['search']> {
     const byId = ID_PATTERN.test(q) ? await this.workflows.find(q).catch(() => null) : null;
-    qb.andWhere(
-      new Brackets((inner) => {
-        inner.where('w.heroId = :q', { q });
-        if (byId) inner.orWhere('w.id = :qId', { qId: byId.id });
-      }),
-    );
+    return { heroId: q, workflowId: byId ? byId.id : null };
   }
+}
 
-  /** The overview's short lists: executions in a state, with their workflow's id and type. */
-  private executionsIn(state: string, columns: Array<keyof StepExecution>) {
-    const qb = this.dataSource.manager
-      .createQueryBuilder(StepExecution, 'e')
-      .innerJoin(WorkflowRecord, 'w', 'w.id = e.workflowId')
-      .select('e.workflowId', 'workflowId')
-      .addSelect('w.type', 'type')
-      .addSelect('e.stepName', 'stepName')
-      .where('e.state = :state', { state })
-      .limit(OVERVIEW_LIMIT);
-    for (const column of columns) qb.addSelect(`e.${column}`, column);
-    return qb;
-  }
-
-  private async executionsByType(state: string, narrow?: (qb: SelectQueryBuilder<StepExecution>) => unknown) {
-    const qb = this.dataSource.manager
-      .createQueryBuilder(StepExecution, 'e')
-      .innerJoin(WorkflowRecord, 'w', 'w.id = e.workflowId')
-      .select('w.type', 'type')
-      .addSelect('COUNT(*)', 'count')
-      .where('e.state = :state', { state })
-      .groupBy('w.type');
-    narrow?.(qb);
-    const rows = identifierRows(await qb.getRawMany<{ type: string; count: string | number }>());
-    const byWorkflow = Object.fromEntries(rows.map((row) => [row.type, Number(row.count)]));
-    return { total: rows.reduce((sum, row) => sum + Number(row.count), 0), byWorkflow };
-  }
-
-  /** Executions housekeeping would recover: past the threshold, of a workflow that is ready or performing. */
-  private async stuckCount(state: string, condition: string, cutoff: Date): Promise<number> {
-    return this.dataSource.manager
-      .createQueryBuilder(StepExecution, 'e')
-      .innerJoin(WorkflowRecord, 'w', 'w.id = e.workflowId')
-      .where('e.state = :state', { state })
-      .andWhere(condition, { cutoff })
-      .andWhere('w.state IN (:...runnable)', { runnable: ['ready', 'performing'] })
-      .getCount();
-  }
+/** A gauge without its types counted zero (the overdue gauge lists only the types that have some). */
+function withoutZeros(gauge: { total: number; byWorkflow: Record<string, number> }): { total: number; byWorkflow: Record<string, number> } {
+  return { total: gauge.total, byWorkflow: Object.fromEntries(Object.entries(gauge.byWorkflow).filter(([, count]) => count > 0)) };
 }
 
 function toRow(record: WorkflowRecord): WorkflowRow {
