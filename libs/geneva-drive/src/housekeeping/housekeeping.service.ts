@@ -19,6 +19,7 @@ import { WaitDeadline } from '../execution/wait-deadline.js';
 import { readHousekeepingGauges } from './gauges.js';
 import { emptySummary, type HousekeepingSummary } from './housekeeping-summary.js';
 import { purgeStoppedWorkflows } from './purge.js';
+import { isRunnable } from '../state/workflow-state.js';
 
 export type { Gauge } from '../persistence/gauges.js';
 export type { HousekeepingSummary } from './housekeeping-summary.js';
@@ -186,7 +187,7 @@ export class HousekeepingService implements OnModuleInit {
     const execution = await this.store.lockExecution(manager, executionId);
     const stuckSince = state === 'in_progress' ? execution?.startedAt : execution?.scheduledFor;
     if (!execution || execution.state !== state || !stuckSince || stuckSince >= cutoff) return false;
-    if (workflow.state !== 'ready' && workflow.state !== 'performing') return false;
+    if (!isRunnable(workflow.state)) return false;
     const definition = this.registry.findByName(workflow.type);
     if (this.options.stuckRecoveryAction === 'cancel') {
       await this.store.transitionExecution(manager, execution, 'canceled', 'recovered');

@@ -7,13 +7,12 @@ import { waitingGauges } from '../persistence/gauges.js';
 import { countStuck } from '../persistence/recovery-queries.js';
 import { countsByTypeAndState, executionsIn, listWorkflows, typeStateIndexUsable, type WorkflowListQuery } from '../persistence/workflow-list.js';
 import { SignalService } from '../client/signal.service.js';
-import type { WorkflowState } from '../state/workflow-state.js';
 import { WorkflowService } from '../client/workflow.service.js';
 import { OPERATOR_DATA_SOURCE } from './operator.constants.js';
 import { DashboardInputError } from '../errors/dashboard-input.error.js';
 import { WorkflowCatalog, type StepSummary } from './workflow-catalog.js';
+import { WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
 
-export const WORKFLOW_STATES: readonly WorkflowState[] = ['ready', 'performing', 'paused', 'finished', 'canceled'];
 
 /** The list page's filters, as they arrive in the query string. */
 export interface ListFilters {

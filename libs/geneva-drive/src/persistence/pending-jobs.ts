@@ -1,6 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
+import { RUNNABLE_WORKFLOW_STATES } from '../state/workflow-state.js';
 
 /**
  * The executions that have a job due, as the rows tell: what a queue keeping its jobs in memory
@@ -14,7 +15,7 @@ export function scheduledOfRunnable(manager: EntityManager): Promise<StepExecuti
     .innerJoin(WorkflowRecord, 'w', 'w.id = e.workflowId')
     .select(['e.id', 'e.workflowId', 'e.scheduledFor', 'e.jobId'])
     .where("e.state = 'scheduled'")
-    .andWhere("w.state IN ('ready', 'performing')")
+    .andWhere('w.state IN (:...runnable)', { runnable: [...RUNNABLE_WORKFLOW_STATES] })
     .getMany();
 }
 

@@ -1,6 +1,7 @@
 import { In, type EntityManager, type SelectQueryBuilder } from 'typeorm';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
+import { RUNNABLE_WORKFLOW_STATES } from '../state/workflow-state.js';
 
 /**
  * What housekeeping recovers, read page by page in id order: executions stuck `in_progress` or
@@ -21,7 +22,7 @@ function stuck(manager: EntityManager, state: StuckState, cutoff: Date): SelectQ
     .innerJoin(WorkflowRecord, 'w', 'w.id = e.workflowId')
     .where('e.state = :state', { state })
     .andWhere(state === 'in_progress' ? 'e.startedAt < :cutoff' : 'e.scheduledFor < :cutoff', { cutoff })
-    .andWhere('w.state IN (:...runnable)', { runnable: ['ready', 'performing'] });
+    .andWhere('w.state IN (:...runnable)', { runnable: [...RUNNABLE_WORKFLOW_STATES] });
 }
 
 /** One page of stuck executions (see {@link stuck}), after the id `after` (null: from the first). */
