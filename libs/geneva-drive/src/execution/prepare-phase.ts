@@ -21,6 +21,10 @@ import { eventBase, IDEMPOTENT, LOOKUP_ATTEMPTS, LOOKUP_PAUSE_MS, type ExecuteOp
 import type { WaitDeadline } from './wait-deadline.js';
 import type { WorkflowInstances } from './workflow-instances.js';
 
+/** The closes phase 1 writes most (StepOutcomes.apply). */
+const CANCELED = { state: 'canceled', outcome: 'canceled' } as const;
+const SKIPPED = { state: 'skipped', outcome: 'skipped' } as const;
+
 /**
  * Phase 1 of a step execution: under the workflow + execution row locks, reject duplicate or late
  * jobs, check the workflow and its hero, evaluate cancelIf / skipIf / the signal gate, and mark the
@@ -308,6 +312,3 @@ export class PreparePhase {
     await this.outcomes.applyPrepareFailure(manager, { workflow, execution, definition }, policy, error, logger);
   }
 }
-
-const CANCELED = { state: 'canceled', outcome: 'canceled' } as const;
-const SKIPPED = { state: 'skipped', outcome: 'skipped' } as const;
