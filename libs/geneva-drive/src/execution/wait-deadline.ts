@@ -17,6 +17,7 @@ import { deadlineJobId } from '../queue/deadline-job.js';
 import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-definition.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { SignalRendezvous } from './signal-rendezvous.js';
+import { StepOutcomes } from './step-outcome.js';
 
 /**
  * A timer may fire a little early by the wall clock (Node's timers, clocks of two hosts): a deadline
@@ -56,7 +57,12 @@ export class WaitDeadline {
     private readonly rendezvous: SignalRendezvous,
     @Inject(GENEVA_DRIVE_OPTIONS) private readonly options: ResolvedGenevaDriveOptions,
     @Inject(GENEVA_DRIVE_LOGGER) private readonly logger: LoggerService,
-  ) {}
+  ) {
+    this.outcomes = new StepOutcomes(store, rendezvous);
+  }
+
+  /** What a timed-out wait writes (StepOutcomes.expireWait). */
+  private readonly outcomes: StepOutcomes;
 
   /** At the gate: a step with a `timeout` needs the wait-deadlines migration. */
   assertSchema(workflow: WorkflowRecord, step: StepDefinition): void {
@@ -210,32 +216,8 @@ export class WaitDeadline {
     const step = definition?.step(execution.stepName);
     // A deploy removed the step or its timeout: the execution stays parked (resume or a signal deals with it).
     if (!definition || !step?.waitFor || step.timeoutMs === undefined) return null;
-    const metadata = withMetadata(execution, { timedOut: true });
     this.logger.log(`Step ${workflow.type}.${step.name} of workflow ${workflow.id} timed out waiting: ${step.onTimeout}`);
-    switch (step.onTimeout) {
-      case 'run': {
-        // Due now, under a job id of its own (the deadline job is the one running). If the enqueue
-        // is lost, the stuck-scheduled sweep finds the row overdue; the gate lets it through unsignaled.
-        const jobId = `${execution.id}-timeout`;
-        await this.store.transitionExecution(manager, execution, 'scheduled', null, { scheduledFor: this.store.now(), jobId, metadata });
-        await this.store.enqueue(manager, workflow, execution, jobOptionsFor(definition, step), jobId);
-        break;
-      }
-      case 'skip':
-        await this.store.transitionExecution(manager, execution, 'skipped', 'skipped', { metadata });
-        await this.rendezvous.settleOnSkip(manager, execution);
-        await this.store.scheduleNextStep(manager, workflow, definition);
-        break;
-      case 'cancel':
-        await this.store.transitionExecution(manager, execution, 'canceled', 'canceled', { metadata });
-        await this.store.transitionWorkflow(manager, workflow, 'canceled');
-        break;
-      case 'pause':
-        // Like a pause from the step: nextStepName still names it, so resume waits again (or finds a buffered signal).
-        await this.store.transitionExecution(manager, execution, 'canceled', 'canceled', { metadata });
-        await this.store.transitionWorkflow(manager, workflow, 'paused');
-        break;
-    }
+    await this.outcomes.expireWait(manager, { workflow, execution, definition }, step);
     return { workflowId: workflow.id, executionId: execution.id, stepName: step.name, onTimeout: step.onTimeout };
   }
 }

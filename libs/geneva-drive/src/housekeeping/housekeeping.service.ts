@@ -2,14 +2,14 @@ import { Inject, Injectable, Optional, type LoggerService, type OnModuleInit } f
 import type { EntityManager } from 'typeorm';
 import type { StepExecution } from '../entities/step-execution.entity.js';
 import { StepRecoveryLimitError } from '../errors/step-recovery-limit.error.js';
-import { errorColumns } from '../execution/error-record.js';
+import { recoverStuck } from '../execution/step-outcome.js';
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS, QUEUE_PORT } from '../geneva-drive.constants.js';
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
 import { publish } from '../instrumentation/geneva-drive.events.js';
 import { consecutiveRecoveries, executionsAfter, runHead, stuckPage } from '../persistence/recovery-queries.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
-import { jobHints, jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
+import { WorkflowStore } from '../persistence/workflow-store.js';
 import { isDeadlineJob } from '../queue/deadline-job.js';
 import type { QueuePort, StepJob, StepJobHints } from '../interfaces/queue.port.js';
 import { STEP_JOB_GATE } from '../queue/queue.tokens.js';
@@ -172,9 +172,9 @@ export class HousekeepingService implements OnModuleInit {
   }
 
   /**
-   * Re-checks under the locks, then applies `stuckRecoveryAction`. Returns false when the row is no
-   * longer stuck, the reason when the recovery limit paused the workflow, else the job to enqueue
-   * once committed (null: none).
+   * Re-checks under the locks, then applies `stuckRecoveryAction` (StepOutcomes' recoverStuck).
+   * Returns false when the row is no longer stuck, the reason when the recovery limit paused the
+   * workflow, else the job to enqueue once committed (null: none).
    */
   private async recover(
     manager: EntityManager,
@@ -189,47 +189,9 @@ export class HousekeepingService implements OnModuleInit {
     if (!execution || execution.state !== state || !stuckSince || stuckSince >= cutoff) return false;
     if (!isRunnable(workflow.state)) return false;
     const definition = this.registry.findByName(workflow.type);
-    if (this.options.stuckRecoveryAction === 'cancel') {
-      await this.store.transitionExecution(manager, execution, 'canceled', 'recovered');
-      await this.store.transitionWorkflow(manager, workflow, 'canceled', { currentStepName: null });
-      return null;
-    }
-    if (state === 'scheduled') {
-      // A lost enqueue: enqueue the same execution again (its job id is its id, so a job that does
-      // exist is not duplicated). Nothing changes in the database.
-      return { executionId: execution.id, hints: jobHints(workflow, execution.stepName), runAt: execution.scheduledFor, jobOptions: jobOptionsFor(definition, definition?.step(execution.stepName)) };
-    }
-    // A worker died mid-step: close the row and run the step again — a resumable step from its
-    // cursor. The successor keeps the signal pin, so it re-reads the very event the row was given.
-    const stepName = workflow.currentStepName ?? workflow.nextStepName;
-    if (stepName === null) throw new Error(`Workflow ${workflow.id} has no current or next step to run again`);
-    const step = definition?.step(execution.stepName);
-    const maxRecoveries = step?.maxRecoveries === undefined ? this.options.maxRecoveries : step.maxRecoveries;
-    if (maxRecoveries !== null) {
-      const recoveries = await this.consecutiveRecoveries(manager, workflow.id, execution.stepName);
-      if (recoveries >= maxRecoveries) {
-        // A poison step: running it again would only kill another worker (and the jobs beside it).
-        const reason = new StepRecoveryLimitError(workflow.id, execution.id, execution.stepName, recoveries, maxRecoveries);
-        const columns = errorColumns(execution, reason);
-        await this.store.transitionExecution(manager, execution, 'failed', 'failed', {
-          ...columns,
-          metadata: { ...columns.metadata, recoveryLimit: { recoveries, maxRecoveries } },
-        });
-        // nextStepName keeps the step, so `resume` runs it again.
-        await this.store.transitionWorkflow(manager, workflow, 'paused', { currentStepName: null, nextStepName: stepName });
-        return reason;
-      }
-    }
-    await this.store.transitionExecution(manager, execution, 'completed', 'recovered');
-    const resumable = definition?.step(execution.stepName)?.resumable ?? execution.continuesFromId !== null;
-    const successor = await this.store.insertExecution(
-      manager,
-      workflow.id,
-      stepName,
-      resumable ? successorOf(execution, undefined) : { signalId: execution.signalId ?? null },
+    return recoverStuck(this.store, manager, { workflow, execution, definition }, state, this.options, () =>
+      this.consecutiveRecoveries(manager, workflow.id, execution.stepName),
     );
-    await this.store.updateWorkflow(manager, workflow, { ...this.store.transitionChanges(workflow, 'ready', { currentStepName: null }), nextStepName: stepName });
-    return { executionId: successor.id, hints: jobHints(workflow, successor.stepName), runAt: successor.scheduledFor, jobOptions: jobOptionsFor(definition, definition?.step(stepName)) };
   }
 
   /** How many times in a row `stepName` was recovered from a dead worker (see consecutiveRecoveries in recovery-queries). */
