@@ -20,6 +20,7 @@ import type { StepOutcomes } from './step-outcome.js';
 import { eventBase, IDEMPOTENT, LOOKUP_ATTEMPTS, LOOKUP_PAUSE_MS, type ExecuteOptions, type Finalize, type Prepared, type PrepareResult } from './step-run.js';
 import type { WaitDeadline } from './wait-deadline.js';
 import type { WorkflowInstances } from './workflow-instances.js';
+import { isRunnable } from '../state/workflow-state.js';
 
 /** The closes phase 1 writes most (StepOutcomes.apply). */
 const CANCELED = { state: 'canceled', outcome: 'canceled' } as const;
@@ -100,7 +101,7 @@ export class PreparePhase {
     const definition = this.registry.findByName(workflow.type);
     const logger = new ContextLogger(this.logger, workflow, execution);
     const target = { workflow, execution, definition };
-    if (workflow.state !== 'ready' && workflow.state !== 'performing') {
+    if (!isRunnable(workflow.state)) {
       logger.log(`Workflow is ${workflow.state}: execution canceled`);
       await this.outcomes.apply(manager, target, CANCELED, { workflow: 'unchanged' });
       return { done: true };
@@ -204,7 +205,7 @@ export class PreparePhase {
       const { workflow, execution } = read;
       signal = read.signal;
       const woken = !step.waitFor || (execution.signalId != null && signal?.id === execution.signalId);
-      const runnable = workflow.state === 'ready' || workflow.state === 'performing';
+      const runnable = isRunnable(workflow.state);
       const ownHero = workflow.heroType === heroType && workflow.heroId === heroId;
       if (workflow.type !== definition.name || execution.stepName !== step.name || execution.state !== 'scheduled' || !runnable || !woken || !ownHero) return null;
       if (step.waitFor) this.deadline.assertSchema(workflow, step); // [deadline hook]

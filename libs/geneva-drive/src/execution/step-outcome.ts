@@ -14,6 +14,7 @@ import { workflowInternals } from '../workflow/geneva-workflow.js';
 import { errorColumns, withMetadata } from './error-record.js';
 import type { SignalRendezvous } from './signal-rendezvous.js';
 import type { Prepared } from './step-run.js';
+import { isRunnable } from '../state/workflow-state.js';
 
 /**
  * Outcome → state changes: what ending a step execution does to the execution, to the signal it
@@ -205,7 +206,7 @@ export class StepOutcomes {
    */
   async applyPrepareFailure(manager: EntityManager, target: OutcomeTarget, policy: ExceptionPolicy, error: unknown, logger: LoggerService): Promise<void> {
     const { workflow, execution } = target;
-    const runnable = workflow.state === 'ready' || workflow.state === 'performing';
+    const runnable = isRunnable(workflow.state);
     const verdict = runnable ? await this.policyVerdict(manager, workflow, execution, policy, policy.isImperative ? 'pause' : policy.action, logger) : undefined;
     const columns = errorColumns(execution, error);
     // A retried prepare failure is marked, so it counts toward maxReattempts like any error reattempt.

@@ -190,13 +190,8 @@ export class HousekeepingService implements OnModuleInit {
     if (!isRunnable(workflow.state)) return false;
     const definition = this.registry.findByName(workflow.type);
     return recoverStuck(this.store, manager, { workflow, execution, definition }, state, this.options, () =>
-      this.consecutiveRecoveries(manager, workflow.id, execution.stepName),
+      consecutiveRecoveries(manager, workflow.id, execution.stepName),
     );
-  }
-
-  /** How many times in a row `stepName` was recovered from a dead worker (see consecutiveRecoveries in recovery-queries). */
-  private consecutiveRecoveries(manager: EntityManager, workflowId: string, stepName: string): Promise<number> {
-    return consecutiveRecoveries(manager, workflowId, stepName);
   }
 
   private get manager(): EntityManager {
