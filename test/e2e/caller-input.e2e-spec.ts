@@ -20,7 +20,7 @@ import {
   WorkflowService,
   type PrimaryKeyType,
 } from 'geneva-drive';
-import { uuidv7 } from '../../libs/geneva-drive/src/persistence/primary-keys.js';
+import { uuidv7 } from '../../libs/geneva-drive/src/migrations/primary-keys.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { describeEachDatabase } from '../utils/databases.js';
 import { TestHero, UuidHero } from '../utils/fixtures.js';

@@ -29,7 +29,7 @@ import {
   CreateGenevaDriveTables1730000000000,
   ExactGenevaDriveIdentifiers1730000000002,
 } from '../../libs/geneva-drive/src/migrations/index.js';
-import { detectPrimaryKeyType, uuidv7 } from '../../libs/geneva-drive/src/persistence/primary-keys.js';
+import { detectPrimaryKeyType, uuidv7 } from '../../libs/geneva-drive/src/migrations/primary-keys.js';
 import { SchemaCapabilities } from '../../libs/geneva-drive/src/persistence/schema-capabilities.js';
 import { WorkflowStore } from '../../libs/geneva-drive/src/persistence/workflow-store.js';
 import { isUniqueViolation } from '../../libs/geneva-drive/src/persistence/unique-violation.js';

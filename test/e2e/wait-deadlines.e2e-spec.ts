@@ -27,7 +27,7 @@ import {
   type WorkflowRecord,
 } from 'geneva-drive';
 import { buildWorkflowDefinition } from '../../libs/geneva-drive/src/registry/workflow-definition.js';
-import { WaitDeadline } from '../../libs/geneva-drive/src/signals/wait-deadline.js';
+import { WaitDeadline } from '../../libs/geneva-drive/src/execution/wait-deadline.js';
 import {
   CancelOnTimeoutWorkflow,
   DEADLINE_WORKFLOWS,

@@ -5,7 +5,7 @@
  * the adapter GD_CLI_QUEUE_ADAPTER (bull, the default, or bullmq).
  */
 import { DataSource, type DataSourceOptions } from 'typeorm';
-import { GenevaDriveCliConfig } from '../../libs/geneva-drive/src/cli/cli-config.js';
+import type { GenevaDriveCliConfig } from 'geneva-drive';
 import { dataSourceOptions, redisUrl, type DatabaseKind } from '../utils/databases.js';
 import { InvoiceFlow } from './cli-workflows.js';
 

@@ -4,7 +4,7 @@
  * invariants. The interleavings proof explores them; the defect specs pin single schedules of them.
  */
 import { HousekeepingService, SignalService, WorkflowService, type StepJob, type WorkflowRecord } from 'geneva-drive';
-import { WaitDeadline } from '../../libs/geneva-drive/src/signals/wait-deadline.js';
+import { WaitDeadline } from '../../libs/geneva-drive/src/execution/wait-deadline.js';
 import type { ExplorerHarness, Scenario } from '../utils/explorer/harness.js';
 import { TestHero } from '../utils/fixtures.js';
 import { bodyRuns, DeadlineWorkflow, GatedWorkflow, HeroMatchedWorkflow, PlainWorkflow } from './interleaving-workflows.js';

@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { DataSource, type DataSourceOptions, type MigrationInterface } from 'typeorm';
 import { GENEVA_DRIVE_ENTITIES } from '../../libs/geneva-drive/src/entities/index.js';
 import { AddGenevaDriveSignals1730000000001, AddGenevaDriveWaitDeadlines1730000000004, genevaDriveMigrations } from '../../libs/geneva-drive/src/migrations/index.js';
-import type { PrimaryKeyType } from '../../libs/geneva-drive/src/persistence/primary-keys.js';
+import type { PrimaryKeyType } from '../../libs/geneva-drive/src/migrations/primary-keys.js';
 import { CreateTestFixtures1600000000000, FIXTURE_ENTITIES, FIXTURE_TABLES } from './fixtures.js';
 
 export type DatabaseKind = 'sqlite' | 'postgres' | 'mysql';

@@ -4,7 +4,7 @@
  * workflow modules and, with `REDIS_URL`, its Bull queue, so a signal sent from the shell wakes the
  * step in the running workers.
  */
-import type { GenevaDriveCliConfig } from 'geneva-drive/dashboard';
+import type { GenevaDriveCliConfig } from 'geneva-drive';
 import { DataSource, type DataSourceOptions } from 'typeorm';
 import { databaseOptions, queueOptions } from './app.module.js';
 import { ContractsModule } from './contracts/contracts.module.js';

@@ -11,8 +11,8 @@ import { AfterCommitSubscriber } from './persistence/after-commit.js';
 import { SchemaCapabilities } from './persistence/schema-capabilities.js';
 import { TransactionRunner } from './persistence/transaction-runner.js';
 import { isDeadlineJob } from './queue/deadline-job.js';
-import type { QueuePort } from './queue/queue.port.js';
-import { WaitDeadline } from './signals/wait-deadline.js';
+import type { QueuePort } from './interfaces/queue.port.js';
+import { WaitDeadline } from './execution/wait-deadline.js';
 
 /**
  * At init: finds the DataSource, binds the engine to it and checks the schema (each misconfiguration

@@ -15,16 +15,16 @@ import { SchemaCapabilities } from './persistence/schema-capabilities.js';
 import { TransactionRunner } from './persistence/transaction-runner.js';
 import { WorkflowStore } from './persistence/workflow-store.js';
 import { declaredQueue, queueRegistration } from './queue/queue-registration.js';
-import type { QueuePort } from './queue/queue.port.js';
-import { EngineView } from './registry/engine-view.js';
+import type { QueuePort } from './interfaces/queue.port.js';
+import { EngineView } from './operator/engine-view.js';
 import { WorkflowExplorer } from './registry/workflow.explorer.js';
 import { WorkflowRegistry } from './registry/workflow.registry.js';
-import { SignalIntake } from './signals/signal-intake.js';
-import { SignalRendezvous } from './signals/signal-rendezvous.js';
-import { SignalService } from './signals/signal.service.js';
-import { SignalHero } from './signals/signal-hero.js';
-import { WaitDeadline } from './signals/wait-deadline.js';
-import { WorkflowService } from './workflow/workflow.service.js';
+import { SignalIntake } from './client/signal-intake.js';
+import { SignalRendezvous } from './execution/signal-rendezvous.js';
+import { SignalService } from './client/signal.service.js';
+import { SignalHero } from './client/signal-hero.js';
+import { WaitDeadline } from './execution/wait-deadline.js';
+import { WorkflowService } from './client/workflow.service.js';
 
 function engineProviders(declaredDataSource: string | undefined, queue: QueueAdapterOptions | undefined): Provider[] {
   return [

@@ -1,7 +1,7 @@
 import { InvalidOptionError } from './errors/invalid-option.error.js';
 import { QueueConfigurationError } from './errors/queue-configuration.error.js';
 import type { GenevaDriveModuleOptions, QueueAdapterOptions, ResolvedGenevaDriveOptions } from './interfaces/geneva-drive-options.interface.js';
-import type { QueuePort } from './queue/queue.port.js';
+import type { QueuePort } from './interfaces/queue.port.js';
 import { parseDuration } from './util/duration.js';
 import { rejectUnknownKeys } from './util/unknown-keys.js';
 

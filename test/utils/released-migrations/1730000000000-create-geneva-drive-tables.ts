@@ -1,6 +1,6 @@
 // The migration as the first release shipped it, verbatim but for the import paths (see index.ts).
 import { Table, type MigrationInterface, type QueryRunner } from 'typeorm';
-import type { PrimaryKeyType } from '../../../libs/geneva-drive/src/persistence/primary-keys.js';
+import type { PrimaryKeyType } from '../../../libs/geneva-drive/src/migrations/primary-keys.js';
 import { columnTypes, dialectOf, type Dialect } from '../../../libs/geneva-drive/src/migrations/column-types.js';
 
 /*

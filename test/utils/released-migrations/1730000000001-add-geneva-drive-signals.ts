@@ -1,6 +1,6 @@
 // The migration as the first release shipped it, verbatim but for the import paths (see index.ts).
 import { Table, TableColumn, type MigrationInterface, type QueryRunner, type TableColumnOptions } from 'typeorm';
-import { detectPrimaryKeyType, type PrimaryKeyType } from '../../../libs/geneva-drive/src/persistence/primary-keys.js';
+import { detectPrimaryKeyType, type PrimaryKeyType } from '../../../libs/geneva-drive/src/migrations/primary-keys.js';
 import { columnTypes, dialectOf } from '../../../libs/geneva-drive/src/migrations/column-types.js';
 
 const WORKFLOWS = 'geneva_drive_workflows';

@@ -5,7 +5,7 @@
  * release's `genevaDriveMigrations({ primaryKey: 'uuid' })` did it. Never edit these files.
  */
 import type { MigrationInterface } from 'typeorm';
-import type { PrimaryKeyType } from '../../../libs/geneva-drive/src/persistence/primary-keys.js';
+import type { PrimaryKeyType } from '../../../libs/geneva-drive/src/migrations/primary-keys.js';
 import { CreateGenevaDriveTables1730000000000 } from './1730000000000-create-geneva-drive-tables.js';
 import { AddGenevaDriveSignals1730000000001 } from './1730000000001-add-geneva-drive-signals.js';
 

@@ -2,10 +2,10 @@ import { readFile } from 'node:fs/promises';
 import type { INestApplicationContext } from '@nestjs/common';
 import { UnknownWorkflowError } from '../errors/unknown-workflow.error.js';
 import { HousekeepingService } from '../housekeeping/housekeeping.service.js';
-import { WorkflowService } from '../workflow/workflow.service.js';
-import { WorkflowActions } from '../dashboard/workflow-actions.js';
-import { WorkflowCatalog } from '../dashboard/workflow-catalog.js';
-import { WorkflowReader, type ListFilters } from '../dashboard/workflow-reader.js';
+import { WorkflowService } from '../client/workflow.service.js';
+import { WorkflowActions } from '../operator/workflow-actions.js';
+import { WorkflowCatalog } from '../operator/workflow-catalog.js';
+import { WorkflowReader, type ListFilters } from '../operator/workflow-reader.js';
 import { CliUsageError } from './cli-usage.error.js';
 
 /** A parsed command line: the command, its positionals and its options. */

@@ -3,11 +3,11 @@ import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import { GenevaDriveModule } from '../geneva-drive.module.js';
 import type { QueueAdapterOptions } from '../interfaces/geneva-drive-options.interface.js';
-import { DASHBOARD_DATA_SOURCE } from '../dashboard/dashboard.constants.js';
-import { WorkflowActions } from '../dashboard/workflow-actions.js';
-import { WorkflowCatalog } from '../dashboard/workflow-catalog.js';
-import { WorkflowReader } from '../dashboard/workflow-reader.js';
-import type { GenevaDriveCliConfig } from './cli-config.js';
+import { OPERATOR_DATA_SOURCE } from '../operator/operator.constants.js';
+import { WorkflowActions } from '../operator/workflow-actions.js';
+import { WorkflowCatalog } from '../operator/workflow-catalog.js';
+import { WorkflowReader } from '../operator/workflow-reader.js';
+import type { GenevaDriveCliConfig } from '../interfaces/cli-config.interface.js';
 
 const SILENT = { log: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined, verbose: () => undefined };
 
@@ -31,7 +31,7 @@ export class GenevaDriveCliModule {
         GenevaDriveModule.forRoot({ queue: cliQueue(config.queue), housekeeping: false, logger: SILENT }),
         ...(config.imports ?? []),
       ],
-      providers: [...(config.providers ?? []), { provide: DASHBOARD_DATA_SOURCE, useExisting: getDataSourceToken() }, WorkflowCatalog, WorkflowReader, WorkflowActions],
+      providers: [...(config.providers ?? []), { provide: OPERATOR_DATA_SOURCE, useExisting: getDataSourceToken() }, WorkflowCatalog, WorkflowReader, WorkflowActions],
     };
   }
 }

@@ -8,7 +8,7 @@ import 'reflect-metadata';
 import { parseArgs } from 'node:util';
 import { NestFactory } from '@nestjs/core';
 import { UnknownWorkflowError } from '../errors/unknown-workflow.error.js';
-import { statusOf } from '../dashboard/workflow-actions.js';
+import { statusOf } from '../operator/workflow-actions.js';
 import { loadDataSourceFile } from './cli-config.js';
 import { COMMANDS, LIST_OPTION_NAMES, runCommand, type CliInvocation } from './cli.commands.js';
 import { GenevaDriveCliModule } from './cli.module.js';

@@ -5,9 +5,9 @@ import type { ResolvedDashboardOptions } from './dashboard.options.js';
 import { DASHBOARD_CSS, DASHBOARD_JS } from './dashboard.assets.js';
 import { DONE_MESSAGES, errorPage, listPage, overviewPage, workflowPage, type PageContext } from './dashboard.pages.js';
 import { ensureCsrfToken } from './csrf.js';
-import { statusOf, WorkflowActions, type SignalRequest } from './workflow-actions.js';
-import { LIST_FILTER_KEYS, WorkflowReader, type ListFilters } from './workflow-reader.js';
-import { WorkflowCatalog } from './workflow-catalog.js';
+import { statusOf, WorkflowActions, type SignalRequest } from '../operator/workflow-actions.js';
+import { LIST_FILTER_KEYS, WorkflowReader, type ListFilters } from '../operator/workflow-reader.js';
+import { WorkflowCatalog } from '../operator/workflow-catalog.js';
 
 /** The parts of Express's request and response the dashboard uses. */
 interface HttpRequest {

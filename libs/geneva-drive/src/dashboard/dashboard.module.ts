@@ -1,14 +1,15 @@
 import { Controller, Module, type CanActivate, type DynamicModule, type Provider, type Type } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { getDataSourceToken } from '@nestjs/typeorm';
-import { DASHBOARD_DATA_SOURCE, DASHBOARD_OPTIONS, DASHBOARD_USER_GUARD } from './dashboard.constants.js';
+import { OPERATOR_DATA_SOURCE } from '../operator/operator.constants.js';
+import { DASHBOARD_OPTIONS, DASHBOARD_USER_GUARD } from './dashboard.constants.js';
 import { DashboardController } from './dashboard.controller.js';
 import { DashboardGuard } from './dashboard.guard.js';
 import { normalizePath, resolveDashboardOptions, type ResolvedDashboardOptions } from './dashboard.options.js';
 import type { GenevaDriveDashboardModuleAsyncOptions, GenevaDriveDashboardModuleOptions, GenevaDriveDashboardOptions } from './dashboard-options.interface.js';
-import { WorkflowActions } from './workflow-actions.js';
-import { WorkflowCatalog } from './workflow-catalog.js';
-import { WorkflowReader } from './workflow-reader.js';
+import { WorkflowActions } from '../operator/workflow-actions.js';
+import { WorkflowCatalog } from '../operator/workflow-catalog.js';
+import { WorkflowReader } from '../operator/workflow-reader.js';
 
 /**
  * The operator dashboard, mounted in your own Nest application (Express platform), next to
@@ -45,7 +46,7 @@ export class GenevaDriveDashboardModule {
       controllers: [MountedDashboardController],
       providers: [
         optionsProvider,
-        { provide: DASHBOARD_DATA_SOURCE, useExisting: getDataSourceToken(dataSource) },
+        { provide: OPERATOR_DATA_SOURCE, useExisting: getDataSourceToken(dataSource) },
         {
           provide: DASHBOARD_USER_GUARD,
           useFactory: (resolved: ResolvedDashboardOptions, moduleRef: ModuleRef): Promise<CanActivate | null> | CanActivate | null => {

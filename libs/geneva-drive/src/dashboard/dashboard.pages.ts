@@ -1,7 +1,8 @@
 import { CSRF_FIELD } from './csrf.js';
 import { html, type SafeHtml } from './html.js';
-import { OPERATOR_ACTIONS, type OperatorAction } from './workflow-actions.js';
-import { LIST_FILTER_KEYS, WORKFLOW_STATES, type ExecutionView, type ListFilters, type Overview, type SignalView, type WorkflowDetail, type WorkflowPage } from './workflow-reader.js';
+import { OPERATOR_ACTIONS, type OperatorAction } from '../operator/workflow-actions.js';
+import { LIST_FILTER_KEYS, type ExecutionView, type ListFilters, type Overview, type SignalView, type WorkflowDetail, type WorkflowPage } from '../operator/workflow-reader.js';
+import { WORKFLOW_STATES } from '../state/workflow-state.js';
 
 /** What every page needs: where the dashboard is mounted, and a message to show on top. */
 export interface PageContext {

@@ -2,8 +2,9 @@ import { Column, Entity, PrimaryColumn } from 'typeorm';
 import { counterTransformer, identifierTransformer, idTransformer } from './column-transformers.js';
 import { jsonColumnTransformer } from './json-column.js';
 
-/** Signal lifecycle: never moves backwards. @publicApi */
-export type SignalState = 'pending' | 'claimed' | 'consumed';
+import type { SignalState } from '../state/signal-state.js';
+
+export type { SignalState };
 
 /**
  * An external event addressed to one workflow, persisted before anything is dispatched.

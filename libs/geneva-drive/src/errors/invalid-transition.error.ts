@@ -3,7 +3,7 @@ import { GenevaDriveError } from './geneva-drive.error.js';
 /** The engine tried a state transition its state machine forbids: an internal inconsistency. @publicApi */
 export class InvalidTransitionError extends GenevaDriveError {
   constructor(
-    readonly entity: 'workflow' | 'step execution',
+    readonly entity: 'workflow' | 'step execution' | 'signal',
     readonly from: string,
     readonly to: string,
   ) {

@@ -6,12 +6,12 @@
  */
 import 'reflect-metadata';
 import { describe, expect, it } from '@jest/globals';
-import { addStep } from '../decorators/step.decorator.js';
-import { Workflow } from '../decorators/workflow.decorator.js';
-import { Step } from '../decorators/step.decorator.js';
+import { addStep } from '../workflow/step.decorator.js';
+import { Workflow } from '../workflow/workflow.decorator.js';
+import { Step } from '../workflow/step.decorator.js';
 import { StepConfigurationError } from '../errors/step-configuration.error.js';
-import type { StepOptions } from '../interfaces/step-options.interface.js';
-import type { ClassExceptionPolicy } from '../interfaces/workflow-options.interface.js';
+import type { StepOptions } from '../workflow/step-options.interface.js';
+import type { ClassExceptionPolicy } from '../workflow/workflow-options.interface.js';
 import { buildWorkflowDefinition } from '../registry/workflow-definition.js';
 import { GenevaWorkflow } from '../workflow/geneva-workflow.js';
 import { DEFAULT_MAX_REATTEMPTS, ExceptionPolicy, PAUSE_POLICY, resolveExceptionPolicy, type ExceptionAction } from './exception-policy.js';

@@ -7,7 +7,7 @@ import { GENEVA_DRIVE_LOGGER } from '../geneva-drive.constants.js';
 import type { EntityManager } from 'typeorm';
 import { ContextLogger } from '../instrumentation/context-logger.js';
 import type { WorkflowDefinition } from '../registry/workflow-definition.js';
-import { loadHero } from './hero.js';
+import { loadHero } from '../persistence/hero.js';
 import { workflowInternals, type GenevaWorkflow } from '../workflow/geneva-workflow.js';
 
 /** Creates a fresh workflow instance per execution, with the class's dependencies injected by Nest. */

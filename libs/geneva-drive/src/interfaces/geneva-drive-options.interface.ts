@@ -1,5 +1,5 @@
 import type { LoggerService } from '@nestjs/common';
-import type { QueuePort } from '../queue/queue.port.js';
+import type { QueuePort } from './queue.port.js';
 import type { Duration } from '../util/duration.js';
 
 /**

@@ -1,5 +1,5 @@
 import { Table, type MigrationInterface, type QueryRunner } from 'typeorm';
-import type { PrimaryKeyType } from '../persistence/primary-keys.js';
+import type { PrimaryKeyType } from './primary-keys.js';
 import { columnTypes, dialectOf, type Dialect } from './column-types.js';
 
 /*

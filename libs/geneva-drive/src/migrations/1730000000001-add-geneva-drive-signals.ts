@@ -1,5 +1,5 @@
 import { Table, TableColumn, type MigrationInterface, type QueryRunner, type TableColumnOptions } from 'typeorm';
-import { detectPrimaryKeyType, type PrimaryKeyType } from '../persistence/primary-keys.js';
+import { detectPrimaryKeyType, type PrimaryKeyType } from './primary-keys.js';
 import { columnTypes, dialectOf } from './column-types.js';
 
 const WORKFLOWS = 'geneva_drive_workflows';

@@ -1,5 +1,5 @@
 import type { QueryRunner, TableColumnOptions } from 'typeorm';
-import type { PrimaryKeyType } from '../persistence/primary-keys.js';
+import type { PrimaryKeyType } from './primary-keys.js';
 
 /**
  * The three SQL dialects the migrations know. MariaDB is `mysql` (same SQL for everything we use);

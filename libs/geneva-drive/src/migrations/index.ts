@@ -1,5 +1,5 @@
 import type { MigrationInterface } from 'typeorm';
-import type { PrimaryKeyType } from '../persistence/primary-keys.js';
+import type { PrimaryKeyType } from './primary-keys.js';
 import { CreateGenevaDriveTables1730000000000 } from './1730000000000-create-geneva-drive-tables.js';
 import { AddGenevaDriveSignals1730000000001 } from './1730000000001-add-geneva-drive-signals.js';
 import { ExactGenevaDriveIdentifiers1730000000002 } from './1730000000002-exact-geneva-drive-identifiers.js';

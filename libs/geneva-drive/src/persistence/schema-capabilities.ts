@@ -6,8 +6,8 @@ import { EntitiesNotRegisteredError } from '../errors/entities-not-registered.er
 import { SchemaNotMigratedError } from '../errors/schema-not-migrated.error.js';
 import { CreateGenevaDriveTables1730000000000 } from '../migrations/1730000000000-create-geneva-drive-tables.js';
 import { AddGenevaDriveSignals1730000000001 } from '../migrations/1730000000001-add-geneva-drive-signals.js';
-import { canonicalKey, keyTypeOf, useUuidKeys, uuidv7, type PrimaryKeyType } from './primary-keys.js';
-import { tableColumns } from './schema-catalog.js';
+import { canonicalKey, keyTypeOf, useUuidKeys, uuidv7, type PrimaryKeyType } from '../migrations/primary-keys.js';
+import { tableColumns } from '../migrations/schema-catalog.js';
 
 const TABLES = ['geneva_drive_workflows', 'geneva_drive_step_executions', 'geneva_drive_signals'];
 const ENTITIES = [WorkflowRecord, StepExecution, Signal];

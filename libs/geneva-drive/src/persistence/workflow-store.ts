@@ -1,14 +1,12 @@
-import { In, type EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import type { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
-import { jobTraceContext } from '../instrumentation/job-context.js';
-import type { StepJobOptions } from '../interfaces/step-options.interface.js';
-import type { QueuePort, StepJob, StepJobHints } from '../queue/queue.port.js';
+import type { StepJobOptions } from '../workflow/step-options.interface.js';
+import type { QueuePort } from '../interfaces/queue.port.js';
 import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-definition.js';
 import {
-  ACTIVE_EXECUTION_STATES,
   assertExecutionTransition,
   TERMINAL_TIMESTAMP,
   type StepExecutionState,
@@ -17,29 +15,16 @@ import {
 import { assertWorkflowTransition, STOPPED_WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
 import type { AfterCommitSubscriber } from './after-commit.js';
 import { lockRow } from './row-lock.js';
-import { hotPathSqlFor, type HotPathSql, type HotPathSqlOptions, type WriteBatch } from './sql/index.js';
+import { PhaseBatch, type JobWorkflow } from './phase-batch.js';
+import { hotPathSqlFor, type HotPathSql, type HotPathSqlOptions } from './sql/index.js';
 import type { ExpectedStates, HeroRow } from './sql/hot-path-sql.js';
-import { loadHero } from '../execution/hero.js';
+import { loadHero } from './hero.js';
+import { newExecution, newWorkflow, type NewExecution } from './new-rows.js';
+import { activeExecution, cancelPreserved, latestExecutedOf } from './step-history.js';
 import type { SchemaCapabilities } from './schema-capabilities.js';
 
-/** A job scheduled by a batched phase, not sent yet. */
-interface PendingJob {
-  workflow: JobWorkflow;
-  execution: StepExecution;
-  jobOptions: StepJobOptions;
-  jobId?: string;
-}
-
-/** A phase run by {@link WorkflowStore.writeIfUnchanged} tried to read: it must run under the row locks. */
-class NeedsLocks extends Error {}
-
-/** Options for a new execution. */
-export interface NewExecution {
-  waitMs?: number;
-  signalId?: string | null;
-  cursor?: unknown;
-  continuesFromId?: string | null;
-}
+export { jobHints, type JobWorkflow } from './phase-batch.js';
+export type { NewExecution } from './new-rows.js';
 
 /**
  * The scheduling primitives and every write to workflows, executions and signal counters. Each
@@ -48,23 +33,22 @@ export interface NewExecution {
  *
  * Writes go out at once, or, inside {@link batched}, together when the phase ends (or before its
  * next read through this store): one statement on PostgreSQL, as few as the dialect allows elsewhere.
+ * The phase's pending writes and jobs are its {@link PhaseBatch}.
  */
 export class WorkflowStore {
   private sqlOf: HotPathSql | undefined;
-  private readonly batches = new WeakMap<EntityManager, WriteBatch>();
-  /** The jobs a batched phase scheduled, sent when it ends unless the executor runs one inline (see takeDueJob). */
-  private readonly batchJobs = new WeakMap<EntityManager, PendingJob[]>();
-  /** The managers of phases deciding without the row locks (see writeIfUnchanged): they may not read. */
-  private readonly unlocked = new WeakSet<EntityManager>();
+  private readonly phase: PhaseBatch;
 
   constructor(
-    private readonly queue: QueuePort,
-    private readonly afterCommit: AfterCommitSubscriber,
-    private readonly enqueueAfterCommit: boolean,
+    queue: QueuePort,
+    afterCommit: AfterCommitSubscriber,
+    enqueueAfterCommit: boolean,
     private readonly schema: SchemaCapabilities,
     private readonly sqlOptions: HotPathSqlOptions,
     private readonly clock: () => Date = () => new Date(),
-  ) {}
+  ) {
+    this.phase = new PhaseBatch((manager) => this.sql(manager), queue, afterCommit, enqueueAfterCommit, () => this.now());
+  }
 
   now(): Date {
     return this.clock();
@@ -90,19 +74,8 @@ export class WorkflowStore {
    * returns (nothing when it throws: its transaction rolls back). Reads through this store write
    * what is pending first, so the phase always reads its own writes.
    */
-  async batched<T>(manager: EntityManager, work: () => Promise<T>): Promise<T> {
-    if (this.batches.has(manager)) return work();
-    this.batches.set(manager, { updates: [], inserts: [], consumptions: [] });
-    this.batchJobs.set(manager, []);
-    try {
-      const result = await work();
-      await this.flush(manager);
-      for (const job of this.batchJobs.get(manager)!) await this.send(manager, job);
-      return result;
-    } finally {
-      this.batches.delete(manager);
-      this.batchJobs.delete(manager);
-    }
+  batched<T>(manager: EntityManager, work: () => Promise<T>): Promise<T> {
+    return this.phase.run(manager, work);
   }
 
   /**
@@ -115,26 +88,8 @@ export class WorkflowStore {
    * under the locks. `manager` must be one of no transaction, used by nothing else meanwhile.
    */
   async writeIfUnchanged(manager: EntityManager, expected: ExpectedStates, work: () => Promise<void>): Promise<boolean> {
-    const sql = this.sql(manager);
-    if (!sql.writesIfUnchanged) return false;
-    this.batches.set(manager, { updates: [], inserts: [], consumptions: [] });
-    this.batchJobs.set(manager, []);
-    this.unlocked.add(manager);
-    try {
-      try {
-        await work();
-      } catch (error) {
-        if (error instanceof NeedsLocks) return false;
-        throw error;
-      }
-      if (!(await sql.writeIfUnchanged(manager, this.batches.get(manager)!, expected))) return false;
-      for (const job of this.batchJobs.get(manager)!) await this.send(manager, job);
-      return true;
-    } finally {
-      this.batches.delete(manager);
-      this.batchJobs.delete(manager);
-      this.unlocked.delete(manager);
-    }
+    if (!this.sql(manager).writesIfUnchanged) return false;
+    return this.phase.writeIfUnchanged(manager, expected, work);
   }
 
   /**
@@ -143,37 +98,18 @@ export class WorkflowStore {
    * still be pending: the next read through this store writes it (and gives it its id).
    */
   takeDueJob(manager: EntityManager): StepExecution | null {
-    const jobs = this.batchJobs.get(manager);
-    if (!jobs || jobs.length !== 1) return null;
-    const [job] = jobs;
-    if (job.jobId !== undefined || job.jobOptions.chain === false || job.execution.scheduledFor.getTime() > this.now().getTime()) return null;
-    jobs.length = 0;
-    return job.execution;
+    return this.phase.takeDueJob(manager);
   }
 
   /** Writes what the phase of `manager` has pending (a no-op outside {@link batched}). */
-  async flush(manager: EntityManager): Promise<void> {
-    // Every read through this store (and every read beside it) writes what is pending first.
-    if (this.unlocked.has(manager)) throw new NeedsLocks('A read needs the row locks');
-    const batch = this.batches.get(manager);
-    if (!batch || (batch.updates.length === 0 && batch.inserts.length === 0 && batch.consumptions.length === 0)) return;
-    this.batches.set(manager, { updates: [], inserts: [], consumptions: [] });
-    await this.sql(manager).write(manager, batch);
-  }
-
-  /** Queues a write in the phase's batch, or writes it now outside one. */
-  private async write(manager: EntityManager, add: (batch: WriteBatch) => void): Promise<void> {
-    const pending = this.batches.get(manager);
-    if (pending) return add(pending);
-    const batch: WriteBatch = { updates: [], inserts: [], consumptions: [] };
-    add(batch);
-    await this.sql(manager).write(manager, batch);
+  flush(manager: EntityManager): Promise<void> {
+    return this.phase.flush(manager);
   }
 
   /** A row update, merged with one already pending for the same row (each row is written once per statement). */
   async updateRow<T extends { id: string }>(manager: EntityManager, table: 'workflows' | 'executions' | 'signals', id: string, changes: Partial<T>): Promise<void> {
     const codec = this.sql(manager)[table];
-    await this.write(manager, (batch) => {
+    await this.phase.write(manager, (batch) => {
       const pending = batch.updates.find((update) => update.codec === codec && update.id === id);
       if (pending) Object.assign(pending.changes, changes);
       else batch.updates.push({ codec, id, changes: { ...changes } });
@@ -183,8 +119,8 @@ export class WorkflowStore {
   /** Records a consumption of the signal by an execution of `stepName` (see SignalRendezvous.settle). */
   async consumeSignal(manager: EntityManager, signalId: string, stepName: string): Promise<void> {
     // The consumption reads the signal's row as the statement starts: a change to it still pending goes first.
-    if (this.batches.get(manager)?.updates.some((update) => update.codec === this.sql(manager).signals && update.id === signalId)) await this.flush(manager);
-    await this.write(manager, (batch) => batch.consumptions.push({ signalId, stepName, now: this.now() }));
+    if (this.phase.pending(manager)?.updates.some((update) => update.codec === this.sql(manager).signals && update.id === signalId)) await this.flush(manager);
+    await this.phase.write(manager, (batch) => batch.consumptions.push({ signalId, stepName, now: this.now() }));
   }
 
   /**
@@ -220,16 +156,14 @@ export class WorkflowStore {
    * writes (one statement on PostgreSQL), or through TypeORM for an entity that needs it.
    */
   async readHero(manager: EntityManager, heroType: string, heroId: string): Promise<object | null> {
-    if (this.unlocked.has(manager)) throw new NeedsLocks('A read needs the row locks');
+    this.phase.assertMayRead(manager);
     const sql = this.sql(manager);
     const codec = sql.heroCodec(heroType);
     if (!codec) {
       await this.flush(manager);
       return loadHero(manager, heroType, heroId);
     }
-    const pending = this.batches.get(manager);
-    if (pending) this.batches.set(manager, { updates: [], inserts: [], consumptions: [] });
-    const rows = await sql.write(manager, pending ?? { updates: [], inserts: [], consumptions: [] }, sql.heroRead(codec, heroId));
+    const rows = await this.phase.flushThenRead(manager, sql.heroRead(codec, heroId));
     return sql.heroFrom(codec, rows);
   }
 
@@ -254,27 +188,10 @@ export class WorkflowStore {
   }
 
   async insertWorkflow(manager: EntityManager, values: Pick<WorkflowRecord, 'type' | 'heroType' | 'heroId' | 'allowMultiple'>): Promise<WorkflowRecord> {
-    const workflow = this.newWorkflow(manager, values, null);
+    const workflow = newWorkflow(manager, this.schema, this.now(), values, null);
     await manager.insert(WorkflowRecord, workflow);
     workflow.id = String(workflow.id);
     return workflow;
-  }
-
-  /** A new `ready` workflow, not written yet. */
-  private newWorkflow(manager: EntityManager, values: Pick<WorkflowRecord, 'type' | 'heroType' | 'heroId' | 'allowMultiple'>, nextStepName: string | null): WorkflowRecord {
-    const now = this.now();
-    // Every nullable column explicitly null, so the record `start` returns reads like the row.
-    return this.schema.withNewId(manager.create(WorkflowRecord, {
-      ...values,
-      state: 'ready',
-      currentStepName: null,
-      nextStepName,
-      startedAt: null,
-      transitionedAt: null,
-      finishedAt: null,
-      createdAt: now,
-      updatedAt: now,
-    }));
   }
 
   /** Moves the workflow through its state machine, stamping the lifecycle timestamps, plus `patch`. */
@@ -327,13 +244,7 @@ export class WorkflowStore {
   /** The workflow's active execution (scheduled, waiting or in progress), if any. */
   async currentExecution(manager: EntityManager, workflowId: string): Promise<StepExecution | null> {
     await this.flush(manager);
-    return manager
-      .createQueryBuilder(StepExecution, 'e')
-      .where('e.workflowId = :workflowId', { workflowId })
-      .andWhere('e.state IN (:...states)', { states: ACTIVE_EXECUTION_STATES })
-      .orderBy('e.createdAt', 'DESC')
-      .addOrderBy('e.id', 'DESC')
-      .getOne();
+    return activeExecution(manager, workflowId);
   }
 
   /**
@@ -342,14 +253,7 @@ export class WorkflowStore {
    */
   async supersedeActive(manager: EntityManager, workflowId: string): Promise<void> {
     await this.flush(manager);
-    const now = this.now();
-    await manager
-      .createQueryBuilder()
-      .update(StepExecution)
-      .set({ state: 'canceled', outcome: 'canceled', canceledAt: now, finishedAt: now, updatedAt: now })
-      .where('workflow_id = :workflowId', { workflowId })
-      .andWhere('state IN (:...states)', { states: ['scheduled', 'waiting'] })
-      .execute();
+    await cancelPreserved(manager, workflowId, this.now());
   }
 
   /**
@@ -383,8 +287,8 @@ export class WorkflowStore {
     first: StepDefinition,
     hero: HeroRow,
   ): Promise<WorkflowRecord | null> {
-    const workflow = this.newWorkflow(manager, values, first.name);
-    const execution = this.newExecution(manager, workflow.id, first.name, { waitMs: first.waitMs });
+    const workflow = newWorkflow(manager, this.schema, this.now(), values, first.name);
+    const execution = newExecution(manager, this.schema, this.now(), workflow.id, first.name, { waitMs: first.waitMs });
     if (!(await this.sql(manager).insertStart(manager, workflow, execution, hero))) return null;
     await this.enqueue(manager, workflow, execution, jobOptionsFor(definition, first));
     return workflow;
@@ -392,27 +296,10 @@ export class WorkflowStore {
 
   /** Inserts a `scheduled` execution, nothing else (no pointer update, no job). */
   async insertExecution(manager: EntityManager, workflowId: string, stepName: string, options: NewExecution = {}): Promise<StepExecution> {
-    const execution = this.newExecution(manager, workflowId, stepName, options);
+    const execution = newExecution(manager, this.schema, this.now(), workflowId, stepName, options);
     const codec = this.sql(manager).executions;
-    await this.write(manager, (batch) => batch.inserts.push({ codec, row: execution, inserted: (id) => (execution.id = id) }));
+    await this.phase.write(manager, (batch) => batch.inserts.push({ codec, row: execution, inserted: (id) => (execution.id = id) }));
     return execution;
-  }
-
-  /** A new `scheduled` execution, not written yet (its id is set on uuid keys only). */
-  private newExecution(manager: EntityManager, workflowId: string, stepName: string, options: NewExecution): StepExecution {
-    const now = this.now();
-    return this.schema.withNewId(manager.create(StepExecution, {
-      workflowId,
-      stepName,
-      state: 'scheduled',
-      scheduledFor: new Date(now.getTime() + (options.waitMs ?? 0)),
-      metadata: null,
-      cursor: options.cursor ?? null,
-      continuesFromId: options.continuesFromId ?? null,
-      signalId: options.signalId ?? null,
-      createdAt: now,
-      updatedAt: now,
-    }));
   }
 
   /**
@@ -426,27 +313,7 @@ export class WorkflowStore {
     jobOptions: StepJobOptions,
     jobId?: string,
   ): Promise<void> {
-    const job: PendingJob = { workflow, execution, jobOptions, jobId };
-    const pending = this.batchJobs.get(manager);
-    if (pending) pending.push(job);
-    else await this.send(manager, job);
-  }
-
-  private async send(manager: EntityManager, { workflow, execution, jobOptions, jobId }: PendingJob): Promise<void> {
-    const job: StepJob = {
-      executionId: execution.id,
-      hints: { ...jobHints(workflow, execution.stepName), ...jobTraceContext() },
-      runAt: execution.scheduledFor,
-      jobOptions,
-      ...(jobId === undefined ? {} : { jobId }),
-    };
-    if (!this.enqueueAfterCommit) {
-      await this.queue.enqueue(job);
-      return;
-    }
-    await this.afterCommit.register(manager, async () => {
-      await this.queue.enqueue(job);
-    });
+    await this.phase.enqueue(manager, { workflow, execution, jobOptions, jobId });
   }
 
   /**
@@ -473,12 +340,7 @@ export class WorkflowStore {
   /** The step of the workflow's most recent execution among `stepNames`, or null. */
   private async latestExecutedOf(manager: EntityManager, workflowId: string, stepNames: readonly string[]): Promise<string | null> {
     await this.flush(manager);
-    const latest = await manager.findOne(StepExecution, {
-      where: { workflowId, stepName: In([...stepNames]) },
-      select: { id: true, stepName: true, createdAt: true },
-      order: { createdAt: 'DESC', id: 'DESC' },
-    });
-    return latest?.stepName ?? null;
+    return latestExecutedOf(manager, workflowId, stepNames);
   }
 
   /** Schedules the reference step again (reattempts, resume, recovery); the step's own `wait` does not apply. */
@@ -493,14 +355,6 @@ export class WorkflowStore {
     if (stepName === null) throw new Error(`Workflow ${workflow.id} has no step to reschedule`);
     return this.createExecution(manager, workflow, definition, stepName, options, this.transitionChanges(workflow, 'ready', patch));
   }
-}
-
-/** What a step job needs of its workflow (StepJob.hints). */
-export type JobWorkflow = Pick<WorkflowRecord, 'id' | 'type' | 'heroType' | 'heroId'>;
-
-/** What a job of the workflow's step `stepName` tells the executor (StepJob.hints). */
-export function jobHints(workflow: JobWorkflow, stepName: string): StepJobHints {
-  return { workflowId: workflow.id, workflowType: workflow.type, stepName, heroType: workflow.heroType, heroId: workflow.heroId };
 }
 
 export function jobOptionsFor(definition: WorkflowDefinition | undefined, step: StepDefinition | undefined): StepJobOptions {

@@ -7,7 +7,7 @@ import { DEFAULT_QUEUE_NAME } from '../geneva-drive.constants.js';
 import type { BullQueueAdapterOptions } from '../interfaces/geneva-drive-options.interface.js';
 import { isStalledReturn } from './bull-queue.adapter.js';
 import { deliveredJob, type StepJobData } from './step-job-data.js';
-import { ENGINE_BULL_QUEUE, GenevaDriveBullQueueModule, STEP_JOB_GATE } from './queue-registration.js';
+import { ENGINE_BULL_QUEUE, GenevaDriveBullQueueModule, STEP_JOB_GATE } from './queue.tokens.js';
 import { StepJobGate } from './step-job-gate.js';
 
 /**

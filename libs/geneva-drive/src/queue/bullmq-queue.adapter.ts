@@ -1,7 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
 import type { Queue, Worker } from 'bullmq';
 import type { DueJobStarter } from './due-job-starter.js';
-import type { QueuePort, StepJob, StepJobHandler } from './queue.port.js';
+import type { QueuePort, StepJob, StepJobHandler } from '../interfaces/queue.port.js';
 import { RunLedger } from './run-ledger.js';
 import { stepJobData, stepJobOptions, takeoverJob, type StepJobData } from './step-job-data.js';
 import type { StepJobGate } from './step-job-gate.js';

@@ -6,7 +6,7 @@ import type { Job } from 'bullmq';
 import { DEFAULT_QUEUE_NAME } from '../geneva-drive.constants.js';
 import type { BullMqQueueAdapterOptions } from '../interfaces/geneva-drive-options.interface.js';
 import { engineJobId, STEP_JOB_NAME, type BullMqStepConsumer } from './bullmq-queue.adapter.js';
-import { ENGINE_BULLMQ_CONSUMER, ENGINE_BULLMQ_QUEUE, GenevaDriveBullMqQueueModule, STEP_JOB_GATE } from './queue-registration.js';
+import { ENGINE_BULLMQ_CONSUMER, ENGINE_BULLMQ_QUEUE, GenevaDriveBullMqQueueModule, STEP_JOB_GATE } from './queue.tokens.js';
 import { deliveredJob, type StepJobData } from './step-job-data.js';
 import { StepJobGate } from './step-job-gate.js';
 

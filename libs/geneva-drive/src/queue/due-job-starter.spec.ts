@@ -7,7 +7,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { Logger } from '@nestjs/common';
 import { DueJobStarter } from './due-job-starter.js';
-import type { StepJob } from './queue.port.js';
+import type { StepJob } from '../interfaces/queue.port.js';
 import { StepJobGate } from './step-job-gate.js';
 
 interface Harness {

@@ -1,5 +1,5 @@
 import type { LoggerService } from '@nestjs/common';
-import type { StepJob } from './queue.port.js';
+import type { StepJob } from '../interfaces/queue.port.js';
 import type { RunLedger } from './run-ledger.js';
 import type { StepJobGate } from './step-job-gate.js';
 

@@ -1,10 +1,10 @@
 import type { LoggerService } from '@nestjs/common';
-import { StepExecution } from '../entities/step-execution.entity.js';
+import { parkedWithDeadline, scheduledOfRunnable } from '../persistence/pending-jobs.js';
 import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import type { TransactionRunner } from '../persistence/transaction-runner.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
 import { deadlineJobId, isDeadlineJob } from './deadline-job.js';
-import type { QueuePort, StepJob, StepJobHandler, StepJobHints } from './queue.port.js';
+import type { QueuePort, StepJob, StepJobHandler, StepJobHints } from '../interfaces/queue.port.js';
 
 interface ReadyJob {
   executionId: string;
@@ -45,26 +45,13 @@ export class LocalQueueAdapter implements QueuePort {
   async start(handler: StepJobHandler): Promise<void> {
     this.handler = handler;
     this.stopped = false;
-    const due = await this.transactions.dataSource
-      .createQueryBuilder(StepExecution, 'e')
-      .innerJoin('geneva_drive_workflows', 'w', 'w.id = e.workflow_id')
-      .select(['e.id', 'e.workflowId', 'e.scheduledFor', 'e.jobId'])
-      .where("e.state = 'scheduled'")
-      .andWhere("w.state IN ('ready', 'performing')")
-      .getMany();
+    const due = await scheduledOfRunnable(this.transactions.dataSource.manager);
     // A woken execution keeps its wake-up job id; any other stands for its first job.
     for (const execution of due) {
       this.arm({ executionId: execution.id, jobId: execution.jobId ?? execution.id, hints: { workflowId: execution.workflowId } }, execution.scheduledFor.getTime());
     }
     if (this.schema.hasDeadlines) {
-      const parked = await this.transactions.dataSource
-        .createQueryBuilder(StepExecution, 'e')
-        .innerJoin('geneva_drive_workflows', 'w', 'w.id = e.workflow_id')
-        .select(['e.id', 'e.timeoutAt'])
-        .where("e.state = 'waiting'")
-        .andWhere('e.timeoutAt IS NOT NULL')
-        .andWhere("w.state = 'ready'")
-        .getMany();
+      const parked = await parkedWithDeadline(this.transactions.dataSource.manager);
       for (const execution of parked) this.arm({ executionId: execution.id, jobId: deadlineJobId(execution.id) }, execution.timeoutAt!.getTime());
     }
   }

@@ -1,4 +1,4 @@
-import type { QueuePort, StepJob } from './queue.port.js';
+import type { QueuePort, StepJob } from '../interfaces/queue.port.js';
 
 /** Records jobs and never runs them: tests drive execution with the `geneva-drive/testing` helpers. */
 export class ManualQueueAdapter implements QueuePort {

@@ -1,4 +1,4 @@
-import { Module, type DynamicModule, type LoggerService, type Provider } from '@nestjs/common';
+import { type DynamicModule, type LoggerService, type Provider } from '@nestjs/common';
 import { importOptional } from '../errors/missing-dependency.error.js';
 import { QueueConfigurationError } from '../errors/queue-configuration.error.js';
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS, QUEUE_PORT } from '../geneva-drive.constants.js';
@@ -10,24 +10,9 @@ import { BullMqQueueAdapter, bullMqRunLedger, type BullMqStepConsumer } from './
 import { DueJobStarter } from './due-job-starter.js';
 import { LocalQueueAdapter } from './local-queue.adapter.js';
 import { ManualQueueAdapter } from './manual-queue.adapter.js';
-import type { QueuePort } from './queue.port.js';
+import type { QueuePort } from '../interfaces/queue.port.js';
 import type { StepJobGate } from './step-job-gate.js';
-
-/** The Bull queue @nestjs/bull built for the engine, and the gate its processor hands jobs through. */
-export const ENGINE_BULL_QUEUE = Symbol.for('geneva-drive:bull-queue');
-export const STEP_JOB_GATE = Symbol.for('geneva-drive:step-job-gate');
-
-/** The BullMQ queue @nestjs/bullmq built for the engine, and its consumer (null in an enqueue-only process). */
-export const ENGINE_BULLMQ_QUEUE = Symbol.for('geneva-drive:bullmq-queue');
-export const ENGINE_BULLMQ_CONSUMER = Symbol.for('geneva-drive:bullmq-consumer');
-
-/** Holds the engine's `BullModule.registerQueue` (built in bull-queue.module.ts) and re-exports its queue token. */
-@Module({})
-export class GenevaDriveBullQueueModule {}
-
-/** The same for @nestjs/bullmq (bullmq-queue.module.ts). */
-@Module({})
-export class GenevaDriveBullMqQueueModule {}
+import { ENGINE_BULL_QUEUE, ENGINE_BULLMQ_CONSUMER, ENGINE_BULLMQ_QUEUE, GenevaDriveBullMqQueueModule, GenevaDriveBullQueueModule, STEP_JOB_GATE } from './queue.tokens.js';
 
 /** What GenevaDriveModule adds for its queue: the modules the adapter needs, the QueuePort provider, the exports. */
 export interface QueueRegistration {

@@ -1,7 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { StepJob } from './queue.port.js';
+import type { StepJob } from '../interfaces/queue.port.js';
 
 /** What the ledger needs of a Redis client: Bull's ioredis and BullMQ's client both offer it (see ledgerRedisOf*). */
 export interface LedgerRedis {

@@ -1,4 +1,4 @@
-import type { StepJob, StepJobHints } from './queue.port.js';
+import type { StepJob, StepJobHints } from '../interfaces/queue.port.js';
 
 /** What a step job carries in Redis: its execution and, flat beside it, the job's hints (StepJob.hints). */
 export interface StepJobData extends StepJobHints {

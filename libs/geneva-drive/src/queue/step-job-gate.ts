@@ -1,4 +1,4 @@
-import type { StepJobHandler, StepJobHints } from './queue.port.js';
+import type { StepJobHandler, StepJobHints } from '../interfaces/queue.port.js';
 
 /**
  * Recovers what a dead process's run of a job left behind (HousekeepingService registers it): the

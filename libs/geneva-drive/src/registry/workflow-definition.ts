@@ -1,10 +1,10 @@
-import { ownStepDeclarations, type StepDeclaration } from '../decorators/step-declaration.js';
-import { workflowOptionsOf } from '../decorators/workflow.decorator.js';
+import { ownStepDeclarations, type StepDeclaration } from '../workflow/step-declaration.js';
+import { workflowOptionsOf } from '../workflow/workflow.decorator.js';
 import { StepConfigurationError } from '../errors/step-configuration.error.js';
 import { EXCEPTION_ACTIONS, ExceptionPolicy, PAUSE_POLICY, type ExceptionAction } from '../exception-policy/exception-policy.js';
-import type { StepJobOptions, TimeoutAction, WorkflowCondition } from '../interfaces/step-options.interface.js';
-import type { ClassExceptionPolicy, WorkflowOptions } from '../interfaces/workflow-options.interface.js';
-import { toSignalMatcher, type SignalMatcherLike } from '../signals/signal-matcher.js';
+import type { StepJobOptions, TimeoutAction, WorkflowCondition } from '../workflow/step-options.interface.js';
+import type { ClassExceptionPolicy, WorkflowOptions } from '../workflow/workflow-options.interface.js';
+import { toSignalMatcher, type SignalMatcherLike } from '../workflow/signal-matcher.js';
 import { parseDuration } from '../util/duration.js';
 
 /** One validated step. Immutable. */

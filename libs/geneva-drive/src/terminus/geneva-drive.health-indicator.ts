@@ -6,7 +6,7 @@ import { QUEUE_PORT } from '../geneva-drive.constants.js';
 import type { HousekeepingSummary } from '../housekeeping/housekeeping.service.js';
 import { GENEVA_DRIVE_CHANNELS } from '../instrumentation/geneva-drive.events.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
-import type { QueuePort } from '../queue/queue.port.js';
+import type { QueuePort } from '../interfaces/queue.port.js';
 
 /** Past these, the indicator reports `down`; each is off unless given. @publicApi */
 export interface GenevaDriveHealthThresholds {

@@ -8,14 +8,14 @@ import { ExecutorService, type ExecuteOptions } from '../execution/executor.serv
 import { QUEUE_PORT } from '../geneva-drive.constants.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { idOf, WorkflowStore } from '../persistence/workflow-store.js';
-import type { QueuePort, StepJob } from '../queue/queue.port.js';
+import type { QueuePort, StepJob } from '../interfaces/queue.port.js';
 import { isDeadlineJob } from '../queue/deadline-job.js';
 import { ManualQueueAdapter } from '../queue/manual-queue.adapter.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
-import { describeMatcher } from '../signals/signal-matcher.js';
-import { WaitDeadline } from '../signals/wait-deadline.js';
+import { describeMatcher } from '../workflow/signal-matcher.js';
+import { WaitDeadline } from '../execution/wait-deadline.js';
 import type { StepExecutionState } from '../state/step-execution-state.js';
-import type { WorkflowState } from '../state/workflow-state.js';
+import { isRunnable, type WorkflowState } from '../state/workflow-state.js';
 
 type WorkflowRef = WorkflowRecord | string;
 
@@ -68,7 +68,7 @@ export class GenevaDriveTesting {
     const maxSteps = options.maxSteps ?? 100;
     for (let steps = 0; ; steps++) {
       const record = await this.reload(workflow);
-      if (record.state !== 'ready' && record.state !== 'performing') return this.sync(workflow, record);
+      if (!isRunnable(record.state)) return this.sync(workflow, record);
       const current = await this.store.currentExecution(this.manager, record.id);
       if (!current) return this.sync(workflow, record);
       if (steps >= maxSteps) throw new Error(`speedrunWorkflow ran ${maxSteps} steps without the workflow ending: an infinite loop? (raise maxSteps if intended)`);

@@ -3,7 +3,7 @@ import type { Signal } from '../entities/signal.entity.js';
 import type { StepExecution } from '../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { GenevaDriveError } from '../errors/geneva-drive.error.js';
-import { FlowControlSignal, type FlowControlIntent } from '../flow-control/flow-control.js';
+import { FlowControlSignal, type FlowControlIntent } from './flow-control.js';
 import { parseDuration, type Duration } from '../util/duration.js';
 
 /** What the executor binds to a fresh workflow instance before running a step. */

@@ -4,6 +4,7 @@ import { StepExecution } from '../../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../../entities/workflow.entity.js';
 import { ACTIVE_EXECUTION_STATES } from '../../state/step-execution-state.js';
 import { EntityCodec } from './entity-codec.js';
+import { CLAIMED, CONSUMED } from '../../state/signal-state.js';
 
 /** A row update of the batch: the changed properties of one row. */
 export interface RowUpdate<T extends ObjectLiteral = ObjectLiteral> {
@@ -237,7 +238,7 @@ export abstract class HotPathSql {
     const params: unknown[] = [];
     const rows: Array<Record<string, unknown>> = await this.query(
       manager,
-      `SELECT ${s.selectList('s')} FROM ${s.table} s WHERE s.${s.column('workflowId')} = ${this.bind(params, workflowId)} AND s.${s.column('state')} <> 'consumed'` +
+      `SELECT ${s.selectList('s')} FROM ${s.table} s WHERE s.${s.column('workflowId')} = ${this.bind(params, workflowId)} AND s.${s.column('state')} <> '${CONSUMED}'` +
         `${name === null ? '' : ` AND s.${s.column('name')} = ${this.bind(params, name)}`} ORDER BY s.${s.column('createdAt')}, s.${s.column('id')}${this.latestRowsClause()}`,
       params,
     );
@@ -347,13 +348,13 @@ export abstract class HotPathSql {
       const unresolved =
         `SELECT 1 FROM ${e.table} p WHERE p.${e.column('signalId')} = s.${s.column('id')} AND p.${e.column('stepName')} <> ${stepName} ` +
         `AND (p.${e.column('state')} IN (${active}) OR ((p.${e.column('outcome')} IS NULL OR p.${e.column('outcome')} NOT IN ('success', 'skipped')) AND NOT EXISTS (${later})))`;
-      return `s.${s.column('state')} = 'claimed' AND NOT EXISTS (${unresolved})`;
+      return `s.${s.column('state')} = '${CLAIMED}' AND NOT EXISTS (${unresolved})`;
     };
     return (
       `UPDATE ${s.table} AS s SET ${s.column('consumedAt')} = CASE WHEN ${settles()} THEN ${now()} ELSE s.${s.column('consumedAt')} END, ` +
-      `${s.column('state')} = CASE WHEN ${settles()} THEN 'consumed' ELSE s.${s.column('state')} END, ` +
+      `${s.column('state')} = CASE WHEN ${settles()} THEN '${CONSUMED}' ELSE s.${s.column('state')} END, ` +
       `${s.column('consumed')} = s.${s.column('consumed')} + 1, ${s.column('updatedAt')} = ${now()} ` +
-      `WHERE s.${s.column('id')} = ${this.bind(params, consumption.signalId)} AND s.${s.column('state')} <> 'consumed'`
+      `WHERE s.${s.column('id')} = ${this.bind(params, consumption.signalId)} AND s.${s.column('state')} <> '${CONSUMED}'`
     );
   }
 

@@ -1,0 +1,150 @@
+import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { Signal } from '../entities/signal.entity.js';
+import type { WorkflowRecord } from '../entities/workflow.entity.js';
+import { CommitOutcomeUnknownError } from '../errors/commit-outcome-unknown.error.js';
+import { SignalOutcomeUnknownError, WorkflowNotOngoingError } from '../errors/signal.errors.js';
+import { deliveryDisposition, publish, traced } from '../instrumentation/geneva-drive.events.js';
+import { TransactionRunner } from '../persistence/transaction-runner.js';
+import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
+import { idOf, WorkflowStore } from '../persistence/workflow-store.js';
+import { SignalHero } from './signal-hero.js';
+import { SignalIntake } from './signal-intake.js';
+import { SignalRendezvous } from '../execution/signal-rendezvous.js';
+
+/** Options of `SignalService.signal`. @publicApi */
+export interface SignalOptions<Payload = Record<string, unknown>> {
+  /** The event data; read back exactly (Dates stay Dates). @default {} */
+  payload?: Payload;
+  /** Redelivery key (a webhook's event id): a second call with it returns the first row, flagged `duplicateDelivery`. */
+  idempotencyKey?: string | number;
+  /** Join the caller's transaction: the signal commits (and its wake-up is enqueued) only with the caller's writes. */
+  manager?: EntityManager;
+}
+
+/** One signal of a workflow-with-signals start. @publicApi */
+export interface StartSignal {
+  name: string;
+  payload?: unknown;
+  idempotencyKey?: string | number;
+}
+
+/**
+ * Delivers external events to workflows. The signal row is written before anything is dispatched,
+ * so it does not matter whether the step that waits for it has parked yet.
+ * @publicApi
+ */
+@Injectable()
+export class SignalService {
+  constructor(
+    private readonly transactions: TransactionRunner,
+    private readonly store: WorkflowStore,
+    private readonly rendezvous: SignalRendezvous,
+    private readonly schema: SchemaCapabilities,
+    private readonly intake: SignalIntake,
+    private readonly heroes: SignalHero, // [signal-hero hook]
+  ) {}
+
+  /**
+   * Records `name` for the workflow and wakes the step waiting for it, in one transaction, and
+   * returns the stored row (its payload as it reads back). A redelivery of a known `idempotencyKey`
+   * returns the original row with `duplicateDelivery` set and changes nothing. Throws, before
+   * anything is written: `InvalidSignalError` for invalid arguments, `UnencodableValueError` for a
+   * payload too deep or cyclic, `SignalPayloadTooLargeError`, `WorkflowNotOngoingError` for a new
+   * signal to a finished or canceled workflow, and `SignalsNotMigratedError` on a database that has
+   * not run the signals migration (everything that does not involve signals keeps working there).
+   */
+  async signal<Payload = Record<string, unknown>>(
+    workflow: WorkflowRecord | string,
+    name: string,
+    options: SignalOptions<Payload> = {},
+  ): Promise<Signal<Payload>> {
+    return traced('signal', () => ({ workflowId: String(idOf(workflow)), name }), async () => {
+      const { workflowId, prepared } = this.intake.prepareCall(workflow, name, options);
+      let workflowClass: string | undefined;
+      /** The row this attempt inserted (not a redelivery's): what to look for after a lost COMMIT. */
+      let written: Signal | undefined;
+      const deliver = () =>
+        // Batched: a wake's claim and the execution it schedules are written together.
+        this.transactions.run((manager) => this.store.batched(manager, async () => {
+          written = undefined;
+          const { workflow: record, waiting: parked } = await this.store.lockForSignal(manager, workflowId);
+          workflowClass = record.type;
+          const terminal = !record.isOngoing();
+          if (terminal && prepared.idempotencyKey === null) throw new WorkflowNotOngoingError(record.id, record.state, name);
+          // A paused workflow buffers: resume delivers.
+          const delivers = !record.isPaused() && this.schema.hasSignals;
+          const { signal, duplicate, waiting } = terminal
+            ? { signal: await this.intake.findExisting(manager, record.id, prepared), duplicate: true, waiting: [] }
+            : await this.intake.insert(manager, record.id, prepared, delivers && !parked);
+          if (!signal) throw new WorkflowNotOngoingError(record.id, record.state, name);
+          if (!duplicate) written = signal;
+          signal.duplicateDelivery = duplicate;
+          const woken = duplicate || !delivers ? 0 : await this.rendezvous.dispatch(manager, record, signal, parked ?? waiting);
+          return { signal, woken };
+        }), options?.manager);
+      const result = await deliver()
+        .catch(async (error: unknown) => {
+          if (!(error instanceof CommitOutcomeUnknownError)) throw error;
+          // The answer to COMMIT was lost. The workflow lock, which the lost transaction held, waits
+          // for it to end however it ends; then the row says whether it committed: if so, the
+          // wake-ups it could not send are sent; if not, nothing was written and it is delivered again.
+          const found = !written
+            ? null // a redelivery writes nothing: delivering again answers the same
+            : await this.transactions
+                .run((manager) => this.store.batched(manager, async () => {
+                  const { workflow: record } = await this.store.lockForSignal(manager, workflowId);
+                  const signal = await this.intake.findWritten(manager, written!, prepared);
+                  if (!signal) return null;
+                  signal.duplicateDelivery = false;
+                  return { signal, woken: await this.rendezvous.resendWakes(manager, record, signal) };
+                }), undefined, { idempotent: true })
+                .catch((unreachable: unknown) => {
+                  throw new SignalOutcomeUnknownError(workflowId, name, unreachable);
+                });
+          return (
+            found ??
+            deliver().catch((again: unknown) => {
+              throw again instanceof CommitOutcomeUnknownError ? new SignalOutcomeUnknownError(workflowId, name, again) : again;
+            })
+          );
+        })
+        .catch((error: unknown) => {
+          if (error instanceof WorkflowNotOngoingError) publish('signal', () => ({ workflowId, workflowClass, signalId: null, name, duplicate: false, woken: 0, disposition: 'rejected' }));
+          throw error;
+        });
+      publish('signal', () => ({
+        workflowId,
+        workflowClass,
+        signalId: result.signal.id,
+        name,
+        duplicate: result.signal.duplicateDelivery,
+        woken: result.woken,
+        disposition: deliveryDisposition(result.signal.duplicateDelivery, result.woken),
+      }));
+      return result.signal as Signal<Payload>;
+    });
+  }
+
+  /**
+   * [signal-hero hook] Delivers `name` to the hero's ongoing workflow of this class — to each of them,
+   * with `allowMultiple` — as `signal()` would, in one transaction, and returns the rows (oldest
+   * workflow first). The hero is an entity or, when the workflow declares its hero class, its id. An
+   * `idempotencyKey` deduplicates per workflow. `NoOngoingWorkflowError` when there is none.
+   */
+  signalHero<Payload = Record<string, unknown>>(
+    workflowClass: abstract new (...args: any[]) => unknown,
+    hero: object | string | number,
+    name: string,
+    options: SignalOptions<Payload> = {},
+  ): Promise<Array<Signal<Payload>>> {
+    return this.heroes.deliver(workflowClass as never, hero, name, options?.manager, (workflowId, manager) => this.signal(workflowId, name, { ...options, manager }));
+  }
+
+  /** The workflow's signals, oldest first (none on a database without the signals migration). */
+  list(workflow: WorkflowRecord | string): Promise<Signal[]> {
+    const workflowId = this.schema.canonicalId(idOf(workflow));
+    if (!this.schema.hasSignals || workflowId === null) return Promise.resolve([]);
+    return this.transactions.dataSource.manager.find(Signal, { where: { workflowId }, order: { createdAt: 'ASC', id: 'ASC' } });
+  }
+}

@@ -1,0 +1,240 @@
+import { Injectable } from '@nestjs/common';
+import { In, type EntityManager } from 'typeorm';
+import { StepExecution } from '../entities/step-execution.entity.js';
+import { WorkflowRecord } from '../entities/workflow.entity.js';
+import { CommitOutcomeUnknownError } from '../errors/commit-outcome-unknown.error.js';
+import { InvalidStateError } from '../errors/invalid-state.error.js';
+import { WorkflowAlreadyOngoingError } from '../errors/workflow-already-ongoing.error.js';
+import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
+import { InvalidHeroError } from '../errors/invalid-hero.error.js';
+import { InvalidOptionError } from '../errors/invalid-option.error.js';
+import { heroExists, heroReference, heroRow } from '../persistence/hero.js';
+import { traced } from '../instrumentation/geneva-drive.events.js';
+import { rejectUnknownKeys } from '../util/unknown-keys.js';
+import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
+import { isConnectionError, neverSent, TransactionRunner } from '../persistence/transaction-runner.js';
+import { unfinishedChainOf } from '../persistence/step-history.js';
+import { isUniqueViolation } from '../persistence/unique-violation.js';
+import { idOf, jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
+import type { WorkflowDefinition } from '../registry/workflow-definition.js';
+import { WorkflowRegistry } from '../registry/workflow.registry.js';
+import { SignalRendezvous } from '../execution/signal-rendezvous.js';
+import { SignalIntake } from './signal-intake.js';
+import { WaitDeadline } from '../execution/wait-deadline.js';
+import type { StartSignal } from './signal.service.js';
+import { ONGOING_WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
+import type { GenevaWorkflow } from '../workflow/geneva-workflow.js';
+
+type WorkflowClass = abstract new (...args: any[]) => GenevaWorkflow<any>;
+
+const START = 'WorkflowService.start';
+const START_OPTION_KEYS: Array<keyof StartOptions> = ['allowMultiple', 'signals', 'manager'];
+
+/** Options of `WorkflowService.start`. @publicApi */
+export interface StartOptions {
+  /** Allow several ongoing workflows of this class for the same hero. @default false */
+  allowMultiple?: boolean;
+  /** Signals to buffer in the same transaction (signal-with-start). */
+  signals?: StartSignal[];
+  /** Join the caller's transaction. */
+  manager?: EntityManager;
+}
+
+/**
+ * Starts, finds and operates workflows. Operator actions (`pause`, `resume`, `skip`, `cancel`) lock
+ * the workflow row, check its state under the lock and throw `InvalidStateError` (changing nothing)
+ * when the state does not allow them — including while a step is performing.
+ * @publicApi
+ */
+@Injectable()
+export class WorkflowService {
+  constructor(
+    private readonly transactions: TransactionRunner,
+    private readonly store: WorkflowStore,
+    private readonly registry: WorkflowRegistry,
+    private readonly rendezvous: SignalRendezvous,
+    private readonly intake: SignalIntake,
+    private readonly schema: SchemaCapabilities,
+    private readonly deadline: WaitDeadline,
+  ) {}
+
+  /**
+   * Creates the workflow and schedules its first step (or finishes it at once when it has none).
+   * Before writing anything it refuses what it cannot use: no workflow class (`UnknownWorkflowError`),
+   * an unknown option (`InvalidOptionError`), a hero that is not a saved entity — no id, no row, a
+   * plain object without a declared hero class, another class than the declared one
+   * (`InvalidHeroError`).
+   */
+  async start(workflowClass: WorkflowClass, hero: object, options: StartOptions = {}): Promise<WorkflowRecord> {
+    const definition = this.registry.getByClass(workflowClass);
+    return traced('start', () => ({ workflowClass: definition.name }), () => this.startDefined(definition, hero, options));
+  }
+
+  private async startDefined(definition: WorkflowDefinition, hero: object, options: StartOptions): Promise<WorkflowRecord> {
+    if (options === null || typeof options !== 'object') {
+      throw new InvalidOptionError(START, 'options', `the options must be an object, got ${options === null ? 'null' : typeof options}`);
+    }
+    rejectUnknownKeys(START, options, START_OPTION_KEYS);
+    const ref = heroReference(this.transactions.dataSource, definition.name, hero, definition.heroEntity?.(), true);
+    const signals = this.intake.prepareStartSignals(options.signals);
+    const values = { type: definition.name, ...ref, allowMultiple: options.allowMultiple ?? false };
+    const first = definition.firstStep;
+    const manager = this.transactions.dataSource.manager;
+    const heroInTable = heroRow(manager, ref.heroType, ref.heroId);
+    // A hero that was never saved, or is gone: its workflow would be canceled at its first step.
+    const heroMissing = () =>
+      new InvalidHeroError(definition.name, `${ref.heroType} ${ref.heroId} has no row: save it first (inside the transaction of the manager you pass, if any)`);
+    const alreadyOngoing = (error: unknown): never => {
+      if (isUniqueViolation(error)) throw new WorkflowAlreadyOngoingError(definition.name, ref.heroType, ref.heroId, { cause: error });
+      throw error;
+    };
+    const insert = async (manager: EntityManager): Promise<WorkflowRecord> => {
+      if (first && heroInTable) {
+        const workflow = await this.store.startWorkflow(manager, values, definition, first, heroInTable).catch(alreadyOngoing);
+        if (!workflow) throw heroMissing();
+        for (const signal of signals) await this.intake.insert(manager, workflow.id, signal);
+        return workflow;
+      }
+      if (!(await heroExists(manager, ref.heroType, ref.heroId))) throw heroMissing();
+      const workflow = await this.store.insertWorkflow(manager, values).catch(alreadyOngoing);
+      for (const signal of signals) await this.intake.insert(manager, workflow.id, signal);
+      if (!first) await this.store.transitionWorkflow(manager, workflow, 'finished');
+      else await this.store.createExecution(manager, workflow, definition, first.name, { waitMs: first.waitMs });
+      return workflow;
+    };
+    // One statement needs no transaction of its own: its job is enqueued once it has returned. It
+    // commits by itself, so a connection lost on it leaves the outcome unknown, as at a COMMIT.
+    if (first && heroInTable && signals.length === 0 && !options.manager && this.store.sql(manager).startsInOneStatement) {
+      return insert(manager).catch((error: unknown) => {
+        throw isConnectionError(error) && !neverSent(error) ? new CommitOutcomeUnknownError(error) : error;
+      });
+    }
+    return this.transactions.run(insert, options.manager);
+  }
+
+  /** The workflow with this id; `WorkflowNotFoundError` when there is none, or when the id is malformed. */
+  async find(id: string): Promise<WorkflowRecord> {
+    const workflow = await this.manager.findOne(WorkflowRecord, { where: { id: this.store.workflowId(id) } });
+    if (!workflow) throw new WorkflowNotFoundError(String(id));
+    return workflow;
+  }
+
+  /** The ongoing workflow of this class for the hero (the most recent, with `allowMultiple`), or null. */
+  findOngoing(workflowClass: WorkflowClass, hero: object): Promise<WorkflowRecord | null> {
+    const definition = this.registry.getByClass(workflowClass);
+    const ref = heroReference(this.transactions.dataSource, definition.name, hero, definition.heroEntity?.(), false, `find the ongoing ${definition.name} of a hero`);
+    return this.manager.findOne(WorkflowRecord, {
+      where: { type: definition.name, ...ref, state: In([...ONGOING_WORKFLOW_STATES]) },
+      order: { createdAt: 'DESC', id: 'DESC' },
+    });
+  }
+
+  /** Every workflow of this class for the hero, newest first. */
+  findForHero(workflowClass: WorkflowClass, hero: object): Promise<WorkflowRecord[]> {
+    const definition = this.registry.getByClass(workflowClass);
+    const ref = heroReference(this.transactions.dataSource, definition.name, hero, definition.heroEntity?.(), false, `find the ${definition.name} workflows of a hero`);
+    return this.manager.find(WorkflowRecord, { where: { type: definition.name, ...ref }, order: { createdAt: 'DESC', id: 'DESC' } });
+  }
+
+  /** Workflows in a state, optionally of one class, oldest first. */
+  findByState(state: WorkflowState | 'ongoing', workflowClass?: WorkflowClass): Promise<WorkflowRecord[]> {
+    const states = state === 'ongoing' ? [...ONGOING_WORKFLOW_STATES] : [state];
+    return this.manager.find(WorkflowRecord, {
+      where: { state: In(states), ...(workflowClass ? { type: this.registry.getByClass(workflowClass).name } : {}) },
+      order: { createdAt: 'ASC', id: 'ASC' },
+    });
+  }
+
+  /** Every execution of the workflow, oldest first. */
+  async executionHistory(workflow: WorkflowRecord | string): Promise<StepExecution[]> {
+    const workflowId = this.schema.canonicalId(idOf(workflow));
+    if (workflowId === null) return [];
+    return this.manager.find(StepExecution, { where: { workflowId }, order: { createdAt: 'ASC', id: 'ASC' } });
+  }
+
+  /** The scheduled, waiting or in-progress execution, if any. */
+  async currentExecution(workflow: WorkflowRecord | string): Promise<StepExecution | null> {
+    const workflowId = this.schema.canonicalId(idOf(workflow));
+    return workflowId === null ? null : this.store.currentExecution(this.manager, workflowId);
+  }
+
+  /** Stops a `ready` workflow for a human. Its scheduled (or parked) execution is kept for `resume`. */
+  pause(workflow: WorkflowRecord | string): Promise<WorkflowRecord> {
+    return this.operate(workflow, 'pause', ['ready'], async (manager, record) => {
+      await this.store.transitionWorkflow(manager, record, 'paused');
+    });
+  }
+
+  /**
+   * Resumes a paused workflow: the kept execution is enqueued again for its original time (now if
+   * overdue), a parked one meets any signal buffered meanwhile (or its `timeout`, when that passed
+   * during the pause), and when there is none (paused by a
+   * failure or by `pause()` in a step) the same step is scheduled afresh. Atomic.
+   */
+  resume(workflow: WorkflowRecord | string): Promise<WorkflowRecord> {
+    return this.operate(workflow, 'resume', ['paused'], async (manager, record) => {
+      await this.store.transitionWorkflow(manager, record, 'ready');
+      const current = await this.store.currentExecution(manager, record.id);
+      const definition = this.registry.findByName(record.type);
+      if (current?.state === 'scheduled') {
+        await this.store.enqueue(manager, record, current, jobOptionsFor(definition, definition?.step(current.stepName)));
+      } else if (current?.state === 'waiting') {
+        // A deadline that passed while paused applies now; otherwise a buffered signal is delivered.
+        if (!(await this.deadline.onResume(manager, record, current))) await this.rendezvous.redeliver(manager, record, current);
+      } else if (record.nextStepName !== null) {
+        // A resumable chain continues from its cursor: the step closed by a pause, or the failed
+        // execution that had already moved its cursor. Anything else starts the step afresh.
+        const predecessor = await unfinishedChainOf(manager, record.id, record.nextStepName);
+        await this.store.rescheduleCurrentStep(manager, record, definition, predecessor ? successorOf(predecessor, undefined) : {});
+      }
+    });
+  }
+
+  /**
+   * Skips the current step and schedules the next (or finishes). On a paused workflow the kept
+   * execution is canceled and the workflow resumes at the following step. Skipping settles the
+   * signal the skipped step was delivered.
+   */
+  skip(workflow: WorkflowRecord | string): Promise<WorkflowRecord> {
+    return this.operate(workflow, 'skip', ['ready', 'paused'], async (manager, record) => {
+      const definition = this.registry.findByName(record.type);
+      const current = await this.store.currentExecution(manager, record.id);
+      if (record.state === 'ready' && current) {
+        await this.store.transitionExecution(manager, current, 'skipped', 'skipped');
+        await this.rendezvous.settleOnSkip(manager, current);
+      } else if (record.state === 'paused') {
+        if (current) await this.store.transitionExecution(manager, current, 'canceled', 'canceled');
+        await this.rendezvous.settleOnSkip(manager, current ?? ({ workflowId: record.id, stepName: record.nextStepName ?? '', signalId: null } as StepExecution));
+      }
+      await this.store.scheduleNextStep(manager, record, definition);
+    });
+  }
+
+  /** Cancels a `ready` or `paused` workflow for good; its active execution is canceled. */
+  cancel(workflow: WorkflowRecord | string): Promise<WorkflowRecord> {
+    return this.operate(workflow, 'cancel', ['ready', 'paused'], async (manager, record) => {
+      const current = await this.store.currentExecution(manager, record.id);
+      if (current) await this.store.transitionExecution(manager, current, 'canceled', 'canceled');
+      await this.store.transitionWorkflow(manager, record, 'canceled');
+    });
+  }
+
+  private async operate(
+    workflow: WorkflowRecord | string,
+    action: string,
+    allowed: WorkflowState[],
+    change: (manager: EntityManager, record: WorkflowRecord) => Promise<void>,
+  ): Promise<WorkflowRecord> {
+    return this.transactions.run(async (manager) => {
+      const record = await this.store.lockWorkflow(manager, idOf(workflow));
+      if (!allowed.includes(record.state)) throw new InvalidStateError(action, record.id, record.state);
+      await change(manager, record);
+      if (typeof workflow !== 'string') Object.assign(workflow, record);
+      return record;
+    });
+  }
+
+  private get manager(): EntityManager {
+    return this.transactions.dataSource.manager;
+  }
+}

@@ -1,2 +1,0 @@
-export * from './step.decorator.js';
-export * from './workflow.decorator.js';

@@ -1,0 +1,171 @@
+import type { EntityManager } from 'typeorm';
+import type { WorkflowRecord } from '../entities/workflow.entity.js';
+import { publish } from '../instrumentation/geneva-drive.events.js';
+import { isStaleStatement } from '../persistence/stale-statement.js';
+import { isConnectionError, isDeadlock, type TransactionRunner } from '../persistence/transaction-runner.js';
+import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
+import type { WorkflowDefinition } from '../registry/workflow-definition.js';
+import type { PreparePhase } from './prepare-phase.js';
+import type { StepOutcomes } from './step-outcome.js';
+import { eventBase, IDEMPOTENT, type BodyResult, type Chain, type Prepared } from './step-run.js';
+
+/** What phase 3 recorded (null states: the outcome was discarded), and the step it started inline. */
+interface Recorded {
+  states: { workflowState: string; stepState: string } | null;
+  next: Prepared | null;
+}
+
+/** The inline phase 1 of a chained step failed: its transaction is lost, the outcome is recorded again without it. */
+class ChainedPrepareError extends Error {
+  constructor(readonly cause: unknown) {
+    super('The chained step could not start');
+  }
+}
+
+/**
+ * Phase 3 of a step execution: records the body's outcome (StepOutcomes) and schedules what comes
+ * next — from the rows as phase 1 left them in one statement when nothing can have moved them
+ * (recordUnlocked), else under the workflow and execution row locks (recordLocked). With a chain,
+ * the step that outcome makes due starts in the same transaction (PreparePhase.prepareLocked). A
+ * step's own exception is re-thrown only after its outcome is committed.
+ */
+export class FinalizePhase {
+  constructor(
+    private readonly transactions: TransactionRunner,
+    private readonly store: WorkflowStore,
+    private readonly outcomes: StepOutcomes,
+    private readonly prepare: PreparePhase,
+  ) {}
+
+  /**
+   * Records the outcome. With `chain`, when the outcome schedules a step that is due now, that
+   * step's phase 1 runs in the same transaction and the prepared run is returned for the caller to
+   * carry on with; should that fail, the outcome is recorded again alone and the step goes through
+   * the queue (its own phase 1 then deals with the failure).
+   */
+  async finalize(prepared: Prepared, result: BodyResult, chain?: Chain): Promise<Prepared | null> {
+    if (chain) {
+      try {
+        return await this.finalizeOnce(prepared, result, chain);
+      } catch (error) {
+        if (!(error instanceof ChainedPrepareError)) throw error;
+        prepared.logger.warn(`Starting the next step inline failed (${String(error.cause)}): it goes through the queue`);
+      }
+    }
+    return this.finalizeOnce(prepared, result);
+  }
+
+  private async finalizeOnce(prepared: Prepared, result: BodyResult, chain?: Chain): Promise<Prepared | null> {
+    const started = performance.now();
+    const recorded = (this.mayRecordUnlocked(prepared, result, chain) && (await this.recordUnlocked(prepared, result))) || (await this.recordLocked(prepared, result, chain));
+    const { states } = recorded;
+    publish('finalize', () => ({
+      ...eventBase(prepared, started),
+      workflowState: states?.workflowState,
+      stepState: states?.stepState,
+      ...(result.kind === 'exception' ? { exception: result.error } : {}),
+    }));
+    prepared.logger.log(`Step finished: ${states ? `${states.stepState}, workflow ${states.workflowState}` : 'outcome discarded'}`);
+    if (result.kind === 'exception' && states) throw result.error;
+    return recorded.next;
+  }
+
+  /**
+   * Whether the outcome may be recorded from the rows as phase 1 left them, without a transaction
+   * (recordUnlocked): not an exception (its policy's handler is the user's code, which must run once),
+   * not a resumable step (its checkpoints rewrote the row), and nothing to start inline after it.
+   */
+  private mayRecordUnlocked(prepared: Prepared, result: BodyResult, chain?: Chain): boolean {
+    const { step, definition } = prepared;
+    return result.kind !== 'exception' && !step.resumable && (!chain || definition.steps[definition.steps.length - 1] === step);
+  }
+
+  /**
+   * Records the outcome in one statement that writes only while the workflow is still `performing`
+   * and the execution `in_progress` (WorkflowStore.writeIfUnchanged): as long as they are, nothing
+   * else has touched them since phase 1, so the decisions can be made on the records it left in
+   * memory. Null when that cannot be (they moved on, recording needs a read, the statement failed,
+   * or the dialect has no such statement): the outcome is then recorded under the locks, from the
+   * rows as they are (the records the attempt changed are read again).
+   */
+  private async recordUnlocked(prepared: Prepared, result: BodyResult): Promise<Recorded | null> {
+    const { workflow, execution } = prepared;
+    const expected = { workflowId: workflow.id, workflowState: 'performing', executionId: execution.id, executionState: 'in_progress' };
+    if (workflow.state !== expected.workflowState || execution.state !== expected.executionState) return null;
+    const manager = this.transactions.dataSource.createEntityManager();
+    const intent = result.kind === 'flow' ? result.intent : undefined;
+    try {
+      if (!(await this.store.writeIfUnchanged(manager, expected, () => this.outcomes.applyIntent(manager, prepared, intent)))) return null;
+    } catch {
+      // Whatever failed (a lost connection, even one that lost the answer to a statement that went
+      // through), the locked path runs next: it re-reads the rows and records only what is still due.
+      return null;
+    }
+    return { states: { workflowState: workflow.state, stepState: execution.state }, next: null };
+  }
+
+  /** Records the outcome under the workflow and execution row locks, and with `chain` starts the step it made due (see finalize). */
+  private async recordLocked(prepared: Prepared, result: BodyResult, chain?: Chain): Promise<Recorded> {
+    let next: Prepared | null = null;
+    // Retried after a lost connection, even one lost during COMMIT: the transaction records the
+    // outcome only while the execution is still `in_progress` under its lock, so a retry after a
+    // COMMIT that did go through (or after recordUnlocked's statement that did) finds it closed and
+    // changes nothing; it sends the job of the step that outcome scheduled again, the first one
+    // having died with the lost answer.
+    const states = await this.transactions.run((manager) => this.store.batched(manager, async () => {
+      next = null; // a transaction run again after a lost connection starts over
+      const { workflow, execution } = await this.store.lockStep(manager, prepared.workflowId, prepared.executionId);
+      if (!execution || execution.state !== 'in_progress') {
+        prepared.logger.warn(`Execution is ${execution?.state ?? 'gone'} after the body ran (recorded by a lost answer, or recovered meanwhile): outcome discarded`);
+        await this.resendScheduled(manager, workflow, prepared.definition);
+        return null;
+      }
+      prepared.workflow = workflow;
+      prepared.execution = execution;
+      const target = { workflow, execution, definition: prepared.definition };
+      if (workflow.state !== 'performing') {
+        if (prepared.step.resumable && workflow.state === 'paused') {
+          // Keep the cursor: resume continues the chain from this row.
+          prepared.logger.warn('Workflow was paused while the resumable step ran: execution closed as continued');
+          await this.outcomes.apply(manager, target, { state: 'completed', outcome: 'continued' }, { workflow: 'unchanged' });
+          return null;
+        }
+        prepared.logger.warn(`Workflow became ${workflow.state} while the step ran: execution canceled, outcome discarded`);
+        await this.outcomes.apply(manager, target, { state: 'canceled', outcome: 'canceled' }, { workflow: 'unchanged' });
+        return null;
+      }
+      if (result.kind === 'exception') {
+        await this.outcomes.applyExceptionPolicy(manager, prepared, result.policy, result.error, 'exception_policy');
+      } else {
+        await this.outcomes.applyIntent(manager, prepared, result.kind === 'flow' ? result.intent : undefined);
+      }
+      const due = chain ? this.store.takeDueJob(manager) : null;
+      if (due) {
+        const states = { workflowState: workflow.state, stepState: execution.state };
+        try {
+          // The hero's read writes this outcome and the new row with it, in one statement where the dialect allows.
+          const hero = await this.store.readHero(manager, workflow.heroType, workflow.heroId);
+          const started = await this.prepare.prepareLocked(manager, workflow, due, due.id, { ...prepared.run, jobId: undefined }, null, hero);
+          if ('run' in started) next = started.run;
+        } catch (error) {
+          // A deadlock, a lost connection or a stale prepared statement is the transaction's: it runs
+          // again whole, chain included.
+          if (isDeadlock(error) || isConnectionError(error) || isStaleStatement(error)) throw error;
+          throw new ChainedPrepareError(error);
+        }
+        return states;
+      }
+      return { workflowState: workflow.state, stepState: execution.state };
+    }), undefined, IDEMPOTENT);
+    return { states, next };
+  }
+
+  /**
+   * Sends the job of the workflow's scheduled execution again, if it has one: what a COMMIT whose
+   * answer was lost would have sent. A job that finds its execution started already is ignored.
+   */
+  private async resendScheduled(manager: EntityManager, workflow: WorkflowRecord, definition: WorkflowDefinition): Promise<void> {
+    const current = await this.store.currentExecution(manager, workflow.id);
+    if (current?.state === 'scheduled') await this.store.enqueue(manager, workflow, current, jobOptionsFor(definition, definition.step(current.stepName)), current.jobId ?? undefined);
+  }
+}

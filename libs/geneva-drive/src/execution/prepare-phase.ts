@@ -1,0 +1,315 @@
+import type { LoggerService } from '@nestjs/common';
+import { QueryFailedError, type EntityManager } from 'typeorm';
+import type { Signal } from '../entities/signal.entity.js';
+import type { StepExecution } from '../entities/step-execution.entity.js';
+import type { WorkflowRecord } from '../entities/workflow.entity.js';
+import { DeadlinesNotMigratedError, SignalsNotMigratedError } from '../errors/signal.errors.js';
+import { StepNotDefinedError } from '../errors/step-not-defined.error.js';
+import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
+import { PAUSE_POLICY, resolveExceptionPolicy } from '../exception-policy/exception-policy.js';
+import { ContextLogger } from '../instrumentation/context-logger.js';
+import { dueKeys, publish } from '../instrumentation/geneva-drive.events.js';
+import { isStaleStatement } from '../persistence/stale-statement.js';
+import { isConnectionError, isDeadlock, pause, type TransactionRunner } from '../persistence/transaction-runner.js';
+import type { WorkflowStore } from '../persistence/workflow-store.js';
+import { evaluateCondition, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
+import type { WorkflowRegistry } from '../registry/workflow.registry.js';
+import { workflowInternals } from '../workflow/geneva-workflow.js';
+import type { SignalRendezvous } from './signal-rendezvous.js';
+import type { StepOutcomes } from './step-outcome.js';
+import { eventBase, IDEMPOTENT, LOOKUP_ATTEMPTS, LOOKUP_PAUSE_MS, type ExecuteOptions, type Finalize, type Prepared, type PrepareResult } from './step-run.js';
+import type { WaitDeadline } from './wait-deadline.js';
+import type { WorkflowInstances } from './workflow-instances.js';
+import { isRunnable } from '../state/workflow-state.js';
+
+/** The closes phase 1 writes most (StepOutcomes.apply). */
+const CANCELED = { state: 'canceled', outcome: 'canceled' } as const;
+const SKIPPED = { state: 'skipped', outcome: 'skipped' } as const;
+
+/**
+ * Phase 1 of a step execution: under the workflow + execution row locks, reject duplicate or late
+ * jobs, check the workflow and its hero, evaluate cancelIf / skipIf / the signal gate, and mark the
+ * execution started — or, for a step that runs none of the application's code before its body,
+ * without a transaction (prepareUnlocked). A failure is recorded in a transaction of its own
+ * (recordPrepareFailure). What ends the execution here is written by StepOutcomes.
+ */
+export class PreparePhase {
+  constructor(
+    private readonly transactions: TransactionRunner,
+    private readonly store: WorkflowStore,
+    private readonly registry: WorkflowRegistry,
+    private readonly instances: WorkflowInstances,
+    private readonly gate: SignalRendezvous,
+    // [deadline hook] wait deadlines of `waitFor` steps with a `timeout` (execution/wait-deadline.ts).
+    private readonly deadline: WaitDeadline,
+    private readonly outcomes: StepOutcomes,
+    private readonly logger: LoggerService,
+    /** Phase 3, for an execution started without a transaction whose body cannot run (its hero unreadable or gone). */
+    private readonly finalize: Finalize,
+  ) {}
+
+  async prepareSafely(executionId: string, workflowId: string, options: ExecuteOptions): Promise<PrepareResult> {
+    // Both transactions act only on an execution still `scheduled` under its lock, so one run again
+    // after a lost connection (even after a COMMIT that went through) cannot start or fail it twice.
+    // A prepare whose COMMIT went through unacknowledged finds its execution `in_progress` on the
+    // retry and runs no body: stuck recovery picks it up (the body then runs once, later).
+    try {
+      return (
+        (await this.prepareUnlocked(executionId, workflowId, options)) ??
+        (await this.transactions.run((manager) => this.store.batched(manager, () => this.prepare(manager, executionId, workflowId, options)), undefined, IDEMPOTENT))
+      );
+    } catch (error) {
+      // The prepare transaction is gone (a database error aborts it on PostgreSQL): record the
+      // failure in a transaction of its own, then surface the original error.
+      await this.transactions.run((manager) => this.store.batched(manager, () => this.recordPrepareFailure(manager, executionId, workflowId, error)), undefined, IDEMPOTENT);
+      throw error;
+    }
+  }
+
+  private async prepare(manager: EntityManager, executionId: string, workflowId: string, options: ExecuteOptions): Promise<PrepareResult> {
+    // The hero is read by a statement of its own once the locks are held (prepareLocked), never with
+    // the locking read: that statement's snapshot (PostgreSQL) or read view (MySQL's subqueries) is
+    // taken before it waits for the locks, and would miss what their holder committed meanwhile — a
+    // hero changed in the transaction that delivered the signal this step is about to attach.
+    let locked: Awaited<ReturnType<WorkflowStore['lockStep']>>;
+    try {
+      locked = await this.store.lockStep(manager, workflowId, executionId);
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) return { missing: true };
+      throw error;
+    }
+    return this.prepareLocked(manager, locked.workflow, locked.execution, executionId, options, locked.signal);
+  }
+
+  /** Phase 1 once the workflow and execution rows are locked and read (also a chained step's, in phase 3's transaction). */
+  async prepareLocked(
+    manager: EntityManager,
+    workflow: WorkflowRecord,
+    execution: StepExecution | null,
+    executionId: string,
+    options: ExecuteOptions,
+    pinned: Signal | null = null,
+    preloadedHero?: object | null,
+  ): Promise<PrepareResult> {
+    const workflowId = workflow.id;
+    if (!execution || execution.state !== 'scheduled') {
+      // Tagged like every other line about the execution, when it still exists.
+      const lateLogger = execution ? new ContextLogger(this.logger, workflow, execution) : this.logger;
+      lateLogger.log(`Step execution ${executionId} is ${execution?.state ?? 'gone'}, not scheduled: duplicate or late job ignored`);
+      return { done: true };
+    }
+    const definition = this.registry.findByName(workflow.type);
+    const logger = new ContextLogger(this.logger, workflow, execution);
+    const target = { workflow, execution, definition };
+    if (!isRunnable(workflow.state)) {
+      logger.log(`Workflow is ${workflow.state}: execution canceled`);
+      await this.outcomes.apply(manager, target, CANCELED, { workflow: 'unchanged' });
+      return { done: true };
+    }
+
+    const hero = preloadedHero !== undefined ? preloadedHero : await this.store.readHero(manager, workflow.heroType, workflow.heroId);
+    if (hero === null && !definition?.mayProceedWithoutHero) {
+      logger.log('Hero is gone: workflow canceled');
+      await this.outcomes.apply(manager, target, CANCELED, { workflow: 'canceled' });
+      return { done: true };
+    }
+
+    const step = definition?.step(execution.stepName);
+    if (definition && !step && definition.skipUndefinedSteps) {
+      await this.skipUndefinedStep(manager, workflow, execution, definition, logger);
+      return { done: true };
+    }
+    if (!definition || !step) {
+      const error = new StepNotDefinedError(workflow.type, execution.stepName, workflow.id, execution.id);
+      logger.error(error.message);
+      await this.outcomes.apply(manager, target, { state: 'failed', outcome: 'failed', columns: { errorClassName: error.name, errorMessage: error.message } }, { workflow: 'paused' });
+      return { done: true, error };
+    }
+
+    const instance = await this.instances.create(definition);
+    workflowInternals.bind(instance, { hero, record: workflow, execution, signal: null, logger });
+    const prepared: Prepared = { executionId, workflowId, definition, step, instance, workflow, execution, logger, run: options };
+
+    const started = performance.now();
+    const event = (outcome: string, exception?: unknown) =>
+      publish('precondition', () => ({ ...eventBase(prepared, started), ...dueKeys(execution), outcome, ...(exception === undefined ? {} : { exception }) }));
+    let verdict: 'cancel' | 'skip' | 'wait' | 'pass';
+    try {
+      verdict = await this.evaluatePreconditions(manager, prepared, workflow, pinned);
+    } catch (error) {
+      // A database error is the transaction's, not the precondition's: it may be gone (PostgreSQL
+      // aborts it; MySQL rolls a deadlock victim back whole). Transient ones run it again; others
+      // are recorded by recordPrepareFailure, in a transaction of its own.
+      if (error instanceof QueryFailedError || isDeadlock(error) || isConnectionError(error) || isStaleStatement(error)) throw error;
+      event('exception', error);
+      logger.error(`Precondition raised ${String(error)}`);
+      // A waitFor step on a database without the signals migration fails and pauses whatever the
+      // policy says: skipping or retrying would run past the event the step was written for.
+      const notMigrated = error instanceof SignalsNotMigratedError || error instanceof DeadlinesNotMigratedError; // [deadline hook]
+      const policy = notMigrated ? PAUSE_POLICY : resolveExceptionPolicy(step, definition.exceptionPolicies, error);
+      await this.outcomes.applyExceptionPolicy(manager, prepared, policy, error, 'precondition');
+      return { done: true, error };
+    }
+    switch (verdict) {
+      case 'cancel':
+        event('canceled');
+        logger.log('cancelIf is true: workflow canceled');
+        await this.outcomes.apply(manager, target, CANCELED, { workflow: 'canceled' });
+        return { done: true };
+      case 'skip':
+        event('skipped');
+        logger.log('skipIf is true: step skipped');
+        await this.outcomes.apply(manager, target, SKIPPED, { workflow: 'next' });
+        return { done: true };
+      case 'wait':
+        event('waiting');
+        return { done: true };
+      case 'pass':
+        event('passed');
+    }
+
+    await this.markStarted(manager, workflow, execution, step, options);
+    return { run: prepared };
+  }
+
+  /** The execution `in_progress` and the workflow `performing` at the step. */
+  private async markStarted(manager: EntityManager, workflow: WorkflowRecord, execution: StepExecution, step: StepDefinition, options: ExecuteOptions): Promise<void> {
+    // The job id rides on the UPDATE that starts the execution: no statement of its own.
+    await this.store.transitionExecution(manager, execution, 'in_progress', null, options.jobId === undefined ? {} : { jobId: options.jobId });
+    await this.store.transitionWorkflow(manager, workflow, 'performing', { currentStepName: step.name });
+  }
+
+  /**
+   * Phase 1 without a transaction, for a step that runs none of the application's code before its
+   * body — no cancelIf, no skipIf, and a `waitFor` step only once woken with its signal — as its
+   * job's hints tell before any read: the rows are read without locks, and the start is written by
+   * one statement that writes only while they are still as read (WorkflowStore.writeIfUnchanged).
+   * The hero is read after that statement took (and released) the row locks, so the body sees every
+   * commit made under them before. Three statements instead of a transaction of five. Null whenever
+   * anything is not as the happy path expects (a duplicate job, a paused workflow, a failed
+   * statement): the locked phase 1 then decides, from the rows as they are.
+   */
+  private async prepareUnlocked(executionId: string, workflowId: string, options: ExecuteOptions): Promise<PrepareResult | null> {
+    const { workflowType, stepName, heroType, heroId } = options.hints ?? {};
+    const definition = workflowType === undefined ? undefined : this.registry.findByName(workflowType);
+    const step = definition?.step(stepName);
+    if (!definition || !step || definition.cancelIf.length > 0 || step.skipIf !== undefined || heroType === undefined || heroId === undefined) return null;
+    if (!this.store.writesIfUnchanged(this.transactions.dataSource.manager)) return null;
+    const manager = this.transactions.dataSource.createEntityManager();
+    let prepared: Prepared;
+    let signal: Signal | null;
+    const started = performance.now();
+    try {
+      const read = await this.store.readStep(manager, workflowId, executionId, heroType);
+      if (!read) return null;
+      const { workflow, execution } = read;
+      signal = read.signal;
+      const woken = !step.waitFor || (execution.signalId != null && signal?.id === execution.signalId);
+      const runnable = isRunnable(workflow.state);
+      const ownHero = workflow.heroType === heroType && workflow.heroId === heroId;
+      if (workflow.type !== definition.name || execution.stepName !== step.name || execution.state !== 'scheduled' || !runnable || !woken || !ownHero) return null;
+      if (step.waitFor) this.deadline.assertSchema(workflow, step); // [deadline hook]
+      const logger = new ContextLogger(this.logger, workflow, execution);
+      const instance = await this.instances.create(definition);
+      prepared = { executionId, workflowId, definition, step, instance, workflow, execution, logger, run: options };
+      const expected = { workflowId: workflow.id, workflowState: workflow.state, executionId: execution.id, executionState: execution.state };
+      if (!(await this.store.writeIfUnchanged(manager, expected, () => this.markStarted(manager, workflow, execution, step, options)))) return null;
+    } catch {
+      // Nothing was written (or, the answer to a statement that went through lost, the locked phase
+      // finds the execution started and leaves it to stuck recovery, as after a lost COMMIT).
+      return null;
+    }
+    // Started: from here on nothing may send the job to the locked phase, which would not run it.
+    const { workflow, execution, instance, logger } = prepared;
+    let hero: object | null;
+    try {
+      hero = await this.readHeroOutsideTransaction(manager, heroType, heroId);
+    } catch (error) {
+      // The body cannot run without its hero: the attempt fails as one whose body raised would.
+      return this.finalize(prepared, { kind: 'exception', error, policy: resolveExceptionPolicy(step, definition.exceptionPolicies, error) }).then(
+        () => ({ done: true }),
+        (raised: unknown) => ({ done: true, error: raised }),
+      );
+    }
+    if (hero === null && !definition.mayProceedWithoutHero) {
+      logger.log('Hero is gone: workflow canceled');
+      await this.finalize(prepared, { kind: 'flow', intent: { kind: 'cancel' } });
+      return { done: true };
+    }
+    workflowInternals.bind(instance, { hero, record: workflow, execution, signal: step.waitFor ? signal : null, logger });
+    publish('precondition', () => ({ ...eventBase(prepared, started), ...dueKeys(prepared.execution), outcome: 'passed' }));
+    return { run: prepared };
+  }
+
+  /** The hero, read with no transaction: a read alone, so it runs again after a lost connection. */
+  private async readHeroOutsideTransaction(manager: EntityManager, heroType: string, heroId: string): Promise<object | null> {
+    for (let tries = 1; ; tries++) {
+      try {
+        return await this.store.readHero(manager, heroType, heroId);
+      } catch (error) {
+        if (tries >= LOOKUP_ATTEMPTS || !(isConnectionError(error) || isStaleStatement(error))) throw error;
+        await pause(LOOKUP_PAUSE_MS);
+      }
+    }
+  }
+
+  /**
+   * `skipUndefinedSteps`: a step removed by a deploy is skipped, and the workflow goes on after the
+   * most recent step of its history that still exists (the first step when none does) — never
+   * re-running steps that already ran (WorkflowDefinition.stepAfter places the removed name).
+   */
+  private async skipUndefinedStep(
+    manager: EntityManager,
+    workflow: WorkflowRecord,
+    execution: StepExecution,
+    definition: WorkflowDefinition,
+    logger: LoggerService,
+  ): Promise<void> {
+    logger.warn(`Step "${execution.stepName}" is no longer defined in ${definition.name}: skipped (skipUndefinedSteps)`);
+    await this.outcomes.apply(manager, { workflow, execution, definition }, SKIPPED, { workflow: 'next', after: execution.stepName }, { currentStepName: null });
+  }
+
+  /** cancelIf, then skipIf, then (for `waitFor` steps) the signal gate, in that order. */
+  private async evaluatePreconditions(
+    manager: EntityManager,
+    prepared: Prepared,
+    workflow: WorkflowRecord,
+    pinned: Signal | null,
+  ): Promise<'cancel' | 'skip' | 'wait' | 'pass'> {
+    const { definition, step, instance, execution } = prepared;
+    if (step.waitFor) {
+      this.gate.assertSchemaSupportsSignals(workflow, step);
+      this.deadline.assertSchema(workflow, step); // [deadline hook]
+    }
+    for (const condition of definition.cancelIf) {
+      if (await evaluateCondition(condition, instance)) return 'cancel';
+    }
+    if (step.skipIf !== undefined && (await evaluateCondition(step.skipIf, instance))) return 'skip';
+    if (step.waitFor) {
+      // [deadline hook] a wait that timed out (onTimeout 'run') passes its gate with no signal.
+      if (await this.deadline.timedOut(manager, execution)) {
+        workflowInternals.bind(instance, { hero: instance.hero, record: workflow, execution, signal: null, logger: prepared.logger, timedOut: true });
+        return 'pass';
+      }
+      const signal = await this.gate.attachOrPark(manager, workflow, execution, step, instance, pinned);
+      if (signal === null) {
+        await this.deadline.arm(manager, workflow, execution, step, definition); // [deadline hook] parked: arm its deadline
+        return 'wait';
+      }
+      workflowInternals.bind(instance, { hero: instance.hero, record: workflow, execution, signal, logger: prepared.logger });
+    }
+    return 'pass';
+  }
+
+  /** Phase 1 failed: the execution, if still `scheduled`, fails and its workflow follows the policy (StepOutcomes.applyPrepareFailure). */
+  private async recordPrepareFailure(manager: EntityManager, executionId: string, workflowId: string, error: unknown): Promise<void> {
+    const { workflow, execution } = await this.store.lockStep(manager, workflowId, executionId);
+    if (!execution || execution.state !== 'scheduled') return;
+    const logger = new ContextLogger(this.logger, workflow, execution);
+    logger.error(`Preparing the step failed: ${String(error)}`);
+    const definition = this.registry.findByName(workflow.type);
+    const step = definition?.step(execution.stepName);
+    const policy = resolveExceptionPolicy(step, definition?.exceptionPolicies ?? [], error);
+    await this.outcomes.applyPrepareFailure(manager, { workflow, execution, definition }, policy, error, logger);
+  }
+}

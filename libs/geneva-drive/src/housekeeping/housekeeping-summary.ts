@@ -1,0 +1,59 @@
+import type { Gauge } from '../persistence/gauges.js';
+
+/** What one housekeeping run did, and the gauges it read. @publicApi */
+export interface HousekeepingSummary {
+  workflowsDeleted: number;
+  stepExecutionsDeleted: number;
+  signalsDeleted: number;
+  stuckInProgressRecovered: number;
+  /** Overdue `scheduled` executions whose job was missing from the queue (a lost enqueue) and was added again. */
+  stuckScheduledRecovered: number;
+  /**
+   * Overdue `scheduled` executions whose job was still in the queue (a backlog, not a loss): the
+   * re-enqueue added nothing, so they are not counted as recovered.
+   */
+  stuckScheduledStillQueued: number;
+  /**
+   * Parked executions whose `timeout` passed more than `stuckScheduledThreshold` ago with the workflow
+   * runnable (their deadline job was lost), timed out by this run.
+   */
+  overdueDeadlinesRecovered: number;
+  /**
+   * Workflows paused in this run because their step was found stuck `in_progress` once more after
+   * `maxRecoveries` recoveries in a row (each also logged at error level).
+   */
+  pausedAtRecoveryLimit: string[];
+  /**
+   * Executions housekeeping could not recover (each is logged with its error): the recovery threw,
+   * or its job could not be enqueued. They stay eligible and are retried by the next run.
+   */
+  unrecoverable: string[];
+  gauges: {
+    'geneva_drive.waiting_step_executions': Gauge;
+    /** Absent when `waitingVisibilityThreshold` is null. */
+    'geneva_drive.waiting_overdue'?: Gauge;
+    /** Workflows paused by the recovery limit and not resumed, skipped or canceled since. */
+    'geneva_drive.recovery_limit_paused': Gauge;
+    /** Every paused workflow, whatever paused it (an operator, a step, a failure, the recovery limit). */
+    'geneva_drive.paused_workflows': Gauge;
+    /** Parked executions with a deadline (`timeout`). Absent without the wait-deadlines migration. */
+    'geneva_drive.waiting_with_deadline'?: Gauge;
+    /** Of those, deadlines overdue by more than `stuckScheduledThreshold` (a lost job; housekeeping times them out). */
+    'geneva_drive.deadlines_overdue'?: Gauge;
+  } | null;
+}
+
+export function emptySummary(): HousekeepingSummary {
+  return {
+    workflowsDeleted: 0,
+    stepExecutionsDeleted: 0,
+    signalsDeleted: 0,
+    stuckInProgressRecovered: 0,
+    stuckScheduledRecovered: 0,
+    stuckScheduledStillQueued: 0,
+    overdueDeadlinesRecovered: 0,
+    pausedAtRecoveryLimit: [],
+    unrecoverable: [],
+    gauges: null,
+  };
+}

@@ -1,0 +1,36 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
+import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
+import type { WorkflowDefinition } from '../registry/workflow-definition.js';
+import { WorkflowRegistry } from '../registry/workflow.registry.js';
+
+/** The thresholds the housekeeping gauges use, as the engine resolved them. */
+export type EngineThresholds = Readonly<Pick<ResolvedGenevaDriveOptions, 'waitingVisibilityThresholdMs' | 'stuckInProgressThresholdMs' | 'stuckScheduledThresholdMs'>>;
+
+/**
+ * What the dashboard and the CLI may read of the engine they run beside: the registered workflow
+ * definitions (immutable) and the gauge thresholds. Exported by GenevaDriveModule for them; not
+ * part of the package's public API.
+ */
+@Injectable()
+export class EngineView {
+  readonly thresholds: EngineThresholds;
+
+  constructor(
+    private readonly registry: WorkflowRegistry,
+    @Inject(GENEVA_DRIVE_OPTIONS) options: ResolvedGenevaDriveOptions,
+  ) {
+    const { waitingVisibilityThresholdMs, stuckInProgressThresholdMs, stuckScheduledThresholdMs } = options;
+    this.thresholds = Object.freeze({ waitingVisibilityThresholdMs, stuckInProgressThresholdMs, stuckScheduledThresholdMs });
+  }
+
+  /** Every registered workflow definition (filled when the application initialises). */
+  definitions(): readonly WorkflowDefinition[] {
+    return this.registry.all();
+  }
+
+  /** The definition of a workflow type, if this application has its class. */
+  definition(type: string): WorkflowDefinition | undefined {
+    return this.registry.findByName(type);
+  }
+}

@@ -1,0 +1,50 @@
+import type { EntityManager } from 'typeorm';
+import { StepExecution } from '../entities/step-execution.entity.js';
+import { WorkflowRecord } from '../entities/workflow.entity.js';
+import type { SchemaCapabilities } from './schema-capabilities.js';
+
+/** Options for a new execution. */
+export interface NewExecution {
+  waitMs?: number;
+  signalId?: string | null;
+  cursor?: unknown;
+  continuesFromId?: string | null;
+}
+
+/** A new `ready` workflow, not written yet. */
+export function newWorkflow(
+  manager: EntityManager,
+  schema: SchemaCapabilities,
+  now: Date,
+  values: Pick<WorkflowRecord, 'type' | 'heroType' | 'heroId' | 'allowMultiple'>,
+  nextStepName: string | null,
+): WorkflowRecord {
+  // Every nullable column explicitly null, so the record `start` returns reads like the row.
+  return schema.withNewId(manager.create(WorkflowRecord, {
+    ...values,
+    state: 'ready',
+    currentStepName: null,
+    nextStepName,
+    startedAt: null,
+    transitionedAt: null,
+    finishedAt: null,
+    createdAt: now,
+    updatedAt: now,
+  }));
+}
+
+/** A new `scheduled` execution, not written yet (its id is set on uuid keys only). */
+export function newExecution(manager: EntityManager, schema: SchemaCapabilities, now: Date, workflowId: string, stepName: string, options: NewExecution): StepExecution {
+  return schema.withNewId(manager.create(StepExecution, {
+    workflowId,
+    stepName,
+    state: 'scheduled',
+    scheduledFor: new Date(now.getTime() + (options.waitMs ?? 0)),
+    metadata: null,
+    cursor: options.cursor ?? null,
+    continuesFromId: options.continuesFromId ?? null,
+    signalId: options.signalId ?? null,
+    createdAt: now,
+    updatedAt: now,
+  }));
+}

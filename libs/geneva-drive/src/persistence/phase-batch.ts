@@ -1,0 +1,173 @@
+import type { EntityManager } from 'typeorm';
+import type { StepExecution } from '../entities/step-execution.entity.js';
+import type { WorkflowRecord } from '../entities/workflow.entity.js';
+import { jobTraceContext } from '../instrumentation/job-context.js';
+import type { QueuePort, StepJob, StepJobHints } from '../interfaces/queue.port.js';
+import type { StepJobOptions } from '../workflow/step-options.interface.js';
+import type { AfterCommitSubscriber } from './after-commit.js';
+import type { ExpectedStates, HotPathSql, TrailingRead, WriteBatch } from './sql/hot-path-sql.js';
+
+/** What a step job needs of its workflow (StepJob.hints). */
+export type JobWorkflow = Pick<WorkflowRecord, 'id' | 'type' | 'heroType' | 'heroId'>;
+
+/** What a job of the workflow's step `stepName` tells the executor (StepJob.hints). */
+export function jobHints(workflow: JobWorkflow, stepName: string): StepJobHints {
+  return { workflowId: workflow.id, workflowType: workflow.type, stepName, heroType: workflow.heroType, heroId: workflow.heroId };
+}
+
+/** A job scheduled by a batched phase, not sent yet. */
+export interface PendingJob {
+  workflow: JobWorkflow;
+  execution: StepExecution;
+  jobOptions: StepJobOptions;
+  jobId?: string;
+}
+
+/** A phase run by {@link PhaseBatch.writeIfUnchanged} tried to read: it must run under the row locks. */
+class NeedsLocks extends Error {}
+
+function emptyBatch(): WriteBatch {
+  return { updates: [], inserts: [], consumptions: [] };
+}
+
+/**
+ * A phase's pending writes and the jobs it scheduled, flushed together: the writes in as few
+ * statements as the dialect allows when the phase ends (or before its next read), the jobs once
+ * those writes are in (after the outermost commit, or at once when configured so). Outside a phase
+ * a write goes out at once and a job is sent at once. The phase is keyed by its transaction's
+ * `EntityManager`.
+ */
+export class PhaseBatch {
+  private readonly writes = new WeakMap<EntityManager, WriteBatch>();
+  /** The jobs a phase scheduled, sent when it ends unless the executor runs one inline (see takeDueJob). */
+  private readonly jobs = new WeakMap<EntityManager, PendingJob[]>();
+  /** The managers of phases deciding without the row locks (see writeIfUnchanged): they may not read. */
+  private readonly unlocked = new WeakSet<EntityManager>();
+
+  constructor(
+    private readonly sql: (manager: EntityManager) => HotPathSql,
+    private readonly queue: QueuePort,
+    private readonly afterCommit: AfterCommitSubscriber,
+    private readonly enqueueAfterCommit: boolean,
+    private readonly now: () => Date,
+  ) {}
+
+  /**
+   * Runs `work` with its writes collected, and writes them together when it returns (nothing when it
+   * throws: its transaction rolls back), then sends its jobs.
+   */
+  async run<T>(manager: EntityManager, work: () => Promise<T>): Promise<T> {
+    if (this.writes.has(manager)) return work();
+    this.writes.set(manager, emptyBatch());
+    this.jobs.set(manager, []);
+    try {
+      const result = await work();
+      await this.flush(manager);
+      for (const job of this.jobs.get(manager)!) await this.send(manager, job);
+      return result;
+    } finally {
+      this.writes.delete(manager);
+      this.jobs.delete(manager);
+    }
+  }
+
+  /**
+   * Runs `work` unlocked and writes its batch with HotPathSql.writeIfUnchanged (see
+   * WorkflowStore.writeIfUnchanged); its jobs are sent once that has committed. False, with nothing
+   * written or sent, when the rows had moved on or `work` needed a read.
+   */
+  async writeIfUnchanged(manager: EntityManager, expected: ExpectedStates, work: () => Promise<void>): Promise<boolean> {
+    const sql = this.sql(manager);
+    this.writes.set(manager, emptyBatch());
+    this.jobs.set(manager, []);
+    this.unlocked.add(manager);
+    try {
+      try {
+        await work();
+      } catch (error) {
+        if (error instanceof NeedsLocks) return false;
+        throw error;
+      }
+      if (!(await sql.writeIfUnchanged(manager, this.writes.get(manager)!, expected))) return false;
+      for (const job of this.jobs.get(manager)!) await this.send(manager, job);
+      return true;
+    } finally {
+      this.writes.delete(manager);
+      this.jobs.delete(manager);
+      this.unlocked.delete(manager);
+    }
+  }
+
+  /** Throws what makes {@link writeIfUnchanged} give up when its phase tries to read. */
+  assertMayRead(manager: EntityManager): void {
+    if (this.unlocked.has(manager)) throw new NeedsLocks('A read needs the row locks');
+  }
+
+  /**
+   * The one job the current phase scheduled, when it is due now and may run inline: it is taken out
+   * (never sent). Its row may still be pending: the next read through the store writes it.
+   */
+  takeDueJob(manager: EntityManager): StepExecution | null {
+    const jobs = this.jobs.get(manager);
+    if (!jobs || jobs.length !== 1) return null;
+    const [job] = jobs;
+    if (job.jobId !== undefined || job.jobOptions.chain === false || job.execution.scheduledFor.getTime() > this.now().getTime()) return null;
+    jobs.length = 0;
+    return job.execution;
+  }
+
+  /** Writes what the phase of `manager` has pending (a no-op outside a phase). */
+  async flush(manager: EntityManager): Promise<void> {
+    // Every read through the store (and every read beside it) writes what is pending first.
+    this.assertMayRead(manager);
+    const batch = this.writes.get(manager);
+    if (!batch || (batch.updates.length === 0 && batch.inserts.length === 0 && batch.consumptions.length === 0)) return;
+    this.writes.set(manager, emptyBatch());
+    await this.sql(manager).write(manager, batch);
+  }
+
+  /** Writes what the phase has pending and then runs `read`, in one statement where the dialect allows; its rows. */
+  async flushThenRead(manager: EntityManager, read: TrailingRead): Promise<Array<Record<string, unknown>>> {
+    const pending = this.writes.get(manager);
+    if (pending) this.writes.set(manager, emptyBatch());
+    return this.sql(manager).write(manager, pending ?? emptyBatch(), read);
+  }
+
+  /** The phase's pending writes, or undefined outside a phase. */
+  pending(manager: EntityManager): WriteBatch | undefined {
+    return this.writes.get(manager);
+  }
+
+  /** Queues a write in the phase's batch, or writes it now outside one. */
+  async write(manager: EntityManager, add: (batch: WriteBatch) => void): Promise<void> {
+    const pending = this.writes.get(manager);
+    if (pending) return add(pending);
+    const batch = emptyBatch();
+    add(batch);
+    await this.sql(manager).write(manager, batch);
+  }
+
+  /** Holds the job until the phase ends, or sends it now outside one. */
+  async enqueue(manager: EntityManager, job: PendingJob): Promise<void> {
+    const pending = this.jobs.get(manager);
+    if (pending) pending.push(job);
+    else await this.send(manager, job);
+  }
+
+  private async send(manager: EntityManager, { workflow, execution, jobOptions, jobId }: PendingJob): Promise<void> {
+    const job: StepJob = {
+      executionId: execution.id,
+      hints: { ...jobHints(workflow, execution.stepName), ...jobTraceContext() },
+      runAt: execution.scheduledFor,
+      jobOptions,
+      ...(jobId === undefined ? {} : { jobId }),
+    };
+    if (!this.enqueueAfterCommit) {
+      await this.queue.enqueue(job);
+      return;
+    }
+    await this.afterCommit.register(manager, async () => {
+      await this.queue.enqueue(job);
+    });
+  }
+}
