@@ -5,6 +5,7 @@
  */
 import { Injectable, UnauthorizedException, type CanActivate, type ExecutionContext, type INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
+import request from 'supertest';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import { GenevaDriveModule, GenevaWorkflow, SignalService, Step, Workflow, WorkflowService, type GenevaDriveModuleOptions, type WorkflowRecord } from 'geneva-drive';
@@ -84,6 +85,14 @@ export async function parkedInvoice(d: DashboardApp, gd: GenevaDriveTesting, nam
   await gd.performNextStep(workflow);
   await gd.performNextStep(workflow);
   return workflow;
+}
+
+/** The CSRF cookie and the form's hidden field, as a browser gets them from the workflow page. */
+export async function csrfFor(url: string, workflowId: string, auth: Record<string, string>, base = '/geneva'): Promise<{ cookie: string; token: string }> {
+  const page = await request(url).get(`${base}/workflows/${workflowId}`).set(auth).expect(200);
+  const cookie = String(page.headers['set-cookie']).split(';')[0];
+  const token = /name="_csrf" value="([^"]+)"/.exec(page.text)![1];
+  return { cookie, token };
 }
 
 export async function saveHero(dataSource: DataSource, name = 'hero'): Promise<TestHero> {

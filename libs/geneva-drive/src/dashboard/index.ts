@@ -2,4 +2,5 @@ export { GenevaDriveDashboardModule } from './dashboard.module.js';
 export type { GenevaDriveDashboardModuleAsyncOptions, GenevaDriveDashboardModuleOptions, GenevaDriveDashboardOptions } from './dashboard-options.interface.js';
 export { DashboardUnguardedError } from './dashboard-unguarded.error.js';
 export { DashboardInputError } from './dashboard-input.error.js';
+export { DashboardPathError } from './dashboard-path.error.js';
 export type { GenevaDriveCliConfig } from '../cli/cli-config.js';

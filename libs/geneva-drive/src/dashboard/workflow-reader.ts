@@ -1,14 +1,16 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, NotFoundException } from '@nestjs/common';
 import { Brackets, type DataSource, type SelectQueryBuilder } from 'typeorm';
 import { identifierRows } from '../entities/column-transformers.js';
 import { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
-import { SignalService } from '../signals/signal.service.js';
+import { EngineView } from '../registry/engine-view.js';
 import type { WorkflowState } from '../state/workflow-state.js';
 import { WorkflowService } from '../workflow/workflow.service.js';
 import { DASHBOARD_DATA_SOURCE } from './dashboard.constants.js';
 import { DashboardInputError } from './dashboard-input.error.js';
+import { checkFilterText, parseDateFilter } from './filter-text.js';
+import { previewOf, type ValuePreview } from './value-preview.js';
 import { WorkflowCatalog, type StepSummary } from './workflow-catalog.js';
 
 export const WORKFLOW_STATES: readonly WorkflowState[] = ['ready', 'performing', 'paused', 'finished', 'canceled'];
@@ -36,6 +38,12 @@ export interface ListFilters {
 export const LIST_FILTER_KEYS: readonly (keyof ListFilters)[] = [
   'type', 'state', 'heroType', 'heroId', 'waitingFor', 'failedStep', 'createdFrom', 'createdTo', 'updatedFrom', 'updatedTo', 'q', 'after',
 ];
+
+/** Where the workflow page's two lists start. */
+export interface DetailCursors {
+  executionsAfter?: string;
+  signalsAfter?: string;
+}
 
 export interface WorkflowRow {
   id: string;
@@ -78,7 +86,8 @@ export interface ExecutionView {
   errorClassName: string | null;
   errorMessage: string | null;
   errorBacktrace: string | null;
-  cursor: unknown;
+  /** The resumable step's cursor, cut to a preview (`api/workflows/:id/executions/:executionId` has it whole). */
+  cursor: ValuePreview | null;
   reattemptReason: string | null;
   signalId: string | null;
   waitingSince: Date | null;
@@ -92,7 +101,8 @@ export interface SignalView {
   state: string;
   claimed: number;
   consumed: number;
-  payload: unknown;
+  /** Cut to a preview (`api/workflows/:id/signals/:signalId` has it whole). */
+  payload: ValuePreview;
   createdAt: Date;
   claimedAt: Date | null;
   consumedAt: Date | null;
@@ -104,8 +114,12 @@ export interface WorkflowDetail {
   workflow: WorkflowRow & { currentStepName: string | null; startedAt: Date | null; finishedAt: Date | null };
   /** Null when the application has no class for the workflow's type. */
   steps: Array<StepSummary & { position: 'done' | 'current' | 'upcoming' }> | null;
+  /** One page, oldest first; `executionsNextAfter` is the next page's cursor, null on the last. */
   executions: ExecutionView[];
+  executionsNextAfter: string | null;
+  /** One page, in arrival order; `signalsNextAfter` as above. */
   signals: SignalView[];
+  signalsNextAfter: string | null;
   /** When the current step parked, if it is parked. */
   waitingSince: Date | null;
   /** The names the send-a-signal form offers. */
@@ -114,7 +128,6 @@ export interface WorkflowDetail {
 
 /** The index of the list filtered by type and state (AddGenevaDriveListIndexes1730000000003). */
 const WORKFLOWS_BY_TYPE_STATE = 'geneva_drive_workflows_type_state';
-const ID_PATTERN = /^(\d{1,20}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i;
 const OVERVIEW_LIMIT = 10;
 
 /**
@@ -128,7 +141,7 @@ export class WorkflowReader {
   constructor(
     @Inject(DASHBOARD_DATA_SOURCE) private readonly dataSource: DataSource,
     private readonly workflows: WorkflowService,
-    private readonly signals: SignalService,
+    private readonly engine: EngineView,
     private readonly catalog: WorkflowCatalog,
   ) {}
 
@@ -168,7 +181,8 @@ export class WorkflowReader {
   }
 
   /** One page of workflows matching the filters, newest first. Throws DashboardInputError for a bad filter. */
-  async list(filters: ListFilters, pageSize: number): Promise<WorkflowPage> {
+  async list(raw: ListFilters, pageSize: number): Promise<WorkflowPage> {
+    const filters = checkedFilters(raw);
     const qb = this.dataSource.manager.createQueryBuilder(WorkflowRecord, 'w').orderBy('w.id', 'DESC').limit(pageSize + 1);
     if (filters.type) qb.andWhere('w.type = :type', { type: filters.type });
     if (filters.state) {
@@ -191,13 +205,10 @@ export class WorkflowReader {
       ['updatedTo', 'updatedAt', '<='],
     ] as const) {
       const value = filters[key];
-      if (value) qb.andWhere(`w.${column} ${op} :${key}`, { [key]: parseDate(key, value) });
+      if (value) qb.andWhere(`w.${column} ${op} :${key}`, { [key]: parseDateFilter(key, value) });
     }
     if (filters.q) await this.whereSearch(qb, filters.q.trim());
-    if (filters.after) {
-      if (!ID_PATTERN.test(filters.after)) throw new DashboardInputError('after', filters.after, 'a workflow id');
-      qb.andWhere('w.id < :after', { after: filters.after });
-    }
+    if (filters.after) qb.andWhere('w.id < :after', { after: this.cursor('after', filters.after) });
     // Left to itself, MySQL/MariaDB intersects the (type) and (state) indexes and sorts every matching
     // row (index_merge + filesort: 0.3–0.6 s over 90k rows) instead of reading (type, state, id) backwards
     // for one page. A hero filter has a more selective index of its own. USE INDEX is MySQL/MariaDB only.
@@ -230,12 +241,20 @@ export class WorkflowReader {
     return this.typeStateIndex;
   }
 
-  /** Everything the workflow page shows. Throws WorkflowNotFoundError for an unknown id. */
-  async detail(id: string): Promise<WorkflowDetail> {
+  /**
+   * Everything the workflow page shows, its executions (oldest first) and signals (in arrival order)
+   * one page each from the given cursors, with payloads and cursors cut to a preview: the page's size
+   * does not grow with the workflow's history. Throws WorkflowNotFoundError for an unknown id,
+   * DashboardInputError for a malformed cursor.
+   */
+  async detail(id: string, pageSize: number, page: DetailCursors = {}): Promise<WorkflowDetail> {
     const record = await this.workflows.find(id);
-    const executions = await this.workflows.executionHistory(record);
-    const signals = await this.signals.list(record);
-    const current = executions.find((execution) => ['scheduled', 'waiting', 'in_progress'].includes(execution.state)) ?? null;
+    const executionsAfter = page.executionsAfter ? this.cursor('executionsAfter', page.executionsAfter) : null;
+    const signalsAfter = page.signalsAfter ? this.cursor('signalsAfter', page.signalsAfter) : null;
+    const executions = await this.onePage(StepExecution, record.id, executionsAfter, pageSize);
+    const signals = this.engine.hasSignals ? await this.onePage(Signal, record.id, signalsAfter, pageSize) : { rows: [], nextAfter: null };
+    const claimedBy = await this.claimedBy(record.id, signals.rows.map((signal) => signal.id));
+    const current = await this.workflows.currentExecution(record);
     const steps = this.catalog.steps(record.type);
     const position = record.currentStepName ?? record.nextStepName;
     const index = steps?.findIndex((step) => step.name === position) ?? -1;
@@ -247,11 +266,63 @@ export class WorkflowReader {
           ...step,
           position: finished || (index >= 0 && i < index) ? 'done' : i === index ? 'current' : 'upcoming',
         })) ?? null,
-      executions: executions.map(toExecutionView),
-      signals: signals.map((signal) => toSignalView(signal, executions)),
+      executions: executions.rows.map(toExecutionView),
+      executionsNextAfter: executions.nextAfter,
+      signals: signals.rows.map((signal) => toSignalView(signal, claimedBy.get(signal.id) ?? [])),
+      signalsNextAfter: signals.nextAfter,
       waitingSince: current?.state === 'waiting' ? current.waitingSince : null,
       signalNames: this.catalog.signalNames(record.type),
     };
+  }
+
+  /** One signal of the workflow with its whole payload (the list shows a preview). */
+  async signal(workflowId: string, signalId: string): Promise<Signal> {
+    const record = await this.workflows.find(workflowId);
+    const id = this.engine.hasSignals ? this.engine.canonicalId(signalId) : null;
+    const signal = id === null ? null : await this.dataSource.manager.findOneBy(Signal, { id, workflowId: record.id });
+    if (!signal) throw new NotFoundException(`Workflow ${record.id} has no signal ${JSON.stringify(signalId)}`);
+    return signal;
+  }
+
+  /** One execution of the workflow with its whole cursor (the list shows a preview). */
+  async execution(workflowId: string, executionId: string): Promise<StepExecution> {
+    const record = await this.workflows.find(workflowId);
+    const id = this.engine.canonicalId(executionId);
+    const execution = id === null ? null : await this.dataSource.manager.findOneBy(StepExecution, { id, workflowId: record.id });
+    if (!execution) throw new NotFoundException(`Workflow ${record.id} has no execution ${JSON.stringify(executionId)}`);
+    return execution;
+  }
+
+  /** A keyset cursor in the tables' key form, or DashboardInputError (a malformed one never reaches SQL). */
+  private cursor(name: string, value: string): string {
+    const id = this.engine.canonicalId(value);
+    if (id === null) throw new DashboardInputError(name, value, 'a workflow, execution or signal id of this database');
+    return id;
+  }
+
+  /** Rows of one workflow after a cursor, by id (creation order: bigint keys grow, uuid keys are time-ordered). */
+  private async onePage<T extends StepExecution | Signal>(entity: new () => T, workflowId: string, after: string | null, pageSize: number): Promise<{ rows: T[]; nextAfter: string | null }> {
+    const qb = this.dataSource.manager.createQueryBuilder(entity, 'r').where('r.workflowId = :workflowId', { workflowId }).orderBy('r.id', 'ASC').limit(pageSize + 1);
+    if (after !== null) qb.andWhere('r.id > :after', { after });
+    const rows = await qb.getMany();
+    const more = rows.length > pageSize;
+    if (more) rows.length = pageSize;
+    return { rows, nextAfter: more ? rows[rows.length - 1].id : null };
+  }
+
+  /** The executions that attached to each of these signals, oldest first. */
+  private async claimedBy(workflowId: string, signalIds: string[]): Promise<Map<string, string[]>> {
+    const bySignal = new Map<string, string[]>();
+    if (signalIds.length === 0) return bySignal;
+    const rows = await this.dataSource.manager
+      .createQueryBuilder(StepExecution, 'e')
+      .select(['e.id', 'e.signalId'])
+      .where('e.workflowId = :workflowId', { workflowId })
+      .andWhere('e.signalId IN (:...signalIds)', { signalIds })
+      .orderBy('e.id', 'ASC')
+      .getMany();
+    for (const row of rows) bySignal.set(row.signalId!, [...(bySignal.get(row.signalId!) ?? []), row.id]);
+    return bySignal;
   }
 
   private whereWaitingFor(qb: SelectQueryBuilder<WorkflowRecord>, signalName: string): void {
@@ -270,7 +341,7 @@ export class WorkflowReader {
 
   /** Matches the hero id, or the workflow id (looked up first: a malformed id is simply no match). */
   private async whereSearch(qb: SelectQueryBuilder<WorkflowRecord>, q: string): Promise<void> {
-    const byId = ID_PATTERN.test(q) ? await this.workflows.find(q).catch(() => null) : null;
+    const byId = this.engine.canonicalId(q) !== null ? await this.workflows.find(q).catch(() => null) : null;
     qb.andWhere(
       new Brackets((inner) => {
         inner.where('w.heroId = :q', { q });
@@ -338,7 +409,7 @@ function toExecutionView(execution: StepExecution): ExecutionView {
     errorClassName: execution.errorClassName,
     errorMessage: execution.errorMessage,
     errorBacktrace: execution.errorBacktrace,
-    cursor: execution.cursor ?? null,
+    cursor: execution.cursor === undefined || execution.cursor === null ? null : previewOf(execution.cursor),
     reattemptReason: execution.metadata?.reattemptReason ?? null,
     signalId: execution.signalId,
     waitingSince: execution.waitingSince,
@@ -346,7 +417,7 @@ function toExecutionView(execution: StepExecution): ExecutionView {
   };
 }
 
-function toSignalView(signal: Signal, executions: StepExecution[]): SignalView {
+function toSignalView(signal: Signal, claimedBy: string[]): SignalView {
   return {
     id: signal.id,
     name: signal.name,
@@ -354,18 +425,12 @@ function toSignalView(signal: Signal, executions: StepExecution[]): SignalView {
     state: signal.state,
     claimed: signal.claimed,
     consumed: signal.consumed,
-    payload: signal.payload,
+    payload: previewOf(signal.payload),
     createdAt: signal.createdAt,
     claimedAt: signal.claimedAt,
     consumedAt: signal.consumedAt,
-    claimedBy: executions.filter((execution) => execution.signalId === signal.id).map((execution) => execution.id),
+    claimedBy,
   };
-}
-
-function parseDate(name: string, value: string): Date {
-  const date = new Date(value);
-  if (Number.isNaN(date.getTime())) throw new DashboardInputError(name, value, 'a date such as 2026-12-01 or 2026-12-01T14:30:00Z');
-  return date;
 }
 
 /** Raw selects return driver values: Date objects, or strings on SQLite. */
@@ -374,4 +439,9 @@ function toDate(value: unknown): Date | null {
   if (value instanceof Date) return value;
   const text = String(value);
   return new Date(/[zZ]|[+-]\d\d:?\d\d$/.test(text) ? text : `${text.replace(' ', 'T')}Z`);
+}
+
+/** Every text filter checked (no NUL, control character or lone surrogate; not over-long) before any SQL runs. */
+function checkedFilters(filters: ListFilters): ListFilters {
+  return Object.fromEntries(Object.entries(filters).map(([key, value]) => [key, value === undefined ? value : checkFilterText(key, value)]));
 }
