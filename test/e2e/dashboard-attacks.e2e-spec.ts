@@ -24,7 +24,7 @@ class TwoOperatorsGuard implements CanActivate {
 }
 
 describe('mount path', () => {
-  it.each(['/\\evil.com', 'a//b', '/ops/%2e%2e', 'ops panel', '/geneva?x=1', '"/><script>'])('refuses %j at declaration with DashboardPathError', (path) => {
+  it.each(['/\\evil.com', 'a//b', '/ops/%2e%2e', '/ops/..', './ops', 'ops panel', '/geneva?x=1', '"/><script>'])('refuses %j at declaration with DashboardPathError', (path) => {
     expect(() => GenevaDriveDashboardModule.forRoot({ path, allowUnauthenticated: true })).toThrow(DashboardPathError);
   });
 });

@@ -5,6 +5,5 @@
  */
 export function logText(value: unknown): string {
   // JSON.stringify escapes C0 controls; DEL and the C1 controls are escaped as well.
-  // eslint-disable-next-line no-control-regex
   return JSON.stringify(String(value)).replace(/[\u007f-\u009f]/g, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }

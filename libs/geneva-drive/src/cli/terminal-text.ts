@@ -4,7 +4,6 @@
  * — and the bidirectional overrides that reorder a line are written as `\u001b`-style escapes, the way
  * `--json` writes them. Tabs and newlines inside a value are escaped too: they separate the columns.
  */
-// eslint-disable-next-line no-control-regex
 const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
 
 export function terminalSafe(value: unknown): string {

@@ -20,7 +20,7 @@ const SEGMENTS = /^[A-Za-z0-9._~-]+(\/[A-Za-z0-9._~-]+)*$/;
 export function normalizePath(path: string | undefined): string {
   const given = path ?? DEFAULT_DASHBOARD_PATH;
   const trimmed = given.trim().replace(/^\/+|\/+$/g, '');
-  if (trimmed !== '' && !SEGMENTS.test(trimmed)) throw new DashboardPathError(given);
+  if (trimmed !== '' && (!SEGMENTS.test(trimmed) || trimmed.split('/').some((segment) => segment === '.' || segment === '..'))) throw new DashboardPathError(given);
   return `/${trimmed}`;
 }
 

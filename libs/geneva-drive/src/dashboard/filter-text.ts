@@ -10,7 +10,6 @@ const MAX_FILTER_LENGTH = 255;
  * DashboardInputError here, the same on every database, before any SQL runs.
  */
 export function checkFilterText(name: string, value: string): string {
-  // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(value) || hasUnstorableCharacters(value)) throw new DashboardInputError(name, value, 'text without control characters or lone surrogates');
   if (value.length > MAX_FILTER_LENGTH) throw new DashboardInputError(name, `${value.slice(0, 40)}…`, `at most ${MAX_FILTER_LENGTH} characters`);
   return value;
