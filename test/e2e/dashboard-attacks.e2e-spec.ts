@@ -8,7 +8,7 @@ import { Injectable, UnauthorizedException, type CanActivate, type ExecutionCont
 import request from 'supertest';
 import { DashboardPathError, GenevaDriveDashboardModule } from 'geneva-drive/dashboard';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
-import { createDashboardApp, csrfFor, parkedInvoice as parkInvoice, DASHBOARD_TOKEN, InvoiceFlow, saveHero, TokenGuard, type DashboardApp } from '../src/dashboard-app.js';
+import { createDashboardApp, csrfFor, parkedInvoice as parkInvoice, DASHBOARD_TOKEN, InvoiceFlow, LoudFlow, saveHero, TokenGuard, type DashboardApp } from '../src/dashboard-app.js';
 import { describeEachDatabase } from '../utils/databases.js';
 
 const AUTH = { Authorization: `Bearer ${DASHBOARD_TOKEN}` };
@@ -193,6 +193,29 @@ describeEachDatabase('dashboard under attack, over HTTP', (kind) => {
     const next = /<a id="next-signals" href="([^"]+)"/.exec(page.text)![1].replace(/&amp;/g, '&');
     const nextPage = await request(d.url).get(next).set(ALICE).expect(200);
     expect([...nextPage.text.matchAll(/data-signal-id="([^"]+)"/g)].map((m) => m[1])).toEqual(all.slice(3, 6).map((s) => s.id));
+  });
+
+  it('pages executions and cuts long error messages, linking to the whole execution', async () => {
+    const loud = await d.workflows.start(LoudFlow, await saveHero(d.dataSource, 'loud'));
+    for (let attempt = 0; attempt < 4; attempt++) {
+      if (attempt > 0) await d.workflows.resume(loud);
+      await gd.performNextStep(loud).catch(() => undefined);
+    }
+    const executions = await d.workflows.executionHistory(loud);
+    expect(executions.map((e) => e.state)).toEqual(['failed', 'failed', 'failed', 'failed']);
+
+    const page = await request(d.url).get(`/geneva/workflows/${loud.id}`).set(ALICE).expect(200);
+    expect([...page.text.matchAll(/data-execution-id="([^"]+)"/g)].map((m) => m[1])).toEqual(executions.slice(0, 3).map((e) => e.id));
+    expect(page.text.length).toBeLessThan(30_000);
+    expect(page.text).toContain(`<a class="full-value" href="/geneva/api/workflows/${loud.id}/executions/${executions[0].id}">full error</a>`);
+    const next = /<a id="next-executions" href="([^"]+)"/.exec(page.text)![1].replace(/&amp;/g, '&');
+    const rest = await request(d.url).get(next).set(ALICE).expect(200);
+    expect([...rest.text.matchAll(/data-execution-id="([^"]+)"/g)].map((m) => m[1])).toEqual([executions[3].id]);
+    const whole = await request(d.url).get(`/geneva/api/workflows/${loud.id}/executions/${executions[0].id}`).set(ALICE).expect(200);
+    expect(whole.body.execution.errorMessage).toBe(executions[0].errorMessage);
+    expect(whole.body.execution.errorMessage.length).toBeGreaterThan(8_000); // what the engine keeps of a message, whole
+    const overview = await request(d.url).get('/geneva').set(ALICE).expect(200);
+    expect(overview.text.length).toBeLessThan(40_000);
   });
 });
 

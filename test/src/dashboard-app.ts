@@ -1,7 +1,8 @@
 /**
  * The dashboard specs' application: TypeORM on one of the test databases, GenevaDriveModule and the
  * dashboard at /geneva, behind a bearer-token guard (or the options a spec gives), listening on a
- * random port. `InvoiceFlow` (cli-workflows.ts) parks at `awaitPayment`; `FragileFlow` fails.
+ * random port. `InvoiceFlow` (cli-workflows.ts) parks at `awaitPayment`; `FragileFlow` fails;
+ * `LoudFlow` fails with a 50 KB message.
  */
 import { Injectable, UnauthorizedException, type CanActivate, type ExecutionContext, type INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
@@ -39,6 +40,15 @@ export class FragileFlow extends GenevaWorkflow<TestHero> {
   }
 }
 
+/** Fails with a 50 KB message (the engine keeps 8,000 characters), as a step whose HTTP client puts the response body in its error does. */
+@Workflow({ name: 'LoudFlow', hero: () => TestHero })
+export class LoudFlow extends GenevaWorkflow<TestHero> {
+  @Step({ onException: 'pause' })
+  async shout() {
+    throw new Error(`upstream answered 502: ${'<html>'.repeat(8_500)}`);
+  }
+}
+
 export interface DashboardApp {
   app: INestApplication;
   url: string;
@@ -61,7 +71,7 @@ export async function createDashboardApp(
       GenevaDriveModule.forRoot({ housekeeping: false, logger: engineLogger(), ...engine }),
       GenevaDriveDashboardModule.forRoot({ path: '/geneva', ...dashboard }),
     ],
-    providers: [InvoiceFlow, FragileFlow],
+    providers: [InvoiceFlow, FragileFlow, LoudFlow],
   })
     .setLogger(engineLogger())
     .compile();

@@ -126,7 +126,7 @@ function executionRow(execution: ExecutionView, workflowBase: string): SafeHtml 
 <td>${execution.id}</td><td>${execution.stepName}</td><td>${state(execution.state)}</td><td>${execution.outcome ?? '—'}</td>
 <td>${time(execution.scheduledFor)}</td><td>${time(execution.startedAt)}</td><td>${time(execution.finishedAt)}</td><td>${duration(execution.durationMs)}</td>
 <td>${execution.errorClassName ? html`<b>${execution.errorClassName}</b> <span class="error-message">${execution.errorMessage}</span>
-${execution.errorBacktrace ? html`<details><summary>backtrace</summary><pre>${execution.errorBacktrace}</pre></details>` : ''}` : '—'}</td>
+${execution.errorBacktrace ? html`<details><summary>backtrace</summary><pre>${execution.errorBacktrace}</pre></details>` : ''}${execution.errorTruncated ? html`<a class="full-value" href="${workflowBase}/executions/${encodeURIComponent(execution.id)}">full error</a>` : ''}` : '—'}</td>
 <td>${execution.cursor === null ? '—' : html`<pre class="cursor">${execution.cursor.text}</pre>${fullValueLink(execution.cursor, `${workflowBase}/executions/${encodeURIComponent(execution.id)}`, 'full cursor')}`}</td>
 <td>${execution.reattemptReason ?? '—'}</td>
 <td>${execution.signalId ? html`<a href="#signal-${execution.signalId}">signal ${execution.signalId}</a>` : '—'}${execution.waitingSince ? html`<br><span class="muted">parked since</span> ${time(execution.waitingSince)}` : ''}</td>

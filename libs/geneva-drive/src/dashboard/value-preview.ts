@@ -13,6 +13,11 @@ export function previewOf(value: unknown): ValuePreview {
   return text.length > PREVIEW_CHARS ? { text: `${text.slice(0, PREVIEW_CHARS)}…`, truncated: true } : { text, truncated: false };
 }
 
+/** Text a list shows (an error message, a backtrace) cut at `max` characters; null stays null. */
+export function clipText(text: string | null, max = PREVIEW_CHARS): string | null {
+  return text !== null && text.length > max ? `${text.slice(0, max)}…` : text;
+}
+
 function pretty(value: unknown): string {
   if (value === undefined || value === null) return '—';
   try {

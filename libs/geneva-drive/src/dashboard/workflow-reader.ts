@@ -10,7 +10,7 @@ import { WorkflowService } from '../workflow/workflow.service.js';
 import { DASHBOARD_DATA_SOURCE } from './dashboard.constants.js';
 import { DashboardInputError } from './dashboard-input.error.js';
 import { checkFilterText, parseDateFilter } from './filter-text.js';
-import { previewOf, type ValuePreview } from './value-preview.js';
+import { clipText, previewOf, PREVIEW_CHARS, type ValuePreview } from './value-preview.js';
 import { WorkflowCatalog, type StepSummary } from './workflow-catalog.js';
 
 export const WORKFLOW_STATES: readonly WorkflowState[] = ['ready', 'performing', 'paused', 'finished', 'canceled'];
@@ -84,8 +84,10 @@ export interface ExecutionView {
   finishedAt: Date | null;
   durationMs: number | null;
   errorClassName: string | null;
+  /** Cut at 2,000 characters (the backtrace at 8,000); `errorTruncated` says so. */
   errorMessage: string | null;
   errorBacktrace: string | null;
+  errorTruncated: boolean;
   /** The resumable step's cursor, cut to a preview (`api/workflows/:id/executions/:executionId` has it whole). */
   cursor: ValuePreview | null;
   reattemptReason: string | null;
@@ -129,6 +131,7 @@ export interface WorkflowDetail {
 /** The index of the list filtered by type and state (AddGenevaDriveListIndexes1730000000003). */
 const WORKFLOWS_BY_TYPE_STATE = 'geneva_drive_workflows_type_state';
 const OVERVIEW_LIMIT = 10;
+const BACKTRACE_CHARS = 4 * PREVIEW_CHARS;
 
 /**
  * Read-only queries of the dashboard and the CLI. Lists page by id (newest first) with a keyset
@@ -175,7 +178,7 @@ export class WorkflowReader {
     return {
       counts: counts.map((row) => ({ type: row.type, state: row.state, count: Number(row.count) })),
       gauges: { waiting: waitingByType, waitingOverdue: overdueByType, stuckInProgress, stuckScheduled },
-      recentFailures: recentFailures.map((row) => ({ ...row, workflowId: String(row.workflowId), failedAt: toDate(row.failedAt) })),
+      recentFailures: recentFailures.map((row) => ({ ...row, workflowId: String(row.workflowId), errorMessage: clipText(row.errorMessage), failedAt: toDate(row.failedAt) })),
       longestWaiting: longestWaiting.map((row) => ({ ...row, workflowId: String(row.workflowId), waitingSince: toDate(row.waitingSince) })),
     };
   }
@@ -407,8 +410,10 @@ function toExecutionView(execution: StepExecution): ExecutionView {
     finishedAt: end,
     durationMs: execution.startedAt && end ? end.getTime() - execution.startedAt.getTime() : null,
     errorClassName: execution.errorClassName,
-    errorMessage: execution.errorMessage,
-    errorBacktrace: execution.errorBacktrace,
+    // A step's error is the application's text, unbounded: cut like payloads, whole in the execution's API.
+    errorMessage: clipText(execution.errorMessage),
+    errorBacktrace: clipText(execution.errorBacktrace, BACKTRACE_CHARS),
+    errorTruncated: clipText(execution.errorMessage) !== execution.errorMessage || clipText(execution.errorBacktrace, BACKTRACE_CHARS) !== execution.errorBacktrace,
     cursor: execution.cursor === undefined || execution.cursor === null ? null : previewOf(execution.cursor),
     reattemptReason: execution.metadata?.reattemptReason ?? null,
     signalId: execution.signalId,
