@@ -1,7 +1,6 @@
 import { CSRF_FIELD } from './csrf.js';
 import { html, type SafeHtml } from './html.js';
 import { OPERATOR_ACTIONS, type OperatorAction } from './workflow-actions.js';
-import type { ValuePreview } from './value-preview.js';
 import { LIST_FILTER_KEYS, WORKFLOW_STATES, type DetailCursors, type ExecutionView, type ListFilters, type Overview, type SignalView, type WorkflowDetail, type WorkflowPage } from './workflow-reader.js';
 
 /** What every page needs: where the dashboard is mounted, and a message to show on top. */
@@ -114,20 +113,21 @@ ${page.nextAfter ? html`<p><a rel="next" href="${listHref(ctx, { ...filters, aft
 }
 
 /** A link to the JSON holding the whole value, under a preview that was cut. */
-function fullValueLink(preview: ValuePreview, href: string, label: string): SafeHtml | '' {
-  return preview.truncated ? html`<br><a class="full-value" href="${href}">${label}</a>` : '';
+function fullValueLink(truncated: boolean, href: string, label: string): SafeHtml | '' {
+  return truncated ? html`<br><a class="full-value" href="${href}">${label}</a>` : '';
 }
 
 /** The JSON API's URL of a workflow, under which its signals and executions are served whole. */
 const apiBase = (ctx: PageContext, id: string) => `${ctx.base}/api/workflows/${encodeURIComponent(id)}`;
 
 function executionRow(execution: ExecutionView, workflowBase: string): SafeHtml {
+  const whole = `${workflowBase}/executions/${encodeURIComponent(execution.id)}`;
   return html`<tr data-execution-id="${execution.id}" data-state="${execution.state}">
 <td>${execution.id}</td><td>${execution.stepName}</td><td>${state(execution.state)}</td><td>${execution.outcome ?? '—'}</td>
 <td>${time(execution.scheduledFor)}</td><td>${time(execution.startedAt)}</td><td>${time(execution.finishedAt)}</td><td>${duration(execution.durationMs)}</td>
 <td>${execution.errorClassName ? html`<b>${execution.errorClassName}</b> <span class="error-message">${execution.errorMessage}</span>
-${execution.errorBacktrace ? html`<details><summary>backtrace</summary><pre>${execution.errorBacktrace}</pre></details>` : ''}${execution.errorTruncated ? html`<a class="full-value" href="${workflowBase}/executions/${encodeURIComponent(execution.id)}">full error</a>` : ''}` : '—'}</td>
-<td>${execution.cursor === null ? '—' : html`<pre class="cursor">${execution.cursor.text}</pre>${fullValueLink(execution.cursor, `${workflowBase}/executions/${encodeURIComponent(execution.id)}`, 'full cursor')}`}</td>
+${execution.errorBacktrace ? html`<details><summary>backtrace</summary><pre>${execution.errorBacktrace}</pre></details>` : ''}${fullValueLink(execution.errorTruncated, whole, 'full error')}` : '—'}</td>
+<td>${execution.cursor === null ? '—' : html`<pre class="cursor">${execution.cursor.text}</pre>${fullValueLink(execution.cursor.truncated, whole, 'full cursor')}`}</td>
 <td>${execution.reattemptReason ?? '—'}</td>
 <td>${execution.signalId ? html`<a href="#signal-${execution.signalId}">signal ${execution.signalId}</a>` : '—'}${execution.waitingSince ? html`<br><span class="muted">parked since</span> ${time(execution.waitingSince)}` : ''}</td>
 </tr>`;
@@ -136,7 +136,7 @@ ${execution.errorBacktrace ? html`<details><summary>backtrace</summary><pre>${ex
 function signalRow(signal: SignalView, workflowBase: string): SafeHtml {
   return html`<tr id="signal-${signal.id}" data-signal-id="${signal.id}" data-state="${signal.state}">
 <td>${signal.id}</td><td>${signal.name}</td><td>${signal.idempotencyKey ?? '—'}</td><td>${state(signal.state)}</td>
-<td>${signal.claimed} / ${signal.consumed}</td><td><pre class="payload">${signal.payload.text}</pre>${fullValueLink(signal.payload, `${workflowBase}/signals/${encodeURIComponent(signal.id)}`, 'full payload')}</td>
+<td>${signal.claimed} / ${signal.consumed}</td><td><pre class="payload">${signal.payload.text}</pre>${fullValueLink(signal.payload.truncated, `${workflowBase}/signals/${encodeURIComponent(signal.id)}`, 'full payload')}</td>
 <td>${time(signal.createdAt)}</td><td>${signal.claimedBy.length ? signal.claimedBy.join(', ') : '—'}</td>
 </tr>`;
 }
