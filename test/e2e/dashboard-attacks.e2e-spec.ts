@@ -23,6 +23,37 @@ class TwoOperatorsGuard implements CanActivate {
   }
 }
 
+/** Authenticates by a session cookie of the application's own and leaves the operator on `request.user`, as passport does. */
+@Injectable()
+class SessionGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const request = context.switchToHttp().getRequest<{ headers: Record<string, string | undefined>; user?: unknown }>();
+    const session = /(?:^|; )session=(alice|bob)(?:;|$)/.exec(request.headers.cookie ?? '');
+    if (!session) throw new UnauthorizedException('Sign in first');
+    request.user = { id: session[1] };
+    return true;
+  }
+}
+
+describe('CSRF tokens bound to request.user', () => {
+  let d: DashboardApp;
+  beforeAll(async () => {
+    d = await createDashboardApp('sqlite', { guard: new SessionGuard() });
+  });
+  afterAll(() => d.close());
+
+  it('refuses a token issued to another user, accepts the user’s own', async () => {
+    const workflow = await d.workflows.start(InvoiceFlow, await saveHero(d.dataSource));
+    const bob = await csrfFor(d.url, workflow.id, { Cookie: 'session=bob' });
+    const alice = await csrfFor(d.url, workflow.id, { Cookie: 'session=alice' });
+    const pause = (cookie: string, token: string) => request(d.url).post(`/geneva/workflows/${workflow.id}/pause`).set('Cookie', `session=alice; ${cookie}`).type('form').send({ _csrf: token });
+    await pause(bob.cookie, bob.token).expect(403);
+    expect((await d.workflows.find(workflow.id)).state).toBe('ready');
+    await pause(alice.cookie, alice.token).expect(303);
+    expect((await d.workflows.find(workflow.id)).state).toBe('paused');
+  });
+});
+
 describe('mount path', () => {
   it.each(['/\\evil.com', 'a//b', '/ops/%2e%2e', '/ops/..', './ops', 'ops panel', '/geneva?x=1', '"/><script>'])('refuses %j at declaration with DashboardPathError', (path) => {
     expect(() => GenevaDriveDashboardModule.forRoot({ path, allowUnauthenticated: true })).toThrow(DashboardPathError);
