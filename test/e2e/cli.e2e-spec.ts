@@ -36,9 +36,9 @@ function sqliteFile(kind: DatabaseKind): string {
   return kind === 'sqlite' ? String(dataSourceOptions('sqlite').database) : '';
 }
 
-function cli(kind: DatabaseKind, args: string[], env: Record<string, string> = {}): Promise<Run> {
+function cli(kind: DatabaseKind, args: string[], env: Record<string, string> = {}, file = dataSourceFile): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [cliMain, '--data-source', dataSourceFile, ...args], { env: { ...process.env, GD_CLI_DB: kind, GD_CLI_SQLITE_FILE: sqliteFile(kind), ...env }, cwd: ROOT, maxBuffer: 10_000_000 }, (error, stdout, stderr) => {
+    execFile(process.execPath, [cliMain, '--data-source', file, ...args], { env: { ...process.env, GD_CLI_DB: kind, GD_CLI_SQLITE_FILE: sqliteFile(kind), ...env }, cwd: ROOT, maxBuffer: 10_000_000 }, (error, stdout, stderr) => {
       resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
     });
   });
@@ -160,6 +160,49 @@ describeEachDatabase('geneva-drive CLI', (kind) => {
     );
     expect(wrongFile.code).toBe(2);
     expect(wrongFile.stderr).toContain('must export exactly one TypeORM DataSource (found 0)');
+  });
+
+  it('escapes control characters of stored text in its human output', async () => {
+    const workflow = await parkedInvoice();
+    // A key that would retitle the window and clear the screen, and a line of its own.
+    const key = '\u001b]0;owned\u0007\u001b[2J\u001b[Hfake\nline\u009b2J\u202e';
+    await d.signals.signal(workflow, 'payment_confirmed', { payload: { note: '\u001b[31mred' }, idempotencyKey: key });
+    const shown = await cli(kind, ['show', workflow.id]);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202e]/);
+    expect(shown.stdout).toContain('key \\u001b]0;owned\\u0007\\u001b[2J\\u001b[Hfake\\u000aline\\u009b2J\\u202e\t');
+    expect(shown.stdout).toContain('"note": "\\u001b[31mred"');
+    const json = JSON.parse((await cli(kind, ['show', workflow.id, '--json'])).stdout);
+    expect(json.signals[0].idempotencyKey).toBe(key);
+
+    const tooLong = await cli(kind, ['signal', workflow.id, 'payment_confirmed', '--key', 'k'.repeat(300)]);
+    expect(tooLong.code).toBe(2);
+    expect(tooLong.stderr).toBe('geneva-drive: InvalidSignalError: idempotencyKey is 300 bytes long (UTF-8), over the limit of 255 bytes\n');
+    const nul = await cli(kind, ['list', '--hero-id', '\u001b[2Jx', '--json']);
+    expect(nul.code).toBe(2);
+    expect(JSON.parse(nul.stderr)).toMatchObject({ error: 'DashboardInputError', exitCode: 2 });
+  });
+
+  it('reports an unreachable database at once: one JSON line with --json, a non-zero exit code', async () => {
+    // Nothing listens on port 1; a SQLite file under a regular file cannot be opened (nor its directory made).
+    const unreachable: Record<string, string> = kind === 'postgres' ? { GD_PG_URL: 'postgres://postgres@127.0.0.1:1/nowhere' } : { GD_CLI_SQLITE_FILE: path.join(dataSourceFile, 'geneva.sqlite') };
+    // What starting the CLI costs on this machine (Node, Nest, TypeORM, the data source file), without a connection.
+    const startedBare = Date.now();
+    const bare = await cli(kind, ['list', '--json'], {}, path.join(path.dirname(dataSourceFile), 'cli-workflows.js'));
+    const startUp = Date.now() - startedBare;
+    expect(bare.code).toBe(2);
+    const started = Date.now();
+    const run = await cli(kind, ['list', '--json'], unreachable);
+    const elapsed = Date.now() - started;
+    expect(run.code).toBe(1);
+    expect(run.stdout).toBe('');
+    const lines = run.stderr.split('\n').filter(Boolean);
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0])).toEqual({ error: 'CliConnectionError', message: expect.stringMatching(/^Cannot connect to the (postgres|better-sqlite3) database of the data source file: /), exitCode: 1 });
+    // Reported within 5 s of the CLI's own start-up (28 s of retries before); start-up itself depends on the machine's load.
+    expect(elapsed - startUp).toBeLessThan(5_000);
+    const text = await cli(kind, ['list'], unreachable);
+    expect(text.stderr.split('\n').filter(Boolean)).toEqual([expect.stringMatching(/^geneva-drive: CliConnectionError: Cannot connect to the /)]);
   });
 });
 

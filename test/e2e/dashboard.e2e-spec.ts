@@ -9,20 +9,14 @@ import request from 'supertest';
 import { GenevaDriveModule } from 'geneva-drive';
 import { DashboardUnguardedError, GenevaDriveDashboardModule } from 'geneva-drive/dashboard';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
-import { createDashboardApp, parkedInvoice as parkInvoice, DASHBOARD_TOKEN, FragileFlow, InvoiceFlow, saveHero, type DashboardApp } from '../src/dashboard-app.js';
+import { createDashboardApp, csrfFor as csrfOf, parkedInvoice as parkInvoice, DASHBOARD_TOKEN, FragileFlow, InvoiceFlow, saveHero, type DashboardApp } from '../src/dashboard-app.js';
 import { engineLogger } from '../src/test-app.js';
 import { AddGenevaDriveListIndexes1730000000003 } from '../../libs/geneva-drive/src/migrations/index.js';
 import { dataSourceOptions, describeEachDatabase } from '../utils/databases.js';
 
 const AUTH = { Authorization: `Bearer ${DASHBOARD_TOKEN}` };
 
-/** The CSRF cookie and the form's hidden field, as a browser would get them from the workflow page. */
-async function csrfFor(d: DashboardApp, workflowId: string): Promise<{ cookie: string; token: string }> {
-  const page = await request(d.url).get(`/geneva/workflows/${workflowId}`).set(AUTH).expect(200);
-  const cookie = String(page.headers['set-cookie']).split(';')[0];
-  const token = /name="_csrf" value="([0-9a-f]+)"/.exec(page.text)![1];
-  return { cookie, token };
-}
+const csrfFor = (d: DashboardApp, workflowId: string) => csrfOf(d.url, workflowId, AUTH);
 
 describe('mounting the dashboard', () => {
   it('refuses forRoot without a guard, naming the way out', () => {

@@ -23,12 +23,14 @@ import { ContractDeadlineWorkflow } from '../../apps/example/src/contracts/contr
 import { Contract } from '../../apps/example/src/contracts/contract.entity.js';
 import type { Order } from '../../apps/example/src/orders/order.entity.js';
 import { Warehouse } from '../../apps/example/src/orders/warehouse.service.js';
+import { signWebhook, WEBHOOK_SIGNATURE_HEADER } from '../../apps/example/src/webhooks/webhook-signature.js';
 import { enabledDatabases, redisAvailable, redisUrl, workerDatabaseName } from '../utils/databases.js';
 
 const TMP_DIR = fileURLToPath(new URL('../../.tmp/', import.meta.url));
 /** The database (PostgreSQL) and SQLite file of this suite: per jest worker and GD_TEST_DB_PREFIX, apart from the engine suites'. */
 const DATABASE_NAME = `${workerDatabaseName()}_example`;
 const DEFAULT_SIGNAL_LIMIT = 131_072;
+const WEBHOOK_SECRET = 'whsec-example-app-suite-0123456789';
 
 interface Timeline {
   workflow: { id: string; type: string; state: string; nextStepName: string | null };
@@ -98,12 +100,17 @@ function exampleAppSuite(backend: Backend): void {
   const contractTimeline = async (id: number) => (await http().get(`/contracts/${id}/timeline`).expect(200)).body as ContractTimeline;
   const createOrder = async (body: { sku?: string; amountCents: number; pickup?: boolean }) =>
     (await http().post('/orders').send({ sku: sku(), ...body }).expect(201)).body as { order: Order; workflowId: string };
-  const pay = (body: Record<string, unknown>) => http().post('/webhooks/payments').send(body);
+  /** A webhook call as the provider makes it: the raw body, signed with the shared secret. */
+  const webhook = (path: string, body: Record<string, unknown> | string) => {
+    const raw = typeof body === 'string' ? body : JSON.stringify(body);
+    return http().post(path).set('content-type', 'application/json').set(WEBHOOK_SIGNATURE_HEADER, signWebhook(WEBHOOK_SECRET, raw)).send(raw);
+  };
+  const pay = (body: Record<string, unknown> | string) => webhook('/webhooks/payments', body);
   const parkedOn = (orderId: number, step: string) =>
     until(`order ${orderId}'s ${step} to park`, () => orderTimeline(orderId), (t) => stepState(t, step) === 'waiting');
 
   beforeAll(async () => {
-    const env = await backend.setUp();
+    const env = { ...(await backend.setUp()), WEBHOOK_SECRET };
     // The application's levels, set before its module is declared: declaring it already logs (the dashboard left unmounted).
     Logger.overrideLogger(['error', 'warn']);
     const moduleRef = await Test.createTestingModule({ imports: [AppModule.forEnvironment(env)] })
@@ -217,7 +224,7 @@ function exampleAppSuite(backend: Backend): void {
       const response = await pay(body).expect(400);
       expect(JSON.stringify(response.body.message)).toContain(field);
     }
-    await http().post('/webhooks/payments').set('content-type', 'application/json').send('{"eventId": ').expect(400);
+    await pay('{"eventId": ').expect(400);
     await http().post('/orders').send({ sku: '', amountCents: 0 }).expect(400);
     await http().get('/orders/abc/timeline').expect(400);
     expect((await orderTimeline(order.id)).signals).toEqual([]);
@@ -241,7 +248,7 @@ function exampleAppSuite(backend: Backend): void {
       ['metadata 100 deep: geneva-drive refuses the payload', withMetadata(deep(100)), 'Signal payload cannot be stored: it nests deeper than 100 objects and arrays'],
     ];
     for (const [what, body, message] of hostile) {
-      const response = await http().post('/webhooks/payments').set('content-type', 'application/json').send(typeof body === 'string' ? body : JSON.stringify(body));
+      const response = await pay(body);
       expect({ what, status: response.status }).toEqual({ what, status: 400 });
       expect(JSON.stringify(response.body.message)).toContain(message);
       expect((await orderTimeline(order.id)).signals).toEqual([]);
@@ -255,12 +262,12 @@ function exampleAppSuite(backend: Backend): void {
     const { order } = await createOrder({ amountCents: 800, pickup: true });
     const metadata = JSON.parse('{"note": "a\\u0000b", "half": "\\ud800", "\\u0000key": ["\\udfff"], "deep": ' + '['.repeat(90) + ']'.repeat(90) + '}');
     const body = JSON.stringify({ eventId: eventId(), orderId: order.id, amountCents: 1, metadata });
-    const first = await http().post('/webhooks/payments').set('content-type', 'application/json').send(body).expect(200);
+    const first = await pay(body).expect(200);
     expect(first.body).toMatchObject({ state: 'pending', duplicate: false });
     const [signal] = (await orderTimeline(order.id)).signals;
     const stored = signal.payload.metadata as Record<string, unknown>;
     expect(stored).toEqual(metadata);
-    const retry = await http().post('/webhooks/payments').set('content-type', 'application/json').send(body).expect(200);
+    const retry = await pay(body).expect(200);
     expect(retry.body).toMatchObject({ signalId: first.body.signalId, duplicate: true });
     expect((await orderTimeline(order.id)).signals).toHaveLength(1);
   });
@@ -274,6 +281,46 @@ function exampleAppSuite(backend: Backend): void {
     // Just under the limit (and over express's default 100 kB body limit when the signal limit is the default) goes through.
     const large = await pay({ eventId: eventId(), orderId: order.id, amountCents: 1, metadata: { blob: 'y'.repeat(backend.signalLimit - 1_000) } }).expect(200);
     expect(large.body.state).toBe('pending'); // 1 cent does not pay for the order
+  });
+
+  it('refuses webhook calls that are unsigned, signed with another secret, stale or from the future, or whose body was changed; nothing is recorded', async () => {
+    const { order } = await createOrder({ amountCents: 600, pickup: true });
+    const raw = JSON.stringify({ eventId: eventId(), orderId: order.id, amountCents: 600 });
+    const post = (signature?: string, body = raw) => {
+      const call = http().post('/webhooks/payments').set('content-type', 'application/json');
+      return (signature === undefined ? call : call.set(WEBHOOK_SIGNATURE_HEADER, signature)).send(body);
+    };
+    const minutes = (n: number) => new Date(Date.now() + n * 60_000);
+    const refused: Array<[string, string | undefined]> = [
+      ['no signature', undefined],
+      ['a malformed header', 'sha256=abc'],
+      ['another secret', signWebhook('someone-else-s-secret', raw)],
+      ['a call signed ten minutes ago (a replay)', signWebhook(WEBHOOK_SECRET, raw, minutes(-10))],
+      ['a call dated ten minutes ahead', signWebhook(WEBHOOK_SECRET, raw, minutes(10))],
+      ['a signature of another body', signWebhook(WEBHOOK_SECRET, raw.replace('600', '60000'))],
+      ['a 20-byte mac', `t=${Math.floor(Date.now() / 1000)},v1=${'ab'.repeat(20)}`],
+    ];
+    for (const [what, signature] of refused) {
+      const response = await post(signature);
+      expect({ what, status: response.status }).toEqual({ what, status: 401 });
+    }
+    // The signature covers the bytes received: the same JSON with other spacing is another body.
+    await post(signWebhook(WEBHOOK_SECRET, raw), JSON.stringify(JSON.parse(raw), null, 1)).expect(401);
+    expect((await orderTimeline(order.id)).signals).toEqual([]);
+    await post(signWebhook(WEBHOOK_SECRET, raw, minutes(-4))).expect(200);
+    expect((await orderTimeline(order.id)).signals).toHaveLength(1);
+  });
+
+  it('caps the timeline: the latest 20 signals, and the size of a large payload instead of the payload', async () => {
+    const { order } = await createOrder({ amountCents: 900_000, pickup: true });
+    const events = Array.from({ length: 25 }, () => eventId());
+    for (const [i, id] of events.entries()) await pay({ eventId: id, orderId: order.id, amountCents: 1, metadata: i === 24 ? { blob: 'b'.repeat(6_000) } : { i } }).expect(200);
+    const timeline = (await http().get(`/orders/${order.id}/timeline`).expect(200)).body as OrderTimeline & { signalsOmitted: number };
+    expect(timeline.signals.map((signal) => signal.key)).toEqual(events.slice(5));
+    expect(timeline.signalsOmitted).toBe(5);
+    expect(timeline.signals[0].payload).toEqual({ amountCents: 1, metadata: { i: 5 } });
+    expect(timeline.signals[19]).toEqual(expect.objectContaining({ payloadOmitted: { bytes: expect.any(Number) } }));
+    expect(timeline.signals[19]).not.toHaveProperty('payload');
   });
 
   describe('contracts: a shared matcher and the deadline signal', () => {
@@ -297,7 +344,7 @@ function exampleAppSuite(backend: Backend): void {
       expect(timer.scheduledFor.getTime()).toBeGreaterThan(Date.now() + 13 * 86_400_000);
 
       // A signature of another document (an outdated version) does not pass DOCUMENT_SIGNED: recorded, wakes nothing.
-      const stale = await http().post('/webhooks/signatures').send({ eventId: eventId(), contractId: contract.id, documentId: `${documentId}-v0` }).expect(200);
+      const stale = await webhook('/webhooks/signatures', { eventId: eventId(), contractId: contract.id, documentId: `${documentId}-v0` }).expect(200);
       expect(stale.body).toMatchObject({ state: 'pending', duplicate: false });
 
       // The application sends the deadline now (as an operator would).
@@ -317,13 +364,13 @@ function exampleAppSuite(backend: Backend): void {
 
       const again = await http().post(`/contracts/${contract.id}/deadline`).expect(200);
       expect(again.body).toMatchObject({ signalId: deadline.body.signalId, duplicate: true });
-      await http().post('/webhooks/signatures').send({ eventId: eventId(), contractId: contract.id, documentId }).expect(409);
+      await webhook('/webhooks/signatures', { eventId: eventId(), contractId: contract.id, documentId }).expect(409);
     });
 
     it('signs the contract when the signature arrives first; a later deadline is refused with 409', async () => {
       const documentId = `DOC-${++counter}`;
       const { contract } = await openContract(documentId);
-      const signed = await http().post('/webhooks/signatures').send({ eventId: eventId(), contractId: contract.id, documentId, signer: 'Ada Lovelace' }).expect(200);
+      const signed = await webhook('/webhooks/signatures', { eventId: eventId(), contractId: contract.id, documentId, signer: 'Ada Lovelace' }).expect(200);
       expect(signed.body.duplicate).toBe(false);
 
       const done = await until('the contract workflow to finish', () => contractTimeline(contract.id), (t) => t.workflow.state === 'finished');
@@ -341,11 +388,11 @@ function exampleAppSuite(backend: Backend): void {
     it('answers 404 for an unknown contract and 400 for invalid bodies', async () => {
       await http().post('/contracts/999999/deadline').expect(404);
       await http().get('/contracts/999999/timeline').expect(404);
-      await http().post('/webhooks/signatures').send({ eventId: eventId(), contractId: 999_999, documentId: 'DOC' }).expect(404);
+      await webhook('/webhooks/signatures', { eventId: eventId(), contractId: 999_999, documentId: 'DOC' }).expect(404);
       await http().post('/contracts').send({}).expect(400);
-      await http().post('/webhooks/signatures').send({ eventId: eventId(), contractId: 1 }).expect(400);
-      await http().post('/webhooks/signatures').send({ eventId: ' ', contractId: 1, documentId: 'DOC' }).expect(400);
-      await http().post('/webhooks/signatures').send({ eventId: eventId(), contractId: 2_147_483_648, documentId: 'DOC' }).expect(400);
+      await webhook('/webhooks/signatures', { eventId: eventId(), contractId: 1 }).expect(400);
+      await webhook('/webhooks/signatures', { eventId: ' ', contractId: 1, documentId: 'DOC' }).expect(400);
+      await webhook('/webhooks/signatures', { eventId: eventId(), contractId: 2_147_483_648, documentId: 'DOC' }).expect(400);
     });
   });
 }
@@ -366,6 +413,18 @@ describe('example app configuration (the environment main.ts reads)', () => {
     expect(maxSignalPayloadSize({ GD_MAX_SIGNAL_PAYLOAD: '4096' })).toBe(4096);
     expect(maxSignalPayloadSize({ GD_MAX_SIGNAL_PAYLOAD: 'off' })).toBeNull();
     expect(() => maxSignalPayloadSize({ GD_MAX_SIGNAL_PAYLOAD: '12kb' })).toThrow('GD_MAX_SIGNAL_PAYLOAD');
+  });
+});
+
+describe('example app logs', () => {
+  afterAll(() => Logger.overrideLogger(['error', 'warn']));
+
+  it('writes untrusted text escaped: a newline in a sku cannot forge a log line, nor an escape sequence reach the terminal', async () => {
+    const lines: string[] = [];
+    const capture = (message: unknown) => void lines.push(String(message));
+    Logger.overrideLogger({ log: capture, error: capture, warn: capture, debug: capture, verbose: capture });
+    await new Warehouse().reserve({ id: 7, sku: 'BOOK\n[Nest] 1  - LOG [Payments] refund sent\u001b[2J\u009b' } as Order);
+    expect(lines).toEqual(['reserved "BOOK\\n[Nest] 1  - LOG [Payments] refund sent\\u001b[2J\\u009b" for order 7']);
   });
 });
 

@@ -1,10 +1,12 @@
 /**
  * The dashboard specs' application: TypeORM on one of the test databases, GenevaDriveModule and the
  * dashboard at /geneva, behind a bearer-token guard (or the options a spec gives), listening on a
- * random port. `InvoiceFlow` (cli-workflows.ts) parks at `awaitPayment`; `FragileFlow` fails.
+ * random port. `InvoiceFlow` (cli-workflows.ts) parks at `awaitPayment`; `FragileFlow` fails;
+ * `LoudFlow` fails with a 50 KB message.
  */
 import { Injectable, UnauthorizedException, type CanActivate, type ExecutionContext, type INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
+import request from 'supertest';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import { GenevaDriveModule, GenevaWorkflow, SignalService, Step, Workflow, WorkflowService, type GenevaDriveModuleOptions, type WorkflowRecord } from 'geneva-drive';
@@ -38,6 +40,15 @@ export class FragileFlow extends GenevaWorkflow<TestHero> {
   }
 }
 
+/** Fails with a 50 KB message (the engine keeps 8,000 characters), as a step whose HTTP client puts the response body in its error does. */
+@Workflow({ name: 'LoudFlow', hero: () => TestHero })
+export class LoudFlow extends GenevaWorkflow<TestHero> {
+  @Step({ onException: 'pause' })
+  async shout() {
+    throw new Error(`upstream answered 502: ${'<html>'.repeat(8_500)}`);
+  }
+}
+
 export interface DashboardApp {
   app: INestApplication;
   url: string;
@@ -60,7 +71,7 @@ export async function createDashboardApp(
       GenevaDriveModule.forRoot({ housekeeping: false, logger: engineLogger(), ...engine }),
       GenevaDriveDashboardModule.forRoot({ path: '/geneva', ...dashboard }),
     ],
-    providers: [InvoiceFlow, FragileFlow],
+    providers: [InvoiceFlow, FragileFlow, LoudFlow],
   })
     .setLogger(engineLogger())
     .compile();
@@ -84,6 +95,14 @@ export async function parkedInvoice(d: DashboardApp, gd: GenevaDriveTesting, nam
   await gd.performNextStep(workflow);
   await gd.performNextStep(workflow);
   return workflow;
+}
+
+/** The CSRF cookie and the form's hidden field, as a browser gets them from the workflow page. */
+export async function csrfFor(url: string, workflowId: string, auth: Record<string, string>, base = '/geneva'): Promise<{ cookie: string; token: string }> {
+  const page = await request(url).get(`${base}/workflows/${workflowId}`).set(auth).expect(200);
+  const cookie = String(page.headers['set-cookie']).split(';')[0];
+  const token = /name="_csrf" value="([^"]+)"/.exec(page.text)![1];
+  return { cookie, token };
 }
 
 export async function saveHero(dataSource: DataSource, name = 'hero'): Promise<TestHero> {

@@ -11,6 +11,7 @@ import { CreateExampleOrders1700000000000 } from './orders/create-orders.migrati
 import { Order } from './orders/order.entity.js';
 import { OrdersModule } from './orders/orders.module.js';
 import { PaymentsModule } from './payments/payments.module.js';
+import { WebhooksModule } from './webhooks/webhooks.module.js';
 
 /** Where the SQLite database lives when no DATABASE_URL is given. */
 export function sqliteFile(env: NodeJS.ProcessEnv = process.env): string {
@@ -66,6 +67,7 @@ export class AppModule {
       imports: [
         TypeOrmModule.forRoot(databaseOptions(env)),
         GenevaDriveModule.forRoot(genevaDriveOptions(env)),
+        WebhooksModule.forEnvironment(env),
         OrdersModule,
         PaymentsModule,
         ContractsModule,

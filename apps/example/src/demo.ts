@@ -5,10 +5,12 @@
  * It waits for the app to answer (up to DEMO_CONNECT_TIMEOUT seconds, 120 by default: `npm start`
  * compiles first), creates an order, posts the payment provider's webhook twice with the same event id
  * (the second is answered 200 as a duplicate and delivered nowhere), and prints the workflow's
- * timeline as it changes until the workflow has finished: exit 0. If it has not finished within
+ * timeline as it changes until the workflow has finished: exit 0. The webhook calls are signed with
+ * WEBHOOK_SECRET, which must be the app's. If it has not finished within
  * DEMO_TIMEOUT seconds (30 by default), or anything answers unexpectedly, it says why and exits 1.
  * Only Node's global fetch: no dependencies.
  */
+import { WEBHOOK_SIGNATURE_HEADER, signWebhook } from './webhooks/webhook-signature.js';
 
 interface Timeline {
   order: { id: number; status: string };
@@ -26,14 +28,23 @@ const TIMEOUT_S = Number(process.env.DEMO_TIMEOUT ?? 30);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function call<T>(method: 'GET' | 'POST', path: string, body?: unknown, expected = [200, 201]): Promise<{ status: number; body: T }> {
+  const text = body === undefined ? undefined : JSON.stringify(body);
+  // Signed as the payment provider signs its calls; the app refuses unsigned webhook calls.
+  const signature: Record<string, string> = path.startsWith('/webhooks/') && text !== undefined ? { [WEBHOOK_SIGNATURE_HEADER]: signWebhook(webhookSecret(), text) } : {};
   const response = await fetch(`${BASE_URL}${path}`, {
     method,
-    headers: body === undefined ? undefined : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
+    headers: text === undefined ? undefined : { 'content-type': 'application/json', ...signature },
+    body: text,
   });
-  const text = await response.text();
-  if (!expected.includes(response.status)) throw new DemoError(`${method} ${path} answered ${response.status}: ${text}`);
-  return { status: response.status, body: (text ? JSON.parse(text) : undefined) as T };
+  const answer = await response.text();
+  if (!expected.includes(response.status)) throw new DemoError(`${method} ${path} answered ${response.status}: ${answer}`);
+  return { status: response.status, body: (answer ? JSON.parse(answer) : undefined) as T };
+}
+
+function webhookSecret(): string {
+  const secret = process.env.WEBHOOK_SECRET?.trim();
+  if (!secret) throw new DemoError('WEBHOOK_SECRET is not set: give the demo the secret the app was started with (WEBHOOK_SECRET=... npm start)');
+  return secret;
 }
 
 async function waitForApp(): Promise<void> {

@@ -1,5 +1,6 @@
 import { GenevaWorkflow, SignalMatcher, SignalService, Step, Workflow, WorkflowNotOngoingError, WorkflowService, type Signal, type WorkflowRecord } from 'geneva-drive';
 import { DataSource } from 'typeorm';
+import { logText } from '../log-text.js';
 import { Contract } from './contract.entity.js';
 
 /** What the signature provider reports, and what the deadline sends (with `timedOut`). */
@@ -42,7 +43,7 @@ export class ContractWorkflow extends GenevaWorkflow<Contract> {
 
   @Step()
   async sendForSignature() {
-    this.logger.log(`sending document ${this.hero.documentId} for signature`);
+    this.logger.log(`sending document ${logText(this.hero.documentId)} for signature`);
   }
 
   /** Parks until the signature, or the deadline, arrives: whichever comes first is the one handled. */
@@ -59,7 +60,7 @@ export class ContractWorkflow extends GenevaWorkflow<Contract> {
 
   @Step()
   async sendSignedCopy() {
-    this.logger.log(`sending the signed copy of ${this.hero.documentId} to ${this.hero.signedBy ?? 'the signer'}`);
+    this.logger.log(`sending the signed copy of ${logText(this.hero.documentId)} to ${this.hero.signedBy ? logText(this.hero.signedBy) : 'the signer'}`);
   }
 }
 

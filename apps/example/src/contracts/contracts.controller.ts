@@ -1,8 +1,10 @@
-import { BadRequestException, Body, ConflictException, Controller, Get, HttpCode, NotFoundException, PayloadTooLargeException, Param, Post } from '@nestjs/common';
+import { BadRequestException, Body, ConflictException, Controller, Get, HttpCode, NotFoundException, PayloadTooLargeException, Param, Post, UseGuards } from '@nestjs/common';
 import { IsNotEmpty, IsOptional, IsString, MaxLength } from 'class-validator';
-import { InvalidSignalError, SignalPayloadTooLargeError, SignalService, UnencodableValueError, WorkflowNotOngoingError, WorkflowService, type Signal } from 'geneva-drive';
+import { InvalidSignalError, SignalPayloadTooLargeError, UnencodableValueError, WorkflowNotOngoingError, WorkflowService, type Signal } from 'geneva-drive';
+import { DataSource } from 'typeorm';
 import { IsEventId, IsIntegerFrom, ParseIdPipe } from '../validation.js';
 import { workflowTimeline } from '../timeline.js';
+import { WebhookSignatureGuard } from '../webhooks/webhook-signature.guard.js';
 import type { Contract } from './contract.entity.js';
 import { ContractsService } from './contracts.service.js';
 
@@ -51,7 +53,7 @@ export class ContractsController {
   constructor(
     private readonly contracts: ContractsService,
     private readonly workflows: WorkflowService,
-    private readonly signals: SignalService,
+    private readonly dataSource: DataSource,
   ) {}
 
   /** Opens a contract: its workflow sends the document and parks until it is signed or the deadline passes. */
@@ -63,7 +65,7 @@ export class ContractsController {
   @Get('contracts/:id/timeline')
   async timeline(@Param('id', ParseIdPipe) id: number) {
     const { contract, workflow } = await this.load(id);
-    return { contract, ...(await workflowTimeline(this.workflows, this.signals, workflow)) };
+    return { contract, ...(await workflowTimeline(this.workflows, this.dataSource.manager, workflow)) };
   }
 
   /** Sends the deadline now. Sent twice, it is delivered once (200, `duplicate: true`). */
@@ -74,9 +76,10 @@ export class ContractsController {
     return delivered(this.contracts.deadline(workflow, contract));
   }
 
-  /** The e-signature provider's webhook. */
+  /** The e-signature provider's webhook, signed like the payment provider's (WebhookSignatureGuard). */
   @Post('webhooks/signatures')
   @HttpCode(200)
+  @UseGuards(WebhookSignatureGuard)
   async signed(@Body() event: SignatureWebhookDto) {
     const { workflow } = await this.load(event.contractId);
     return delivered(this.contracts.signed(workflow, event.eventId, { documentId: event.documentId, signer: event.signer }));

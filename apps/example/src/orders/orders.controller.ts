@@ -1,7 +1,7 @@
 import { Body, Controller, Get, NotFoundException, Param, Post } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { IsBoolean, IsNotEmpty, IsOptional, IsString, MaxLength } from 'class-validator';
-import { SignalService, WorkflowService } from 'geneva-drive';
+import { WorkflowService } from 'geneva-drive';
 import { Repository } from 'typeorm';
 import { workflowTimeline } from '../timeline.js';
 import { IsIntegerFrom, ParseIdPipe } from '../validation.js';
@@ -27,7 +27,6 @@ export class OrdersController {
   constructor(
     @InjectRepository(Order) private readonly orders: Repository<Order>,
     private readonly workflows: WorkflowService,
-    private readonly signals: SignalService,
   ) {}
 
   /** Creates an order and starts its fulfilment in the same transaction. */
@@ -40,13 +39,13 @@ export class OrdersController {
     });
   }
 
-  /** The order's workflow: its state, every step execution and every signal, oldest first. */
+  /** The order's workflow: its state, its step executions and its latest signals, oldest first (see workflowTimeline). */
   @Get(':id/timeline')
   async timeline(@Param('id', ParseIdPipe) id: number) {
     const order = await this.orders.findOneBy({ id });
     if (!order) throw new NotFoundException(`Order ${id} not found`);
     const [record] = await this.workflows.findForHero(OrderFulfillmentWorkflow, order);
     if (!record) throw new NotFoundException(`Order ${id} has no workflow`);
-    return { order, ...(await workflowTimeline(this.workflows, this.signals, record)) };
+    return { order, ...(await workflowTimeline(this.workflows, this.orders.manager, record)) };
   }
 }

@@ -1,4 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
+import { logText } from '../log-text.js';
 import type { Order } from './order.entity.js';
 
 /** A stand-in for the warehouse system the fulfilment workflow reserves stock in. */
@@ -7,6 +8,6 @@ export class Warehouse {
   private readonly logger = new Logger(Warehouse.name);
 
   async reserve(order: Order): Promise<void> {
-    this.logger.log(`reserved ${order.sku} for order ${order.id}`);
+    this.logger.log(`reserved ${logText(order.sku)} for order ${order.id}`);
   }
 }

@@ -7,6 +7,7 @@ import { WorkflowActions } from '../operator/workflow-actions.js';
 import { WorkflowCatalog } from '../operator/workflow-catalog.js';
 import { WorkflowReader, type ListFilters } from '../operator/workflow-reader.js';
 import { CliUsageError } from './cli-usage.error.js';
+import { tty } from './terminal-text.js';
 
 /** A parsed command line: the command, its positionals and its options. */
 export interface CliInvocation {
@@ -41,6 +42,13 @@ const LIST_OPTIONS: Record<string, keyof ListFilters> = {
 export const LIST_OPTION_NAMES = Object.keys(LIST_OPTIONS);
 
 const iso = (date: Date | null | undefined) => (date ? date.toISOString() : '-');
+
+/** `--limit N`: rows per page of `list`, and of each of `show`'s two lists. */
+function limit(invocation: CliInvocation): number {
+  const value = Number(invocation.options.limit ?? 50);
+  if (!Number.isInteger(value) || value < 1 || value > 1000) throw new CliUsageError(`--limit must be an integer from 1 to 1000, got ${String(invocation.options.limit)}`);
+  return value;
+}
 
 function id(invocation: CliInvocation): string {
   const [workflowId] = invocation.args;
@@ -77,24 +85,28 @@ export async function runCommand(app: INestApplicationContext, invocation: CliIn
         const value = invocation.options[option];
         if (typeof value === 'string') filters[key] = value;
       }
-      const limit = Number(invocation.options.limit ?? 50);
-      if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new CliUsageError(`--limit must be an integer from 1 to 1000, got ${String(invocation.options.limit)}`);
-      const page = await reader.list(filters, limit);
-      const lines = page.rows.map((row) => `${row.id}\t${row.type}\t${row.state}\t${row.heroType}:${row.heroId}\t${row.nextStepName ?? '-'}\t${iso(row.updatedAt)}`);
-      if (page.nextAfter) lines.push(`more: --after ${page.nextAfter}`);
+      const page = await reader.list(filters, limit(invocation));
+      const lines = page.rows.map((row) => tty`${row.id}\t${row.type}\t${row.state}\t${row.heroType}:${row.heroId}\t${row.nextStepName ?? '-'}\t${iso(row.updatedAt)}`);
+      if (page.nextAfter) lines.push(tty`more: --after ${page.nextAfter}`);
       return { json: page, text: lines.join('\n') || 'no workflows match' };
     }
     case 'show': {
-      const detail = await reader.detail(id(invocation));
+      const { 'executions-after': executionsAfter, 'signals-after': signalsAfter } = invocation.options;
+      const detail = await reader.detail(id(invocation), limit(invocation), {
+        ...(typeof executionsAfter === 'string' ? { executionsAfter } : {}),
+        ...(typeof signalsAfter === 'string' ? { signalsAfter } : {}),
+      });
       const wf = detail.workflow;
       const lines = [
-        `workflow ${wf.id} ${wf.type} ${wf.state}  hero ${wf.heroType}:${wf.heroId}`,
-        `steps: ${detail.steps?.map((step) => (step.position === 'current' ? `[${step.name}]` : step.name)).join(' > ') ?? '(class not registered)'}`,
+        tty`workflow ${wf.id} ${wf.type} ${wf.state}  hero ${wf.heroType}:${wf.heroId}`,
+        `steps: ${detail.steps?.map((step) => (step.position === 'current' ? tty`[${step.name}]` : tty`${step.name}`)).join(' > ') ?? '(class not registered)'}`,
         ...(detail.waitingSince ? [`waiting since ${iso(detail.waitingSince)}`] : []),
         'executions (oldest first):',
-        ...detail.executions.map((e) => `  ${e.id}\t${e.stepName}\t${e.state}\t${e.outcome ?? '-'}\tscheduled ${iso(e.scheduledFor)}${e.errorClassName ? `\t${e.errorClassName}: ${e.errorMessage}` : ''}${e.signalId ? `\tsignal ${e.signalId}` : ''}`),
+        ...detail.executions.map((e) => tty`  ${e.id}\t${e.stepName}\t${e.state}\t${e.outcome ?? '-'}\tscheduled ${iso(e.scheduledFor)}` + (e.errorClassName ? tty`\t${e.errorClassName}: ${e.errorMessage}` : '') + (e.signalId ? tty`\tsignal ${e.signalId}` : '')),
+        ...(detail.executionsNextAfter ? [tty`  more: --executions-after ${detail.executionsNextAfter}`] : []),
         'signals:',
-        ...detail.signals.map((s) => `  ${s.id}\t${s.name}\t${s.state}\tkey ${s.idempotencyKey ?? '-'}\tclaimed ${s.claimed} consumed ${s.consumed}\t${JSON.stringify(s.payload)}`),
+        ...detail.signals.map((s) => tty`  ${s.id}\t${s.name}\t${s.state}\tkey ${s.idempotencyKey ?? '-'}\tclaimed ${s.claimed} consumed ${s.consumed}\t${s.payload.text.replace(/\n\s*/g, ' ')}`),
+        ...(detail.signalsNextAfter ? [tty`  more: --signals-after ${detail.signalsNextAfter}`] : []),
       ];
       return { json: detail, text: lines.join('\n') };
     }
@@ -106,7 +118,7 @@ export async function runCommand(app: INestApplicationContext, invocation: CliIn
       const payload = await payloadText(invocation.options.payload);
       const key = invocation.options.key;
       const signal = await actions.signal(workflowId, { name, payload, idempotencyKey: typeof key === 'string' ? key : undefined });
-      const text = `signal ${signal.id} ${signal.name} ${signal.state}${signal.duplicateDelivery ? ' (duplicate delivery: nothing changed)' : ''}`;
+      const text = tty`signal ${signal.id} ${signal.name} ${signal.state}` + `${signal.duplicateDelivery ? ' (duplicate delivery: nothing changed)' : ''}`;
       return { json: { signal: { ...signal, duplicateDelivery: signal.duplicateDelivery } }, text };
     }
     case 'pause':
@@ -116,7 +128,7 @@ export async function runCommand(app: INestApplicationContext, invocation: CliIn
       const workflowId = id(invocation);
       if (invocation.command === 'resume' || invocation.command === 'skip') await assertRegistered(app, workflowId);
       const workflow = await actions.run(workflowId, invocation.command);
-      return { json: { workflow }, text: `workflow ${workflow.id} is ${workflow.state}` };
+      return { json: { workflow }, text: tty`workflow ${workflow.id} is ${workflow.state}` };
     }
     case 'housekeeping': {
       const summary = await app.get(HousekeepingService).run();

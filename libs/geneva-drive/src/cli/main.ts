@@ -10,9 +10,11 @@ import { NestFactory } from '@nestjs/core';
 import { UnknownWorkflowError } from '../errors/unknown-workflow.error.js';
 import { statusOf } from '../operator/workflow-actions.js';
 import { loadDataSourceFile } from './cli-config.js';
+import { connect } from './cli-connect.js';
 import { COMMANDS, LIST_OPTION_NAMES, runCommand, type CliInvocation } from './cli.commands.js';
 import { GenevaDriveCliModule } from './cli.module.js';
 import { CliUsageError } from './cli-usage.error.js';
+import { terminalSafe } from './terminal-text.js';
 
 /** Exit codes: documented in the manual (9.3). */
 export const EXIT = { ok: 0, failed: 1, usage: 2, notFound: 3, conflict: 4, tooLarge: 5 } as const;
@@ -21,7 +23,7 @@ const USAGE = `usage: geneva-drive --data-source <file.js> <command> [--json]
 commands:
   list [--type T] [--state S] [--hero-type T] [--hero-id ID] [--waiting-for SIGNAL] [--failed-step STEP]
        [--created-from DATE] [--created-to DATE] [--updated-from DATE] [--updated-to DATE] [--search ID] [--after ID] [--limit N]
-  show ID
+  show ID [--executions-after ID] [--signals-after ID] [--limit N]
   signal ID NAME [--payload JSON | --payload @file.json] [--key KEY]
   pause ID | resume ID | skip ID | cancel ID
   housekeeping
@@ -40,6 +42,8 @@ function parse(argv: string[]): CliInvocation & { dataSource: string; json: bool
         payload: { type: 'string' },
         key: { type: 'string' },
         limit: { type: 'string' },
+        'executions-after': { type: 'string' },
+        'signals-after': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         ...listOptions,
       },
@@ -75,7 +79,8 @@ function exitCodeOf(error: unknown): number {
 function messageOf(error: unknown): string {
   const err = error as Error;
   const hint = error instanceof UnknownWorkflowError ? ' (the CLI needs the class: list it in the genevaDrive.providers export of the data source file)' : '';
-  return error instanceof CliUsageError ? err.message : `${err.name}: ${err.message}${hint}`;
+  const text = error instanceof CliUsageError ? err.message : `${err.name}: ${err.message}${hint}`;
+  return text.split('\n').map(terminalSafe).join('\n'); // a stored value in a message must not drive the terminal
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -84,7 +89,8 @@ export async function main(argv: string[]): Promise<number> {
     const invocation = parse(argv);
     json = invocation.json;
     const { dataSource, config } = await loadDataSourceFile(invocation.dataSource);
-    const app = await NestFactory.createApplicationContext(GenevaDriveCliModule.register(dataSource, config), { logger: ['error'], abortOnError: false });
+    await connect(dataSource);
+    const app = await NestFactory.createApplicationContext(GenevaDriveCliModule.register(dataSource, config), { logger: json ? false : ['error'], abortOnError: false });
     try {
       const result = await runCommand(app, invocation);
       process.stdout.write(`${json ? JSON.stringify(result.json, null, 2) : result.text}\n`);

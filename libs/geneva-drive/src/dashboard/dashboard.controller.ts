@@ -6,7 +6,7 @@ import { DASHBOARD_CSS, DASHBOARD_JS } from './dashboard.assets.js';
 import { DONE_MESSAGES, errorPage, listPage, overviewPage, workflowPage, type PageContext } from './dashboard.pages.js';
 import { ensureCsrfToken } from './csrf.js';
 import { statusOf, WorkflowActions, type SignalRequest } from '../operator/workflow-actions.js';
-import { LIST_FILTER_KEYS, WorkflowReader, type ListFilters } from '../operator/workflow-reader.js';
+import { LIST_FILTER_KEYS, WorkflowReader, type DetailCursors, type ListFilters } from '../operator/workflow-reader.js';
 import { WorkflowCatalog } from '../operator/workflow-catalog.js';
 
 /** The parts of Express's request and response the dashboard uses. */
@@ -17,6 +17,7 @@ interface HttpRequest {
   secure?: boolean;
   headers: Record<string, string | string[] | undefined>;
   body?: unknown;
+  user?: unknown;
 }
 interface HttpResponse {
   status(code: number): HttpResponse;
@@ -56,9 +57,10 @@ export class DashboardController {
   }
 
   @Get('workflows/:id')
-  async workflow(@Param('id') id: string, @Query('done') done: string | undefined, @Req() req: HttpRequest, @Res() res: HttpResponse) {
-    const notice = done && done in DONE_MESSAGES ? DONE_MESSAGES[done as keyof typeof DONE_MESSAGES] : undefined;
-    await this.page(req, res, async (ctx) => this.renderWorkflow(id, req, res, { ...ctx, message: notice ? { kind: 'notice', text: notice } : undefined }));
+  async workflow(@Param('id') id: string, @Query() query: Record<string, unknown>, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+    const done = query.done;
+    const notice = typeof done === 'string' && done in DONE_MESSAGES ? DONE_MESSAGES[done as keyof typeof DONE_MESSAGES] : undefined;
+    await this.page(req, res, async (ctx) => this.renderWorkflow(id, req, res, { ...ctx, message: notice ? { kind: 'notice', text: notice } : undefined }, detailCursors(query)));
   }
 
   /** The form posts of the workflow page: 303 back to the page, or the page with the error message. */
@@ -92,7 +94,7 @@ export class DashboardController {
 
   @Get('api/csrf')
   csrf(@Req() req: HttpRequest, @Res() res: HttpResponse) {
-    res.json({ token: ensureCsrfToken(req, res, this.context(req).base), header: 'x-csrf-token' });
+    res.json({ token: ensureCsrfToken(req, res, this.context(req).base, this.options.csrfSecret), header: 'x-csrf-token' });
   }
 
   @Get('api/overview')
@@ -106,8 +108,20 @@ export class DashboardController {
   }
 
   @Get('api/workflows/:id')
-  async apiWorkflow(@Param('id') id: string, @Res() res: HttpResponse) {
-    await this.api(res, () => this.reader.detail(id));
+  async apiWorkflow(@Param('id') id: string, @Query() query: Record<string, unknown>, @Res() res: HttpResponse) {
+    await this.api(res, () => this.reader.detail(id, this.options.pageSize, detailCursors(query)));
+  }
+
+  /** A signal with its whole payload: where the workflow page's "full payload" links lead. */
+  @Get('api/workflows/:id/signals/:signalId')
+  async apiSignal(@Param('id') id: string, @Param('signalId') signalId: string, @Res() res: HttpResponse) {
+    await this.api(res, async () => ({ signal: await this.reader.signal(id, signalId) }));
+  }
+
+  /** An execution with its whole cursor: where the workflow page's "full cursor" links lead. */
+  @Get('api/workflows/:id/executions/:executionId')
+  async apiExecution(@Param('id') id: string, @Param('executionId') executionId: string, @Res() res: HttpResponse) {
+    await this.api(res, async () => ({ execution: await this.reader.execution(id, executionId) }));
   }
 
   @Post('api/workflows/:id/:action')
@@ -130,9 +144,9 @@ export class DashboardController {
     return { workflow: await this.actions.run(id, action) };
   }
 
-  private async renderWorkflow(id: string, req: HttpRequest, res: HttpResponse, ctx: PageContext): Promise<string> {
-    const csrfToken = ensureCsrfToken(req, res, ctx.base);
-    return workflowPage(await this.reader.detail(id), ctx, { csrfToken, readOnly: this.options.readOnly });
+  private async renderWorkflow(id: string, req: HttpRequest, res: HttpResponse, ctx: PageContext, cursors: DetailCursors = {}): Promise<string> {
+    const csrfToken = ensureCsrfToken(req, res, ctx.base, this.options.csrfSecret);
+    return workflowPage(await this.reader.detail(id, this.options.pageSize, cursors), ctx, { csrfToken, readOnly: this.options.readOnly }, cursors);
   }
 
   private async page(req: HttpRequest, res: HttpResponse, render: (ctx: PageContext) => Promise<string>) {
@@ -169,12 +183,23 @@ export class DashboardController {
     res.send(body);
   }
 
-  /** The dashboard's base URL as the browser sees it (the mount path, after any global prefix). */
+  /**
+   * The dashboard's base URL as the browser sees it (the mount path, after any global prefix), without
+   * a trailing slash: links are `${base}/workflows`, so at the root the base is '' and never '/'
+   * (`//workflows` would be another host).
+   */
   private context(req: HttpRequest): PageContext {
+    if (this.options.path === '/') return { base: '' };
     const pathname = (req.originalUrl ?? req.url).split('?')[0];
     const at = pathname.indexOf(this.options.path);
     return { base: at < 0 ? this.options.path : pathname.slice(0, at + this.options.path.length) };
   }
+}
+
+function detailCursors(query: Record<string, unknown>): DetailCursors {
+  const cursors: DetailCursors = {};
+  for (const key of ['executionsAfter', 'signalsAfter'] as const) if (typeof query[key] === 'string' && query[key] !== '') cursors[key] = query[key];
+  return cursors;
 }
 
 function listFilters(query: Record<string, unknown>): ListFilters {

@@ -2,11 +2,14 @@ import { ForbiddenException, Inject, Injectable, type CanActivate, type Executio
 import { isObservable, lastValueFrom } from 'rxjs';
 import { DASHBOARD_OPTIONS, DASHBOARD_USER_GUARD } from './dashboard.constants.js';
 import type { ResolvedDashboardOptions } from './dashboard.options.js';
-import { hasValidCsrfToken } from './csrf.js';
+import { hasValidCsrfToken, type CsrfRequest } from './csrf.js';
+import { isSameOrigin, type OriginRequest } from './request-origin.js';
+import { SECURITY_HEADERS } from './security-headers.js';
 
 /**
- * Runs on every dashboard route: the application's guard first (authentication), then, for anything
- * but GET/HEAD, the read-only switch and the CSRF check.
+ * Runs on every dashboard route: the security headers first (so refusals carry them too), the
+ * application's guard (authentication), then, for anything but GET/HEAD, the read-only switch, the
+ * origin check and the CSRF check.
  */
 @Injectable()
 export class DashboardGuard implements CanActivate {
@@ -16,15 +19,18 @@ export class DashboardGuard implements CanActivate {
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
+    const response = context.switchToHttp().getResponse<{ setHeader(name: string, value: string): unknown }>();
+    for (const [name, value] of Object.entries(SECURITY_HEADERS)) response.setHeader(name, value);
     if (this.userGuard) {
       const verdict = this.userGuard.canActivate(context);
       const allowed = isObservable(verdict) ? await lastValueFrom(verdict) : await verdict;
       if (!allowed) return false;
     }
-    const request = context.switchToHttp().getRequest<{ method: string; headers: Record<string, string | undefined>; body?: unknown }>();
+    const request = context.switchToHttp().getRequest<CsrfRequest & OriginRequest & { method: string }>();
     if (request.method === 'GET' || request.method === 'HEAD') return true;
     if (this.options.readOnly) throw new ForbiddenException('The dashboard is read-only');
-    if (!hasValidCsrfToken(request)) throw new ForbiddenException('Missing or invalid CSRF token: reload the page and try again');
+    if (!isSameOrigin(request)) throw new ForbiddenException("Refused a request from another origin: actions are taken from the dashboard's own pages");
+    if (!hasValidCsrfToken(request, this.options.csrfSecret)) throw new ForbiddenException('Missing or invalid CSRF token: reload the page and try again');
     return true;
   }
 }

@@ -1,7 +1,7 @@
 import { CSRF_FIELD } from './csrf.js';
 import { html, type SafeHtml } from './html.js';
 import { OPERATOR_ACTIONS, type OperatorAction } from '../operator/workflow-actions.js';
-import { LIST_FILTER_KEYS, type ExecutionView, type ListFilters, type Overview, type SignalView, type WorkflowDetail, type WorkflowPage } from '../operator/workflow-reader.js';
+import { LIST_FILTER_KEYS, type DetailCursors, type ExecutionView, type ListFilters, type Overview, type SignalView, type WorkflowDetail, type WorkflowPage } from '../operator/workflow-reader.js';
 import { WORKFLOW_STATES } from '../state/workflow-state.js';
 
 /** What every page needs: where the dashboard is mounted, and a message to show on top. */
@@ -36,7 +36,7 @@ function layout(title: string, ctx: PageContext, body: SafeHtml): string {
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${title} · geneva-drive</title>
 <link rel="stylesheet" href="${ctx.base}/assets/dashboard.css"><script src="${ctx.base}/assets/dashboard.js" defer></script></head>
-<body><header><span class="brand">geneva-drive</span><a href="${ctx.base}">Overview</a><a href="${ctx.base}/workflows">Workflows</a></header>
+<body><header><span class="brand">geneva-drive</span><a href="${ctx.base || '/'}">Overview</a><a href="${ctx.base}/workflows">Workflows</a></header>
 <main>${ctx.message ? html`<div class="message ${ctx.message.kind}" role="${ctx.message.kind === 'error' ? 'alert' : 'status'}">${ctx.message.text}</div>` : ''}
 ${body}</main></body></html>`.value;
 }
@@ -58,15 +58,6 @@ function duration(ms: number | null): string {
   if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
   if (ms < 3_600_000) return `${Math.round(ms / 60_000)} min`;
   return `${(ms / 3_600_000).toFixed(1)} h`;
-}
-
-function pretty(value: unknown): string {
-  if (value === undefined || value === null) return '—';
-  try {
-    return JSON.stringify(value, (_key, v) => (typeof v === 'bigint' ? `${v}n` : v), 2);
-  } catch {
-    return String(value);
-  }
 }
 
 export function overviewPage(overview: Overview, ctx: PageContext): string {
@@ -122,22 +113,31 @@ ${page.rows.map((row) => html`<tr data-workflow-id="${row.id}"><td>${workflowLin
 ${page.nextAfter ? html`<p><a rel="next" href="${listHref(ctx, { ...filters, after: page.nextAfter })}">Next page →</a></p>` : ''}`);
 }
 
-function executionRow(execution: ExecutionView, ctx: PageContext): SafeHtml {
+/** A link to the JSON holding the whole value, under a preview that was cut. */
+function fullValueLink(truncated: boolean, href: string, label: string): SafeHtml | '' {
+  return truncated ? html`<br><a class="full-value" href="${href}">${label}</a>` : '';
+}
+
+/** The JSON API's URL of a workflow, under which its signals and executions are served whole. */
+const apiBase = (ctx: PageContext, id: string) => `${ctx.base}/api/workflows/${encodeURIComponent(id)}`;
+
+function executionRow(execution: ExecutionView, workflowBase: string): SafeHtml {
+  const whole = `${workflowBase}/executions/${encodeURIComponent(execution.id)}`;
   return html`<tr data-execution-id="${execution.id}" data-state="${execution.state}">
 <td>${execution.id}</td><td>${execution.stepName}</td><td>${state(execution.state)}</td><td>${execution.outcome ?? '—'}</td>
 <td>${time(execution.scheduledFor)}</td><td>${time(execution.startedAt)}</td><td>${time(execution.finishedAt)}</td><td>${duration(execution.durationMs)}</td>
 <td>${execution.errorClassName ? html`<b>${execution.errorClassName}</b> <span class="error-message">${execution.errorMessage}</span>
-${execution.errorBacktrace ? html`<details><summary>backtrace</summary><pre>${execution.errorBacktrace}</pre></details>` : ''}` : '—'}</td>
-<td>${execution.cursor === null ? '—' : html`<pre>${pretty(execution.cursor)}</pre>`}</td>
+${execution.errorBacktrace ? html`<details><summary>backtrace</summary><pre>${execution.errorBacktrace}</pre></details>` : ''}${fullValueLink(execution.errorTruncated, whole, 'full error')}` : '—'}</td>
+<td>${execution.cursor === null ? '—' : html`<pre class="cursor">${execution.cursor.text}</pre>${fullValueLink(execution.cursor.truncated, whole, 'full cursor')}`}</td>
 <td>${execution.reattemptReason ?? '—'}</td>
 <td>${execution.signalId ? html`<a href="#signal-${execution.signalId}">signal ${execution.signalId}</a>` : '—'}${execution.waitingSince ? html`<br><span class="muted">parked since</span> ${time(execution.waitingSince)}` : ''}</td>
 </tr>`;
 }
 
-function signalRow(signal: SignalView): SafeHtml {
+function signalRow(signal: SignalView, workflowBase: string): SafeHtml {
   return html`<tr id="signal-${signal.id}" data-signal-id="${signal.id}" data-state="${signal.state}">
 <td>${signal.id}</td><td>${signal.name}</td><td>${signal.idempotencyKey ?? '—'}</td><td>${state(signal.state)}</td>
-<td>${signal.claimed} / ${signal.consumed}</td><td><pre class="payload">${pretty(signal.payload)}</pre></td>
+<td>${signal.claimed} / ${signal.consumed}</td><td><pre class="payload">${signal.payload.text}</pre>${fullValueLink(signal.payload.truncated, `${workflowBase}/signals/${encodeURIComponent(signal.id)}`, 'full payload')}</td>
 <td>${time(signal.createdAt)}</td><td>${signal.claimedBy.length ? signal.claimedBy.join(', ') : '—'}</td>
 </tr>`;
 }
@@ -157,8 +157,15 @@ ${detail.signalNames.length > 0 ? html`<form class="signal-form" method="post" a
 </form>` : ''}`;
 }
 
-export function workflowPage(detail: WorkflowDetail, ctx: PageContext, actions: ActionContext): string {
+/** The workflow page again, one list moved on to its next page and the other kept where it is. */
+function nextPageLink(ctx: PageContext, detail: WorkflowDetail, cursors: DetailCursors, id: string, label: string): SafeHtml {
+  const params = new URLSearchParams(Object.entries(cursors).filter((entry): entry is [string, string] => typeof entry[1] === 'string'));
+  return html`<p><a id="${id}" href="${ctx.base}/workflows/${encodeURIComponent(detail.workflow.id)}?${params.toString()}">${label} →</a></p>`;
+}
+
+export function workflowPage(detail: WorkflowDetail, ctx: PageContext, actions: ActionContext, at: DetailCursors = {}): string {
   const wf = detail.workflow;
+  const api = apiBase(ctx, wf.id);
   return layout(`Workflow ${wf.id}`, ctx, html`<h1>${wf.type} #${wf.id} ${state(wf.state)}</h1>
 <dl class="facts">
   <dt>hero</dt><dd id="hero">${wf.heroType} ${wf.heroId}</dd>
@@ -172,13 +179,15 @@ ${detail.steps ? html`<ol class="steps">${detail.steps.map((step) => html`<li cl
 ${actionForms(detail, ctx, actions)}
 <h2>Executions (oldest first)</h2>
 <table id="executions"><thead><tr><th>id</th><th>step</th><th>state</th><th>outcome</th><th>scheduled</th><th>started</th><th>finished</th><th>duration</th><th>error</th><th>cursor</th><th>reattempt reason</th><th>signal</th></tr></thead><tbody>
-${detail.executions.map((execution) => executionRow(execution, ctx))}
+${detail.executions.map((execution) => executionRow(execution, api))}
 </tbody></table>
+${detail.executionsNextAfter ? nextPageLink(ctx, detail, { executionsAfter: detail.executionsNextAfter, signalsAfter: at.signalsAfter }, 'next-executions', 'Next executions') : ''}
 <h2>Signals</h2>
 <table id="signals"><thead><tr><th>id</th><th>name</th><th>key</th><th>state</th><th>claimed / consumed</th><th>payload</th><th>arrived</th><th>claimed by</th></tr></thead><tbody>
 ${detail.signals.length === 0 ? html`<tr><td colspan="8" class="muted">No signals.</td></tr>` : ''}
-${detail.signals.map(signalRow)}
-</tbody></table>`);
+${detail.signals.map((signal) => signalRow(signal, api))}
+</tbody></table>
+${detail.signalsNextAfter ? nextPageLink(ctx, detail, { signalsAfter: detail.signalsNextAfter, executionsAfter: at.executionsAfter }, 'next-signals', 'Next signals') : ''}`);
 }
 
 export function errorPage(status: number, text: string, ctx: PageContext): string {

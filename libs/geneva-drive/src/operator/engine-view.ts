@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
+import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import type { WorkflowDefinition } from '../registry/workflow-definition.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 
@@ -19,6 +20,7 @@ export class EngineView {
   constructor(
     private readonly registry: WorkflowRegistry,
     @Inject(GENEVA_DRIVE_OPTIONS) options: ResolvedGenevaDriveOptions,
+    private readonly schema: SchemaCapabilities,
   ) {
     const { waitingVisibilityThresholdMs, stuckInProgressThresholdMs, stuckScheduledThresholdMs } = options;
     this.thresholds = Object.freeze({ waitingVisibilityThresholdMs, stuckInProgressThresholdMs, stuckScheduledThresholdMs });
@@ -27,6 +29,16 @@ export class EngineView {
   /** Every registered workflow definition (filled when the application initialises). */
   definitions(): readonly WorkflowDefinition[] {
     return this.registry.all();
+  }
+
+  /** An id in the tables' key form (bigint or uuid), or null when no row can have it: a cursor to check before it reaches SQL. */
+  canonicalId(id: string): string | null {
+    return this.schema.canonicalId(id);
+  }
+
+  /** Whether the signals migration ran (without it a workflow has no signals to show). */
+  get hasSignals(): boolean {
+    return this.schema.hasSignals;
   }
 
   /** The definition of a workflow type, if this application has its class. */

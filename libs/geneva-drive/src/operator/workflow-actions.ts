@@ -2,7 +2,8 @@ import { Injectable } from '@nestjs/common';
 import type { Signal } from '../entities/signal.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { InvalidStateError } from '../errors/invalid-state.error.js';
-import { SignalPayloadTooLargeError, SignalsNotMigratedError, WorkflowNotOngoingError } from '../errors/signal.errors.js';
+import { InvalidSignalError, SignalPayloadTooLargeError, SignalsNotMigratedError, WorkflowNotOngoingError } from '../errors/signal.errors.js';
+import { UnencodableValueError } from '../errors/unencodable-value.error.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import { SignalService } from '../client/signal.service.js';
 import { WorkflowService } from '../client/workflow.service.js';
@@ -66,6 +67,7 @@ export function statusOf(error: unknown): number | null {
   if (error instanceof WorkflowNotFoundError) return 404;
   if (error instanceof InvalidStateError || error instanceof WorkflowNotOngoingError || error instanceof SignalsNotMigratedError) return 409;
   if (error instanceof SignalPayloadTooLargeError) return 413;
-  if (error instanceof DashboardInputError || error instanceof TypeError) return 400;
+  // A key or name the engine refuses (too long, NUL, lone surrogate), a payload nested too deep: the operator's input.
+  if (error instanceof DashboardInputError || error instanceof InvalidSignalError || error instanceof UnencodableValueError || error instanceof TypeError) return 400;
   return null;
 }

@@ -1,15 +1,17 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, NotFoundException } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
-import type { Signal } from '../entities/signal.entity.js';
-import type { StepExecution } from '../entities/step-execution.entity.js';
+import { Signal } from '../entities/signal.entity.js';
+import { StepExecution } from '../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { waitingGauges } from '../persistence/gauges.js';
 import { countStuck } from '../persistence/recovery-queries.js';
-import { countsByTypeAndState, executionsIn, listWorkflows, typeStateIndexUsable, type WorkflowListQuery } from '../persistence/workflow-list.js';
-import { SignalService } from '../client/signal.service.js';
+import { claimedBy, countsByTypeAndState, executionsIn, listWorkflows, pageOfWorkflow, typeStateIndexUsable, type WorkflowListQuery } from '../persistence/workflow-list.js';
 import { WorkflowService } from '../client/workflow.service.js';
 import { OPERATOR_DATA_SOURCE } from './operator.constants.js';
 import { DashboardInputError } from '../errors/dashboard-input.error.js';
+import { EngineView } from './engine-view.js';
+import { checkFilterText, parseDateFilter } from './filter-text.js';
+import { clipText, previewOf, PREVIEW_CHARS, type ValuePreview } from './value-preview.js';
 import { WorkflowCatalog, type StepSummary } from './workflow-catalog.js';
 import { WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
 
@@ -37,6 +39,12 @@ export interface ListFilters {
 export const LIST_FILTER_KEYS: readonly (keyof ListFilters)[] = [
   'type', 'state', 'heroType', 'heroId', 'waitingFor', 'failedStep', 'createdFrom', 'createdTo', 'updatedFrom', 'updatedTo', 'q', 'after',
 ];
+
+/** Where the workflow page's two lists start. */
+export interface DetailCursors {
+  executionsAfter?: string;
+  signalsAfter?: string;
+}
 
 export interface WorkflowRow {
   id: string;
@@ -77,9 +85,12 @@ export interface ExecutionView {
   finishedAt: Date | null;
   durationMs: number | null;
   errorClassName: string | null;
+  /** Cut at 2,000 characters (the backtrace at 8,000); `errorTruncated` says so. */
   errorMessage: string | null;
   errorBacktrace: string | null;
-  cursor: unknown;
+  errorTruncated: boolean;
+  /** The resumable step's cursor, cut to a preview (`api/workflows/:id/executions/:executionId` has it whole). */
+  cursor: ValuePreview | null;
   reattemptReason: string | null;
   signalId: string | null;
   waitingSince: Date | null;
@@ -93,7 +104,8 @@ export interface SignalView {
   state: string;
   claimed: number;
   consumed: number;
-  payload: unknown;
+  /** Cut to a preview (`api/workflows/:id/signals/:signalId` has it whole). */
+  payload: ValuePreview;
   createdAt: Date;
   claimedAt: Date | null;
   consumedAt: Date | null;
@@ -105,16 +117,20 @@ export interface WorkflowDetail {
   workflow: WorkflowRow & { currentStepName: string | null; startedAt: Date | null; finishedAt: Date | null };
   /** Null when the application has no class for the workflow's type. */
   steps: Array<StepSummary & { position: 'done' | 'current' | 'upcoming' }> | null;
+  /** One page, oldest first; `executionsNextAfter` is the next page's cursor, null on the last. */
   executions: ExecutionView[];
+  executionsNextAfter: string | null;
+  /** One page, in arrival order; `signalsNextAfter` as above. */
   signals: SignalView[];
+  signalsNextAfter: string | null;
   /** When the current step parked, if it is parked. */
   waitingSince: Date | null;
   /** The names the send-a-signal form offers. */
   signalNames: string[];
 }
 
-const ID_PATTERN = /^(\d{1,20}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i;
 const OVERVIEW_LIMIT = 10;
+const BACKTRACE_CHARS = 4 * PREVIEW_CHARS;
 
 /**
  * Read-only queries of the dashboard and the CLI: their input checked here, their SQL in
@@ -129,7 +145,7 @@ export class WorkflowReader {
   constructor(
     @Inject(OPERATOR_DATA_SOURCE) private readonly dataSource: DataSource,
     private readonly workflows: WorkflowService,
-    private readonly signals: SignalService,
+    private readonly engine: EngineView,
     private readonly catalog: WorkflowCatalog,
   ) {}
 
@@ -147,21 +163,21 @@ export class WorkflowReader {
     return {
       counts: counts.map((row) => ({ type: row.type, state: row.state, count: Number(row.count) })),
       gauges: { waiting, waitingOverdue: overdue && withoutZeros(overdue), stuckInProgress, stuckScheduled },
-      recentFailures: recentFailures.map((row) => ({ ...row, workflowId: String(row.workflowId), failedAt: toDate(row.failedAt) })) as Overview['recentFailures'],
+      recentFailures: recentFailures.map((row) => ({ ...row, workflowId: String(row.workflowId), errorMessage: clipText(row.errorMessage as string | null), failedAt: toDate(row.failedAt) })) as Overview['recentFailures'],
       longestWaiting: longestWaiting.map((row) => ({ ...row, workflowId: String(row.workflowId), waitingSince: toDate(row.waitingSince) })) as Overview['longestWaiting'],
     };
   }
 
   /** One page of workflows matching the filters, newest first. Throws DashboardInputError for a bad filter. */
-  async list(filters: ListFilters, pageSize: number): Promise<WorkflowPage> {
+  async list(raw: ListFilters, pageSize: number): Promise<WorkflowPage> {
+    const filters = checkedFilters(raw);
     if (filters.state && !WORKFLOW_STATES.includes(filters.state as WorkflowState)) throw new DashboardInputError('state', filters.state, `one of ${WORKFLOW_STATES.join(', ')}`);
     const dates: Pick<WorkflowListQuery, 'createdFrom' | 'createdTo' | 'updatedFrom' | 'updatedTo'> = {};
     for (const key of ['createdFrom', 'createdTo', 'updatedFrom', 'updatedTo'] as const) {
       const value = filters[key];
-      if (value) dates[key] = parseDate(key, value);
+      if (value) dates[key] = parseDateFilter(key, value);
     }
     const search = filters.q ? await this.search(filters.q.trim()) : undefined;
-    if (filters.after && !ID_PATTERN.test(filters.after)) throw new DashboardInputError('after', filters.after, 'a workflow id');
     // A hero filter has a more selective index than (type, state, id).
     const useTypeStateIndex = Boolean(filters.type && filters.state && !filters.heroId && !filters.q && (await this.hasTypeStateIndex()));
     const query: WorkflowListQuery = {
@@ -173,7 +189,7 @@ export class WorkflowReader {
       failedStep: filters.failedStep,
       ...dates,
       search,
-      before: filters.after,
+      before: filters.after ? this.cursor('after', filters.after) : undefined,
       useTypeStateIndex,
     };
     const rows = (await listWorkflows(this.dataSource.manager, query, pageSize + 1)).map(toRow);
@@ -194,12 +210,21 @@ export class WorkflowReader {
     return this.typeStateIndex;
   }
 
-  /** Everything the workflow page shows. Throws WorkflowNotFoundError for an unknown id. */
-  async detail(id: string): Promise<WorkflowDetail> {
+  /**
+   * Everything the workflow page shows, its executions (oldest first) and signals (in arrival order)
+   * one page each from the given cursors, with payloads and cursors cut to a preview: the page's size
+   * does not grow with the workflow's history. Throws WorkflowNotFoundError for an unknown id,
+   * DashboardInputError for a malformed cursor.
+   */
+  async detail(id: string, pageSize: number, page: DetailCursors = {}): Promise<WorkflowDetail> {
     const record = await this.workflows.find(id);
-    const executions = await this.workflows.executionHistory(record);
-    const signals = await this.signals.list(record);
-    const current = executions.find((execution) => ['scheduled', 'waiting', 'in_progress'].includes(execution.state)) ?? null;
+    const manager = this.dataSource.manager;
+    const executionsAfter = page.executionsAfter ? this.cursor('executionsAfter', page.executionsAfter) : null;
+    const signalsAfter = page.signalsAfter ? this.cursor('signalsAfter', page.signalsAfter) : null;
+    const executions = await pageOfWorkflow(manager, StepExecution, record.id, executionsAfter, pageSize);
+    const signals = this.engine.hasSignals ? await pageOfWorkflow(manager, Signal, record.id, signalsAfter, pageSize) : { rows: [], nextAfter: null };
+    const attached = await claimedBy(manager, record.id, signals.rows.map((signal) => signal.id));
+    const current = await this.workflows.currentExecution(record);
     const steps = this.catalog.steps(record.type);
     const position = record.currentStepName ?? record.nextStepName;
     const index = steps?.findIndex((step) => step.name === position) ?? -1;
@@ -211,16 +236,43 @@ export class WorkflowReader {
           ...step,
           position: finished || (index >= 0 && i < index) ? 'done' : i === index ? 'current' : 'upcoming',
         })) ?? null,
-      executions: executions.map(toExecutionView),
-      signals: signals.map((signal) => toSignalView(signal, executions)),
+      executions: executions.rows.map(toExecutionView),
+      executionsNextAfter: executions.nextAfter,
+      signals: signals.rows.map((signal) => toSignalView(signal, attached.get(signal.id) ?? [])),
+      signalsNextAfter: signals.nextAfter,
       waitingSince: current?.state === 'waiting' ? current.waitingSince : null,
       signalNames: this.catalog.signalNames(record.type),
     };
   }
 
+  /** One signal of the workflow with its whole payload (the list shows a preview). */
+  async signal(workflowId: string, signalId: string): Promise<Signal> {
+    const record = await this.workflows.find(workflowId);
+    const id = this.engine.hasSignals ? this.engine.canonicalId(signalId) : null;
+    const signal = id === null ? null : await this.dataSource.manager.findOneBy(Signal, { id, workflowId: record.id });
+    if (!signal) throw new NotFoundException(`Workflow ${record.id} has no signal ${JSON.stringify(signalId)}`);
+    return signal;
+  }
+
+  /** One execution of the workflow with its whole cursor (the list shows a preview). */
+  async execution(workflowId: string, executionId: string): Promise<StepExecution> {
+    const record = await this.workflows.find(workflowId);
+    const id = this.engine.canonicalId(executionId);
+    const execution = id === null ? null : await this.dataSource.manager.findOneBy(StepExecution, { id, workflowId: record.id });
+    if (!execution) throw new NotFoundException(`Workflow ${record.id} has no execution ${JSON.stringify(executionId)}`);
+    return execution;
+  }
+
+  /** A keyset cursor in the tables' key form, or DashboardInputError (a malformed one never reaches SQL). */
+  private cursor(name: string, value: string): string {
+    const id = this.engine.canonicalId(value);
+    if (id === null) throw new DashboardInputError(name, value, 'a workflow, execution or signal id of this database');
+    return id;
+  }
+
   /** Matches the hero id, or the workflow id (looked up first: a malformed id is simply no match). */
   private async search(q: string): Promise<WorkflowListQuery['search']> {
-    const byId = ID_PATTERN.test(q) ? await this.workflows.find(q).catch(() => null) : null;
+    const byId = this.engine.canonicalId(q) !== null ? await this.workflows.find(q).catch(() => null) : null;
     return { heroId: q, workflowId: byId ? byId.id : null };
   }
 }
@@ -247,9 +299,11 @@ function toExecutionView(execution: StepExecution): ExecutionView {
     finishedAt: end,
     durationMs: execution.startedAt && end ? end.getTime() - execution.startedAt.getTime() : null,
     errorClassName: execution.errorClassName,
-    errorMessage: execution.errorMessage,
-    errorBacktrace: execution.errorBacktrace,
-    cursor: execution.cursor ?? null,
+    // A step's error is the application's text, unbounded: cut like payloads, whole in the execution's API.
+    errorMessage: clipText(execution.errorMessage),
+    errorBacktrace: clipText(execution.errorBacktrace, BACKTRACE_CHARS),
+    errorTruncated: clipText(execution.errorMessage) !== execution.errorMessage || clipText(execution.errorBacktrace, BACKTRACE_CHARS) !== execution.errorBacktrace,
+    cursor: execution.cursor === undefined || execution.cursor === null ? null : previewOf(execution.cursor),
     reattemptReason: execution.metadata?.reattemptReason ?? null,
     signalId: execution.signalId,
     waitingSince: execution.waitingSince,
@@ -257,7 +311,7 @@ function toExecutionView(execution: StepExecution): ExecutionView {
   };
 }
 
-function toSignalView(signal: Signal, executions: StepExecution[]): SignalView {
+function toSignalView(signal: Signal, claimedBy: string[]): SignalView {
   return {
     id: signal.id,
     name: signal.name,
@@ -265,19 +319,14 @@ function toSignalView(signal: Signal, executions: StepExecution[]): SignalView {
     state: signal.state,
     claimed: signal.claimed,
     consumed: signal.consumed,
-    payload: signal.payload,
+    payload: previewOf(signal.payload),
     createdAt: signal.createdAt,
     claimedAt: signal.claimedAt,
     consumedAt: signal.consumedAt,
-    claimedBy: executions.filter((execution) => execution.signalId === signal.id).map((execution) => execution.id),
+    claimedBy,
   };
 }
 
-function parseDate(name: string, value: string): Date {
-  const date = new Date(value);
-  if (Number.isNaN(date.getTime())) throw new DashboardInputError(name, value, 'a date such as 2026-12-01 or 2026-12-01T14:30:00Z');
-  return date;
-}
 
 /** Raw selects return driver values: Date objects, or strings on SQLite. */
 function toDate(value: unknown): Date | null {
@@ -285,4 +334,9 @@ function toDate(value: unknown): Date | null {
   if (value instanceof Date) return value;
   const text = String(value);
   return new Date(/[zZ]|[+-]\d\d:?\d\d$/.test(text) ? text : `${text.replace(' ', 'T')}Z`);
+}
+
+/** Every text filter checked (no NUL, control character or lone surrogate; not over-long) before any SQL runs. */
+function checkedFilters(filters: ListFilters): ListFilters {
+  return Object.fromEntries(Object.entries(filters).map(([key, value]) => [key, value === undefined ? value : checkFilterText(key, value)]));
 }

@@ -1,5 +1,6 @@
 import { Brackets, type EntityManager, type SelectQueryBuilder } from 'typeorm';
 import { identifierRows } from '../entities/column-transformers.js';
+import type { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { mysqlHasIndex } from './sql/mysql.js';
@@ -134,4 +135,35 @@ export function executionsIn(
     .limit(limit);
   for (const column of columns) qb.addSelect(`e.${column}`, column);
   return qb.orderBy(`e.${orderBy}`, order).getRawMany().then(identifierRows);
+}
+
+/** One workflow's rows after a cursor, by id (creation order: bigint keys grow, uuid keys are time-ordered). */
+export async function pageOfWorkflow<T extends StepExecution | Signal>(
+  manager: EntityManager,
+  entity: new () => T,
+  workflowId: string,
+  after: string | null,
+  pageSize: number,
+): Promise<{ rows: T[]; nextAfter: string | null }> {
+  const qb = manager.createQueryBuilder(entity, 'r').where('r.workflowId = :workflowId', { workflowId }).orderBy('r.id', 'ASC').limit(pageSize + 1);
+  if (after !== null) qb.andWhere('r.id > :after', { after });
+  const rows = await qb.getMany();
+  const more = rows.length > pageSize;
+  if (more) rows.length = pageSize;
+  return { rows, nextAfter: more ? rows[rows.length - 1].id : null };
+}
+
+/** The executions of a workflow that attached to each of these signals, oldest first. */
+export async function claimedBy(manager: EntityManager, workflowId: string, signalIds: string[]): Promise<Map<string, string[]>> {
+  const bySignal = new Map<string, string[]>();
+  if (signalIds.length === 0) return bySignal;
+  const rows = await manager
+    .createQueryBuilder(StepExecution, 'e')
+    .select(['e.id', 'e.signalId'])
+    .where('e.workflowId = :workflowId', { workflowId })
+    .andWhere('e.signalId IN (:...signalIds)', { signalIds })
+    .orderBy('e.id', 'ASC')
+    .getMany();
+  for (const row of rows) bySignal.set(row.signalId!, [...(bySignal.get(row.signalId!) ?? []), row.id]);
+  return bySignal;
 }
