@@ -62,7 +62,7 @@ const SURFACE: Record<Entry, { values: string[]; types: string[] }> = {
     types: [],
   },
   'geneva-drive/dashboard': {
-    values: ['DashboardInputError', 'DashboardUnguardedError', 'GenevaDriveDashboardModule'],
+    values: ['DashboardInputError', 'DashboardPathError', 'DashboardUnguardedError', 'GenevaDriveDashboardModule'],
     types: [
       'GenevaDriveDashboardModuleAsyncOptions', 'GenevaDriveDashboardModuleOptions',
       'GenevaDriveDashboardOptions',
