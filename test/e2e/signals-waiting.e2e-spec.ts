@@ -865,6 +865,17 @@ describeEachDatabase('signals: waiting', (kind) => {
         await expect(app.gd.assertWaitingForSignal(custom, 'a')).rejects.toThrow(AssertionError);
       });
 
+      it('assertStepExecuted and assertTimedOut say a step name the class does not define is not a step of it', async () => {
+        const wf = await parked();
+        const typo = 'InvoiceWorkflow has no step "issueReciept": its steps are "prepare", "awaitPayment", "issueReceipt"';
+        for (const attempt of [app.gd.assertStepExecuted(wf, 'issueReciept'), app.gd.assertTimedOut(wf, 'issueReciept')]) {
+          await expect(attempt).rejects.toThrow(AssertionError);
+          await expect(attempt).rejects.toThrow(typo);
+        }
+        // A step of the class that has not run yet still reads as such.
+        await expect(app.gd.assertStepExecuted(wf, 'issueReceipt')).rejects.toThrow('Expected step "issueReceipt" to have a completed execution; found no executions');
+      });
+
       it('AT-65 / SIG-75 assertSignalState reads the most recent signal of the name, with readable failures', async () => {
         const wf = await workflows.start(InvoiceWorkflow, hero);
         await expect(app.gd.assertSignalState(wf, 'payment_confirmed', 'pending')).rejects.toThrow(/there is none/);
