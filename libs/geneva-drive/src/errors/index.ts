@@ -18,3 +18,4 @@ export * from './entities-not-registered.error.js';
 export * from './schema-not-migrated.error.js';
 export * from './queue-configuration.error.js';
 export * from './commit-outcome-unknown.error.js';
+export * from './not-initialised.error.js';
