@@ -38,3 +38,4 @@ export {
 export { setJobContextPropagator, type JobContextPropagator } from './instrumentation/job-context.js';
 export type { QueuePort, StepJob, StepJobHandler, StepJobHints } from './queue/queue.port.js';
 export type { Duration } from './util/duration.js';
+export type { GenevaDriveCliConfig } from './cli/cli-config.js';
