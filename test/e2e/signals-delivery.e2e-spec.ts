@@ -11,6 +11,7 @@ import {
   Signal,
   SignalPayloadTooLargeError,
   SignalService,
+  SignalNotReceivedError,
   StepExecution,
   UnknownSignalNameError,
   WorkflowNotOngoingError,
@@ -30,7 +31,21 @@ import {
   signalControls,
   signalJournal,
   EmailMatcherWorkflow,
+  PAYMENT_CONFIRMED,
+  TypedPaymentWorkflow,
 } from '../src/signal-workflows.js';
+
+/** Never called: what the compiler checks of a typed signal definition (`npx tsc -p tsconfig.spec.json`). */
+export function typedDefinitionChecks(signals: SignalService, workflow: WorkflowRecord, step: TypedPaymentWorkflow): void {
+  const sent: Promise<Signal<{ amountCents: number }>> = signals.signal(workflow, PAYMENT_CONFIRMED, { payload: { amountCents: 5 } });
+  void sent;
+  // @ts-expect-error the step reads the payload typed: it has no member `amount`
+  void step.receivedSignalOf(PAYMENT_CONFIRMED).payload.amount;
+  // @ts-expect-error the sender's payload must have the definition's type
+  void signals.signal(workflow, PAYMENT_CONFIRMED, { payload: { amount: 5 } });
+  // @ts-expect-error signalHero checks it too
+  void signals.signalHero(TypedPaymentWorkflow, workflow, PAYMENT_CONFIRMED, { payload: { amountCents: '5' } });
+}
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { describeEachDatabase } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
@@ -70,7 +85,7 @@ describeEachDatabase('signals: delivery', (kind) => {
   };
 
   beforeAll(async () => {
-    app = await createTestApp(kind, [...ALL_INVOICES, PlainTwoStepWorkflow, SelfSignalWorkflow, EmailMatcherWorkflow, CustomMatcherWorkflow]);
+    app = await createTestApp(kind, [...ALL_INVOICES, PlainTwoStepWorkflow, SelfSignalWorkflow, EmailMatcherWorkflow, CustomMatcherWorkflow, TypedPaymentWorkflow]);
     workflows = app.moduleRef.get(WorkflowService);
     signals = app.moduleRef.get(SignalService);
   });
@@ -705,6 +720,30 @@ describeEachDatabase('signals: delivery', (kind) => {
         new InvalidSignalError('options', 'allowUnknownName must be a boolean, got "yes"'),
       );
       expect(await signalRows()).toEqual([]);
+    });
+  });
+
+  // ------------------------------------------------------------------ typed signal definitions
+
+  describe('a signal definition (a SignalMatcher<Payload>) shared by the sender and the step', () => {
+    it('sends under its name, and the step reads the payload typed, without a cast', async () => {
+      const wf = await workflows.start(TypedPaymentWorkflow, hero);
+      await app.gd.performNextStep(wf); // capture parks
+      await app.gd.assertWaitingForSignal(wf, 'payment_confirmed');
+      const sent = await signals.signal(wf, PAYMENT_CONFIRMED, { payload: { amountCents: 1250 }, idempotencyKey: 'evt_1' });
+      expect(sent).toMatchObject({ name: 'payment_confirmed', state: 'claimed', payload: { amountCents: 1250 } });
+      expect(await signals.signalHero(TypedPaymentWorkflow, hero, PAYMENT_CONFIRMED, { payload: { amountCents: 1250 }, idempotencyKey: 'evt_1' })).toMatchObject([{ id: sent.id, duplicateDelivery: true }]);
+      await app.gd.performNextStep(wf);
+      expect(seenSignals).toEqual([{ step: 'capture', signalId: sent.id, payload: { cents: '1250' } }]);
+    });
+
+    it('refuses, in a step that received no signal of its name, with SignalNotReceivedError', async () => {
+      const wf = await workflows.start(TypedPaymentWorkflow, hero, { signals: [{ name: 'payment_confirmed', payload: { amountCents: 1 } }] });
+      await app.gd.performNextStep(wf); // capture takes the buffered signal
+      const misread = app.gd.performNextStep(wf);
+      await expect(misread).rejects.toThrow(SignalNotReceivedError);
+      await expect(misread).rejects.toThrow('Step "misread" of TypedPaymentWorkflow did not receive a signal "payment_confirmed": it received no signal');
+      await app.gd.assertWorkflowState(wf, 'paused');
     });
   });
 

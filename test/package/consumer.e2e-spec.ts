@@ -167,7 +167,7 @@ describe('the geneva-drive package, installed into a Nest app', () => {
     expect((await call('POST', '/webhooks/payments', { ...event, id: '' })).status).toBe(400);
   }, 60_000);
 
-  it.each(['bull', 'bullmq'])('without the optional %s packages, refuses the %s queue adapter at boot and names both', async (adapter) => {
+  it.each(['bull', 'bullmq'])('without the optional %s packages, refuses that queue adapter at boot and names both', async (adapter) => {
     // Written here rather than in the consumer app: it is a probe, not part of the app the quick start shows.
     writeFileSync(
       join(app, `${adapter}-probe.mjs`),

@@ -108,3 +108,21 @@ export class SignalOutcomeUnknownError extends GenevaDriveError {
     );
   }
 }
+
+/**
+ * `receivedSignalOf(definition)` in a step that did not receive a signal of that name: the step does
+ * not wait for it, or runs because its wait timed out (`onTimeout: 'run'`).
+ * @publicApi
+ */
+export class SignalNotReceivedError extends GenevaDriveError {
+  constructor(
+    readonly workflowClass: string,
+    readonly stepName: string,
+    readonly signalName: string,
+    readonly received: string | null,
+  ) {
+    super(
+      `Step "${stepName}" of ${workflowClass} did not receive a signal "${signalName}": ${received === null ? 'it received no signal' : `it received "${received}"`}`,
+    );
+  }
+}

@@ -11,6 +11,7 @@ import { idOf, WorkflowStore } from '../persistence/workflow-store.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { SignalHero } from './signal-hero.js';
 import { SignalIntake } from './signal-intake.js';
+import { SignalMatcher } from './signal-matcher.js';
 import { SignalRendezvous } from './signal-rendezvous.js';
 
 /** Options of `SignalService.signal`. @publicApi */
@@ -66,11 +67,10 @@ export class SignalService {
    * signal to a finished or canceled workflow, and `SignalsNotMigratedError` on a database that has
    * not run the signals migration (everything that does not involve signals keeps working there).
    */
-  async signal<Payload = Record<string, unknown>>(
-    workflow: WorkflowRecord | string,
-    name: string,
-    options: SignalOptions<Payload> = {},
-  ): Promise<Signal<Payload>> {
+  signal<Payload>(workflow: WorkflowRecord | string, definition: SignalMatcher<Payload>, options?: SignalOptions<NoInfer<Payload>>): Promise<Signal<Payload>>;
+  signal<Payload = Record<string, unknown>>(workflow: WorkflowRecord | string, name: string, options?: SignalOptions<Payload>): Promise<Signal<Payload>>;
+  async signal<Payload>(workflow: WorkflowRecord | string, nameOrDefinition: string | SignalMatcher<Payload>, options: SignalOptions<Payload> = {}): Promise<Signal<Payload>> {
+    const name = signalNameOf(nameOrDefinition);
     return traced('signal', () => ({ workflowId: String(idOf(workflow)), name }), async () => {
       const { workflowId, prepared } = this.intake.prepareCall(workflow, name, options);
       let workflowClass: string | undefined;
@@ -147,13 +147,26 @@ export class SignalService {
    * workflow first). The hero is an entity or, when the workflow declares its hero class, its id. An
    * `idempotencyKey` deduplicates per workflow. `NoOngoingWorkflowError` when there is none.
    */
+  signalHero<Payload>(
+    workflowClass: abstract new (...args: any[]) => unknown,
+    hero: object | string | number,
+    definition: SignalMatcher<Payload>,
+    options?: SignalOptions<NoInfer<Payload>>,
+  ): Promise<Array<Signal<Payload>>>;
   signalHero<Payload = Record<string, unknown>>(
     workflowClass: abstract new (...args: any[]) => unknown,
     hero: object | string | number,
     name: string,
+    options?: SignalOptions<Payload>,
+  ): Promise<Array<Signal<Payload>>>;
+  signalHero<Payload>(
+    workflowClass: abstract new (...args: any[]) => unknown,
+    hero: object | string | number,
+    nameOrDefinition: string | SignalMatcher<Payload>,
     options: SignalOptions<Payload> = {},
   ): Promise<Array<Signal<Payload>>> {
-    return this.heroes.deliver(workflowClass as never, hero, name, options?.manager, (workflowId, manager) => this.signal(workflowId, name, { ...options, manager }));
+    const name = signalNameOf(nameOrDefinition);
+    return this.heroes.deliver(workflowClass as never, hero, name, options?.manager, (workflowId, manager) => this.signal(workflowId, name, { ...options, manager }) as Promise<Signal<Payload>>);
   }
 
   /** The workflow's signals, oldest first (none on a database without the signals migration). */
@@ -162,4 +175,12 @@ export class SignalService {
     if (!this.schema.hasSignals || workflowId === null) return Promise.resolve([]);
     return this.transactions.dataSource.manager.find(Signal, { where: { workflowId }, order: { createdAt: 'ASC', id: 'ASC' } });
   }
+}
+
+/**
+ * A signal's name, given as is or by its definition (a `SignalMatcher`, whose payload type it
+ * carries). Whatever else a caller passed goes on to validation, as a name would.
+ */
+function signalNameOf<Payload>(nameOrDefinition: string | SignalMatcher<Payload>): string {
+  return nameOrDefinition instanceof SignalMatcher ? nameOrDefinition.signalName : nameOrDefinition;
 }

@@ -6,7 +6,7 @@ import { GenevaDriveTesting } from 'geneva-drive/testing';
 import { DataSource, type Repository } from 'typeorm';
 import { DATABASE_URL } from './app.module.js';
 import { CreateOrders1700000000000 } from './create-orders.migration.js';
-import { OrderFulfillmentWorkflow } from './order-fulfillment.workflow.js';
+import { OrderFulfillmentWorkflow, PaymentConfirmed } from './order-fulfillment.workflow.js';
 import { Order } from './order.entity.js';
 
 describe('OrderFulfillmentWorkflow', () => {
@@ -53,7 +53,7 @@ describe('OrderFulfillmentWorkflow', () => {
     await gd.performNextStep(workflow); // capturePayment parks
     await gd.assertWaitingForSignal(workflow, 'payment_confirmed');
 
-    await moduleRef.get(SignalService).signal(workflow, 'payment_confirmed', { payload: { amountCents: 1250 } });
+    await moduleRef.get(SignalService).signal(workflow, PaymentConfirmed, { payload: { amountCents: 1250 } });
     await gd.speedrunWorkflow(workflow);
 
     await gd.assertWorkflowState(workflow, 'finished');

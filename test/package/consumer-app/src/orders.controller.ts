@@ -2,7 +2,7 @@ import { BadRequestException, Body, Controller, Get, HttpCode, NotFoundException
 import { InjectRepository } from '@nestjs/typeorm';
 import { InvalidSignalError, SignalService, WorkflowNotFoundError, WorkflowNotOngoingError, WorkflowService } from 'geneva-drive';
 import { Repository } from 'typeorm';
-import { OrderFulfillmentWorkflow } from './order-fulfillment.workflow.js';
+import { OrderFulfillmentWorkflow, PaymentConfirmed } from './order-fulfillment.workflow.js';
 import { Order } from './order.entity.js';
 
 @Controller()
@@ -27,7 +27,7 @@ export class OrdersController {
   @HttpCode(200)
   async paymentConfirmed(@Body() event: { id: string; workflowId: string; amountCents: number }) {
     try {
-      const signal = await this.signals.signal(event.workflowId, 'payment_confirmed', {
+      const signal = await this.signals.signal(event.workflowId, PaymentConfirmed, {
         payload: { amountCents: event.amountCents },
         idempotencyKey: event.id,
       });
