@@ -16,6 +16,7 @@ import {
   InvalidOptionError,
   NotInitialisedError,
   SchemaNotMigratedError,
+  SignalService,
   Step,
   UnknownWorkflowError,
   Workflow,
@@ -89,6 +90,7 @@ describeEachDatabase('boot checks', (kind) => {
     await expect(attempt).rejects.toThrow(notYet);
     await expect(attempt).rejects.toBeInstanceOf(NotInitialisedError);
     await expect(workflows.find('1')).rejects.toThrow(notYet);
+    await expect(moduleRef.get(SignalService).signal('1', 'go')).rejects.toThrow(notYet);
 
     await moduleRef.init();
     expect((await runOne(moduleRef)).state).toBe('finished');
