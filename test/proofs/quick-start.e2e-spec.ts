@@ -3,7 +3,8 @@
  * of docs/quick-start.md in order and every file its other blocks show (each labelled by the line
  * before it, `path`:), nothing else, with the registry's current packages (whatever `npm install`
  * picks today, TypeScript included, as far as the doc pins it): install, build, boot, the webhook
- * calls, the first test.
+ * calls, the first test. Then, in the same directory, the commands of docs/production.md's last
+ * section (its data-source file, the migrations, the geneva-drive CLI).
  *
  * What the test supplies, as the doc tells the reader to: the tarball (`npm pack` of
  * libs/geneva-drive, copied in as geneva-drive.tgz); DATABASE_URL naming a fresh PostgreSQL
@@ -25,6 +26,7 @@ import { emptyPostgresDatabase } from '../utils/databases.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DOC = 'docs/quick-start.md';
+const PRODUCTION_DOC = 'docs/production.md';
 const ENABLED = process.env.GD_PROOF_SCALE === 'full' || process.env.GD_QUICK_START === '1';
 const TIMEOUT_MS = 30 * 60_000;
 
@@ -66,7 +68,7 @@ function freePort(): Promise<number> {
   });
 }
 
-(ENABLED ? describe : describe.skip)('the quick start, from an empty directory, exactly as written', () => {
+(ENABLED ? describe : describe.skip)('the quick start, from an empty directory, exactly as written, then the production checklist', () => {
   const work = mkdtempSync(join(tmpdir(), 'gd-quick-start-'));
   const app = join(work, 'shop');
   let server: ChildProcess | undefined;
@@ -76,7 +78,7 @@ function freePort(): Promise<number> {
     rmSync(work, { recursive: true, force: true });
   });
 
-  it('installs, builds, boots, takes the webhook and passes its first test', async () => {
+  it('installs, builds, boots, takes the webhook and passes its first test; then migrates and operates it from the shell', async () => {
     const blocks = quickStartBlocks(readFileSync(join(ROOT, DOC), 'utf8'));
     // Every block is a file to write or commands to run, but for the answers the doc quotes in prose.
     expect(blocks.filter((block) => block.language !== 'bash' && !block.file).map((block) => `${DOC}:${block.at}`)).toEqual([]);
@@ -89,25 +91,30 @@ function freePort(): Promise<number> {
     const env = { DATABASE_URL: await emptyPostgresDatabase('quick_start'), PORT: String(port) };
 
     let output = '';
-    const ran: Array<{ command: string; stdout: string; stderr: string }> = [];
-    for (const block of blocks) {
-      if (block.file) {
-        mkdirSync(dirname(join(app, block.file)), { recursive: true });
-        writeFileSync(join(app, block.file), `${block.lines.join('\n')}\n`);
-        continue;
-      }
-      for (const command of block.lines.filter((line) => line.trim() !== '' && !line.startsWith('#'))) {
-        if (command === 'npm start') {
-          server = spawn('npm', ['start'], { cwd: app, env: cleanEnv(env), detached: true });
-          server.stdout!.on('data', (chunk) => (output += chunk));
-          server.stderr!.on('data', (chunk) => (output += chunk));
-          await waitFor(async () => (/listening on/.test(output) ? true : undefined), () => output);
+    /** Writes a block's file, or runs its commands (`npm start` in the background) and returns what they printed. */
+    const runBlocks = async (blocks: Block[]) => {
+      const ran: Array<{ command: string; stdout: string; stderr: string }> = [];
+      for (const block of blocks) {
+        if (block.file) {
+          mkdirSync(dirname(join(app, block.file)), { recursive: true });
+          writeFileSync(join(app, block.file), `${block.lines.join('\n')}\n`);
           continue;
         }
-        const local = command.replaceAll('localhost:3000', `localhost:${port}`);
-        ran.push({ command, ...(await run('sh', ['-c', local], app, TIMEOUT_MS, env)) });
+        for (const command of block.lines.filter((line) => line.trim() !== '' && !line.startsWith('#'))) {
+          if (command === 'npm start') {
+            server = spawn('npm', ['start'], { cwd: app, env: cleanEnv(env), detached: true });
+            server.stdout!.on('data', (chunk) => (output += chunk));
+            server.stderr!.on('data', (chunk) => (output += chunk));
+            await waitFor(async () => (/listening on/.test(output) ? true : undefined), () => output);
+            continue;
+          }
+          const local = command.replaceAll('localhost:3000', `localhost:${port}`);
+          ran.push({ command, ...(await run('sh', ['-c', local], app, TIMEOUT_MS, env)) });
+        }
       }
-    }
+      return ran;
+    };
+    const ran = await runBlocks(blocks);
 
     // What the doc says the calls answer on a fresh database, and the order shipped a moment later.
     const curls = ran.filter(({ command }) => command.startsWith('curl '));
@@ -116,5 +123,14 @@ function freePort(): Promise<number> {
     await waitFor(async () => ((await order()).status === 'shipped' ? true : undefined), () => output);
     expect(await order()).toEqual({ status: 'shipped', workflowState: 'ended' });
     expect(ran.at(-1)).toMatchObject({ command: 'npm test', stderr: expect.stringMatching(/Tests:\s+1 passed, 1 total/) });
+
+    // Then the production checklist's commands, on the same app.
+    const production = quickStartBlocks(readFileSync(join(ROOT, PRODUCTION_DOC), 'utf8'));
+    expect(production.filter((block) => block.language !== 'bash' && !block.file).map((block) => `${PRODUCTION_DOC}:${block.at}`)).toEqual([]);
+    const deployed = await runBlocks(production);
+    const cli = (name: string) => deployed.find(({ command }) => command.endsWith(` ${name}`))!.stdout;
+    expect(cli('list')).toContain('1\tOrderFulfillmentWorkflow\tfinished\tOrder:1\t');
+    expect(cli('show 1')).toContain('steps: reserveStock > capturePayment > ship');
+    expect(JSON.parse(cli('housekeeping'))).toMatchObject({ unrecoverable: [] });
   }, TIMEOUT_MS);
 });
