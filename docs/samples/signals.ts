@@ -238,3 +238,27 @@ export class ContractsService {
   }
 }
 // #endregion deadline
+
+// #region typed-definition
+/** The carrier's delivery event, defined once: its name and the type of its payload. */
+export const ParcelDelivered = new SignalMatcher<{ parcelId: string; signedBy: string }>('parcel_delivered');
+
+@Workflow({ hero: () => Order })
+export class ParcelWorkflow extends GenevaWorkflow<Order> {
+  @Step({ waitFor: ParcelDelivered })
+  async confirmDelivery() {
+    const { parcelId, signedBy } = this.receivedSignalOf(ParcelDelivered).payload; // typed: no cast
+    this.logger.log(`parcel ${parcelId} signed for by ${signedBy}`);
+  }
+}
+
+@Injectable()
+export class CarrierWebhook {
+  constructor(private readonly signals: SignalService) {}
+
+  async delivered(workflowId: string, event: { id: string; parcelId: string; signedBy: string }): Promise<void> {
+    // The payload is checked against the definition: a missing or mistyped member does not compile.
+    await this.signals.signal(workflowId, ParcelDelivered, { payload: { parcelId: event.parcelId, signedBy: event.signedBy }, idempotencyKey: event.id });
+  }
+}
+// #endregion typed-definition

@@ -14,8 +14,11 @@ import {
   GenevaDriveModule,
   GenevaWorkflow,
   InvalidOptionError,
+  NotInitialisedError,
   SchemaNotMigratedError,
+  SignalService,
   Step,
+  UnknownWorkflowError,
   Workflow,
   WorkflowRecord,
   WorkflowService,
@@ -74,6 +77,26 @@ describeEachDatabase('boot checks', (kind) => {
     const wf = await moduleRef.get(WorkflowService).start(BootWorkflow, await heroes.save(heroes.create({ name: 'boot' })));
     return GenevaDriveTesting.create(moduleRef).speedrunWorkflow(wf);
   }
+
+  it('start() before the application is initialised: NotInitialisedError saying so, not that the class is unknown', async () => {
+    await prepareDatabase(kind);
+    const moduleRef = await Test.createTestingModule({ imports: [typeorm(), engine()], providers: [BootWorkflow] })
+      .setLogger(engineLogger())
+      .compile();
+    opened.push(moduleRef);
+    const workflows = moduleRef.get(WorkflowService);
+    const notYet = 'geneva-drive is not initialised yet: call app.init() (or moduleRef.init()) before using its services';
+    const attempt = workflows.start(BootWorkflow, { id: 1 });
+    await expect(attempt).rejects.toThrow(notYet);
+    await expect(attempt).rejects.toBeInstanceOf(NotInitialisedError);
+    await expect(workflows.find('1')).rejects.toThrow(notYet);
+    await expect(moduleRef.get(SignalService).signal('1', 'go')).rejects.toThrow(notYet);
+
+    await moduleRef.init();
+    expect((await runOne(moduleRef)).state).toBe('finished');
+    class NotAProvider extends GenevaWorkflow<TestHero> {}
+    await expect(workflows.start(NotAProvider, { id: 1 })).rejects.toThrow(UnknownWorkflowError);
+  });
 
   it('no TypeORM DataSource: DataSourceNotFoundError telling to import TypeOrmModule.forRoot', async () => {
     const attempt = boot([engine()]);

@@ -99,8 +99,12 @@ describeEachDatabase('geneva-drive CLI', (kind) => {
     expect(sent.code).toBe(0);
     expect(JSON.parse(sent.stdout).signal).toEqual(expect.objectContaining({ name: 'payment_confirmed', state: 'claimed', idempotencyKey: 'evt-1', duplicateDelivery: false, payload: { amountCents: 700 } }));
     expect((await d.workflows.currentExecution(workflow))?.state).toBe('scheduled'); // woken
+    // No queue in the data-source file: the woken step is enqueued by the application's housekeeping, and the CLI says so.
+    expect(JSON.parse(sent.stdout).note).toBe(
+      "the woken step waits for the application's housekeeping, which enqueues it once it has been due for stuckScheduledThreshold (15 min): give the data-source file a genevaDrive.queue to enqueue it at once",
+    );
     const again = await cli(kind, ['signal', workflow.id, 'payment_confirmed', '--payload', '{}', '--key', 'evt-1']);
-    expect(again.stdout).toContain('(duplicate delivery: nothing changed)');
+    expect(again.stdout).toBe(`signal ${JSON.parse(sent.stdout).signal.id} payment_confirmed claimed (duplicate delivery: nothing changed)\n`);
 
     expect((await cli(kind, ['signal', workflow.id, 'payment_confirmed', '--payload', '{oops'])).code).toBe(2);
     expect((await cli(kind, ['signal', workflow.id, 'shipped'])).stderr).toContain('expected one of payment_confirmed');
@@ -224,6 +228,7 @@ for (const adapter of ['bull', 'bullmq'] as const) describeEachDatabase(`geneva-
     await until(async () => (await d.workflows.currentExecution(workflow))?.state === 'waiting');
     const sent = await cli(kind, ['signal', workflow.id, 'payment_confirmed', '--payload', '{"amountCents": 900}'], { GD_CLI_BULL_QUEUE: queue, GD_CLI_QUEUE_ADAPTER: adapter });
     expect(sent.code).toBe(0);
+    expect(sent.stdout).not.toContain('note:'); // enqueued where the workers are: nothing to wait for
     await until(async () => (await d.workflows.find(workflow.id)).state === 'finished');
     expect((await d.workflows.executionHistory(workflow)).map((e) => `${e.stepName}:${e.state}`)).toEqual(['prepare:completed', 'awaitPayment:completed', 'issueReceipt:completed']);
   });

@@ -11,6 +11,7 @@ import {
   SignalService,
   WorkflowAlreadyOngoingError,
   WorkflowNotOngoingError,
+  UnknownSignalNameError,
   WorkflowService,
   type WorkflowRecord,
 } from 'geneva-drive';
@@ -77,13 +78,13 @@ describeEachDatabase('exact identity strings', (kind) => {
   describe('idempotency keys', () => {
     it.each(KEY_PAIRS)('keeps keys that differ by %s apart, and still deduplicates each exact redelivery', async (_variant, first, second) => {
       const wf = await workflows.start(PlainTwoStepWorkflow, hero);
-      const a = await signals.signal(wf, 'paid', { idempotencyKey: first });
-      const b = await signals.signal(wf, 'paid', { idempotencyKey: second });
+      const a = await signals.signal(wf, 'paid', { idempotencyKey: first, allowUnknownName: true });
+      const b = await signals.signal(wf, 'paid', { idempotencyKey: second, allowUnknownName: true });
       expect(b.duplicateDelivery).toBe(false);
       expect(b.id).not.toBe(a.id);
 
-      const againB = await signals.signal(wf, 'paid', { idempotencyKey: second });
-      const againA = await signals.signal(wf, 'paid', { idempotencyKey: first });
+      const againB = await signals.signal(wf, 'paid', { idempotencyKey: second, allowUnknownName: true });
+      const againA = await signals.signal(wf, 'paid', { idempotencyKey: first, allowUnknownName: true });
       expect(againB).toMatchObject({ id: b.id, idempotencyKey: second, duplicateDelivery: true });
       expect(againA).toMatchObject({ id: a.id, idempotencyKey: first, duplicateDelivery: true });
 
@@ -96,11 +97,11 @@ describeEachDatabase('exact identity strings', (kind) => {
 
     it.each(KEY_PAIRS)('after the workflow ended, a key that differs by %s is not taken for a redelivery', async (_variant, first, second) => {
       const wf = await workflows.start(PlainTwoStepWorkflow, hero);
-      const a = await signals.signal(wf, 'paid', { idempotencyKey: first });
+      const a = await signals.signal(wf, 'paid', { idempotencyKey: first, allowUnknownName: true });
       await workflows.cancel(wf);
 
-      await expect(signals.signal(wf, 'paid', { idempotencyKey: second })).rejects.toThrow(WorkflowNotOngoingError);
-      expect(await signals.signal(wf, 'paid', { idempotencyKey: first })).toMatchObject({ id: a.id, duplicateDelivery: true });
+      await expect(signals.signal(wf, 'paid', { idempotencyKey: second, allowUnknownName: true })).rejects.toThrow(WorkflowNotOngoingError);
+      expect(await signals.signal(wf, 'paid', { idempotencyKey: first, allowUnknownName: true })).toMatchObject({ id: a.id, duplicateDelivery: true });
       expect(await signals.list(wf)).toHaveLength(1);
     });
   });
@@ -110,12 +111,12 @@ describeEachDatabase('exact identity strings', (kind) => {
       const wf = await workflows.start(PlainTwoStepWorkflow, hero);
       const sent: Array<[string, string]> = [];
       for (const [, name] of NAME_SPELLINGS) {
-        const signal = await signals.signal(wf, name, { idempotencyKey: 'evt_1' });
+        const signal = await signals.signal(wf, name, { idempotencyKey: 'evt_1', allowUnknownName: true });
         expect(signal.duplicateDelivery).toBe(false);
         sent.push([signal.id, name]);
       }
       for (const [id, name] of sent) {
-        expect(await signals.signal(wf, name, { idempotencyKey: 'evt_1' })).toMatchObject({ id, name, duplicateDelivery: true });
+        expect(await signals.signal(wf, name, { idempotencyKey: 'evt_1', allowUnknownName: true })).toMatchObject({ id, name, duplicateDelivery: true });
       }
       expect((await signals.list(wf)).map((signal) => [signal.id, signal.name])).toEqual(sent);
     });
@@ -128,12 +129,14 @@ describeEachDatabase('exact identity strings', (kind) => {
       const parked = await workflows.start(InvoiceWorkflow, hero);
       await app.gd.performNextStep(parked); // prepare
       await app.gd.performNextStep(parked); // awaitPayment parks
-      await signals.signal(parked, name);
+      // Refused as a name no step waits for; sent anyway (allowUnknownName), it is kept apart.
+      await expect(signals.signal(parked, name)).rejects.toThrow(UnknownSignalNameError);
+      await signals.signal(parked, name, { allowUnknownName: true });
       await app.gd.assertWaitingForSignal(parked, 'payment_confirmed');
 
       // Buffered before the step parks: the step must not take it either.
       const early = await workflows.start(InvoiceWorkflow, await newHero('Bob'));
-      await signals.signal(early, name);
+      await signals.signal(early, name, { allowUnknownName: true });
       await app.gd.performNextStep(early);
       await app.gd.performNextStep(early);
       await app.gd.assertWaitingForSignal(early, 'payment_confirmed');

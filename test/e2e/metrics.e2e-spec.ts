@@ -4,7 +4,9 @@
  * gauges, the labels (names and outcomes, never an id) and the choice of registry.
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { HousekeepingService, QUEUE_PORT, SignalService, StepExecution, WorkflowNotOngoingError, WorkflowRecord, WorkflowService } from 'geneva-drive';
+import { Module } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { HousekeepingService, InvalidOptionError, QUEUE_PORT, SignalService, StepExecution, WorkflowNotOngoingError, WorkflowRecord, WorkflowService } from 'geneva-drive';
 import { GenevaDriveMetricsModule } from 'geneva-drive/metrics';
 import { register, Registry } from 'prom-client';
 import type { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
@@ -14,6 +16,7 @@ import { ChoreWorkflow, DeliveryWorkflow } from '../src/housekeeping-workflows.j
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { describeEachDatabase, enabledDatabases, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
+import { MetricsEndpoint, registry as workerRegistry, WorkerMetricsModule } from '../../docs/samples/metrics.js';
 
 /** Each series of a metric as `name{label=value,...}` → value, sorted; `suffix` picks a histogram's `_count`, `_sum` or `_bucket`. */
 async function series(registry: Registry, name: string, suffix = ''): Promise<Record<string, number>> {
@@ -56,7 +59,7 @@ async function runDelivery(app: TestApp, registry: Registry): Promise<void> {
   expect(await series(registry, 'geneva_drive_step_executions_total')).toEqual({});
   expect(await series(registry, 'geneva_drive_queue_delay_seconds', '_count')).toEqual({ [AWAIT]: 1 });
 
-  const note = await signals.signal(wf, 'note'); // no step waits for it
+  const note = await signals.signal(wf, 'note', { allowUnknownName: true }); // no step waits for it
   const delivered = await signals.signal(wf, 'delivered', { payload: { parcel: 'P-1' }, idempotencyKey: 'evt-1' });
   await signals.signal(wf, 'delivered', { payload: { parcel: 'P-1' }, idempotencyKey: 'evt-1' });
   const record = () => app.dataSource.getRepository(WorkflowRecord).findOneByOrFail({ id: wf.id });
@@ -179,7 +182,7 @@ function metricsSuite(kind: DatabaseKind): void {
 
 describeEachDatabase('GenevaDriveMetricsModule', metricsSuite);
 
-describe('GenevaDriveMetricsModule without a registry', () => {
+describe('GenevaDriveMetricsModule on SQLite: the default registry, forRootAsync, a worker', () => {
   let app: TestApp | undefined;
 
   afterEach(async () => {
@@ -200,6 +203,41 @@ describe('GenevaDriveMetricsModule without a registry', () => {
     app = undefined;
     expect(register.getSingleMetric('geneva_drive_signals_total')).toBeUndefined();
     expect((await register.getMetricsAsJSON()).filter((metric) => metric.name.startsWith('geneva_drive_'))).toEqual([]);
+  });
+
+  it('counts in the registry its factory returns, injected from a module of the application', async () => {
+    const registry = new Registry();
+    @Module({ providers: [{ provide: Registry, useValue: registry }], exports: [Registry] })
+    class ScrapeModule {}
+    app = await createTestApp('sqlite', [DeliveryWorkflow], {
+      imports: [GenevaDriveMetricsModule.forRootAsync({ imports: [ScrapeModule], inject: [Registry], useFactory: (scraped: Registry) => ({ registry: scraped }) })],
+    });
+    const wf = await app.moduleRef.get(WorkflowService).start(DeliveryWorkflow, await app.dataSource.getRepository(TestHero).save({ name: 'Ed' }));
+    await app.gd.performNextStep(wf); // parks
+    await app.moduleRef.get(SignalService).signal(wf, 'delivered');
+    expect(await series(registry, 'geneva_drive_signals_total')).toEqual({ 'name=delivered,disposition=woke': 1 });
+    expect(register.getSingleMetric('geneva_drive_signals_total')).toBeUndefined();
+  });
+
+  it("the manual's worker pattern: an application context serves the registry from a port of its own, closed with it", async () => {
+    process.env.METRICS_PORT = '0';
+    app = await createTestApp('sqlite', [DeliveryWorkflow], { imports: [WorkerMetricsModule] });
+    delete process.env.METRICS_PORT; // read as the application bootstrapped
+    const wf = await app.moduleRef.get(WorkflowService).start(DeliveryWorkflow, await app.dataSource.getRepository(TestHero).save({ name: 'Flo' }));
+    await app.gd.performNextStep(wf); // parks
+    await app.moduleRef.get(SignalService).signal(wf, 'delivered');
+    const port = app.moduleRef.get(MetricsEndpoint).port;
+    const scraped = await fetch(`http://127.0.0.1:${port}/metrics`);
+    expect([scraped.status, scraped.headers.get('content-type')]).toEqual([200, workerRegistry.contentType]);
+    expect(await scraped.text()).toContain('geneva_drive_signals_total{name="delivered",disposition="woke"} 1');
+    await app.close();
+    app = undefined;
+    await expect(fetch(`http://127.0.0.1:${port}/metrics`)).rejects.toThrow();
+  });
+
+  it('refuses at boot what its factory returns that is not an option', async () => {
+    const boot = Test.createTestingModule({ imports: [GenevaDriveMetricsModule.forRootAsync({ useFactory: () => ({ registery: new Registry() }) as never })] }).compile();
+    await expect(boot).rejects.toThrow(new InvalidOptionError('GenevaDriveMetricsModule', 'registery', 'unknown option "registery" (the options are registry)'));
   });
 });
 

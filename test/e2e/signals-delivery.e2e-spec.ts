@@ -1,7 +1,8 @@
 /**
  * Signals, sender side: `SignalService.signal()` (reference PART B §B.1, §B.3, §B.7 — SIG-01..12,
  * SIG-18..24, SIG-41/42) and the delivery-side acceptance scenarios of PART C. The receiver side
- * (gate, settlement, the `waiting` state) lives in signals-waiting.e2e-spec.ts.
+ * (gate, settlement, the `waiting` state) lives in signals-waiting.e2e-spec.ts. A signal whose name
+ * no step of its workflow waits for (the rows these tests keep pending) is sent with `allowUnknownName`.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, jest } from '@jest/globals';
 import type { EntitySubscriberInterface } from 'typeorm';
@@ -10,7 +11,9 @@ import {
   Signal,
   SignalPayloadTooLargeError,
   SignalService,
+  SignalNotReceivedError,
   StepExecution,
+  UnknownSignalNameError,
   WorkflowNotOngoingError,
   WorkflowRecord,
   WorkflowService,
@@ -18,6 +21,7 @@ import {
 import { WorkflowStore } from '../../libs/geneva-drive/src/persistence/workflow-store.js';
 import {
   ALL_INVOICES,
+  CustomMatcherWorkflow,
   InvoiceWorkflow,
   MatcherInvoiceWorkflow,
   PlainTwoStepWorkflow,
@@ -27,7 +31,21 @@ import {
   signalControls,
   signalJournal,
   EmailMatcherWorkflow,
+  PAYMENT_CONFIRMED,
+  TypedPaymentWorkflow,
 } from '../src/signal-workflows.js';
+
+/** Never called: what the compiler checks of a typed signal definition (`npx tsc -p tsconfig.spec.json`). */
+export function typedDefinitionChecks(signals: SignalService, workflow: WorkflowRecord, step: TypedPaymentWorkflow): void {
+  const sent: Promise<Signal<{ amountCents: number }>> = signals.signal(workflow, PAYMENT_CONFIRMED, { payload: { amountCents: 5 } });
+  void sent;
+  // @ts-expect-error the step reads the payload typed: it has no member `amount`
+  void step.receivedSignalOf(PAYMENT_CONFIRMED).payload.amount;
+  // @ts-expect-error the sender's payload must have the definition's type
+  void signals.signal(workflow, PAYMENT_CONFIRMED, { payload: { amount: 5 } });
+  // @ts-expect-error signalHero checks it too
+  void signals.signalHero(TypedPaymentWorkflow, workflow, PAYMENT_CONFIRMED, { payload: { amountCents: '5' } });
+}
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { describeEachDatabase } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
@@ -67,7 +85,7 @@ describeEachDatabase('signals: delivery', (kind) => {
   };
 
   beforeAll(async () => {
-    app = await createTestApp(kind, [...ALL_INVOICES, PlainTwoStepWorkflow, SelfSignalWorkflow, EmailMatcherWorkflow]);
+    app = await createTestApp(kind, [...ALL_INVOICES, PlainTwoStepWorkflow, SelfSignalWorkflow, EmailMatcherWorkflow, CustomMatcherWorkflow, TypedPaymentWorkflow]);
     workflows = app.moduleRef.get(WorkflowService);
     signals = app.moduleRef.get(SignalService);
   });
@@ -87,7 +105,7 @@ describeEachDatabase('signals: delivery', (kind) => {
     it('AT-01 persists the row first: pending, no timestamps, counters 0, not a duplicate, nothing enqueued', async () => {
       const wf = await workflows.start(PlainTwoStepWorkflow, hero);
       const jobsBefore = jobIds().length;
-      const signal = await signals.signal(wf, 'x', { payload: { orderId: 42 } });
+      const signal = await signals.signal(wf, 'x', { allowUnknownName: true, payload: { orderId: 42 } });
       expect(signal).toBeInstanceOf(Signal);
       expect(signal).toMatchObject({ workflowId: wf.id, name: 'x', idempotencyKey: null, state: 'pending', claimed: 0, consumed: 0, duplicateDelivery: false });
       expect(signal.claimedAt).toBeNull();
@@ -104,9 +122,9 @@ describeEachDatabase('signals: delivery', (kind) => {
 
     it('accepts the workflow id instead of the record, and stores a numeric idempotency key as a string', async () => {
       const wf = await workflows.start(PlainTwoStepWorkflow, hero);
-      const signal = await signals.signal(wf.id, 'x', { idempotencyKey: 42 });
+      const signal = await signals.signal(wf.id, 'x', { allowUnknownName: true, idempotencyKey: 42 });
       expect((await signalRow(signal.id)).idempotencyKey).toBe('42');
-      const again = await signals.signal(wf.id, 'x', { idempotencyKey: '42' });
+      const again = await signals.signal(wf.id, 'x', { allowUnknownName: true, idempotencyKey: '42' });
       expect(again.duplicateDelivery).toBe(true);
       expect(again.id).toBe(signal.id);
     });
@@ -199,10 +217,10 @@ describeEachDatabase('signals: delivery', (kind) => {
     it('signals.list returns the workflow\'s signals oldest first, and only its own', async () => {
       const wf = await workflows.start(PlainTwoStepWorkflow, hero);
       const other = await workflows.start(PlainTwoStepWorkflow, await newHero('Bob'));
-      const a = await signals.signal(wf, 'a');
-      await signals.signal(other, 'elsewhere');
-      const b = await signals.signal(wf, 'b');
-      const c = await signals.signal(wf.id, 'a');
+      const a = await signals.signal(wf, 'a', { allowUnknownName: true });
+      await signals.signal(other, 'elsewhere', { allowUnknownName: true });
+      const b = await signals.signal(wf, 'b', { allowUnknownName: true });
+      const c = await signals.signal(wf.id, 'a', { allowUnknownName: true });
       const listed = await signals.list(wf);
       expect(listed.map((s) => s.id)).toEqual([a.id, b.id, c.id]);
       expect(listed.map((s) => s.name)).toEqual(['a', 'b', 'a']);
@@ -247,13 +265,13 @@ describeEachDatabase('signals: delivery', (kind) => {
     it('AT-23 no key → two rows; the same key under another name or on another workflow → distinct rows', async () => {
       const wf = await workflows.start(PlainTwoStepWorkflow, hero);
       const other = await workflows.start(PlainTwoStepWorkflow, await newHero('Bob'));
-      const n1 = await signals.signal(wf, 'x');
-      const n2 = await signals.signal(wf, 'x');
+      const n1 = await signals.signal(wf, 'x', { allowUnknownName: true });
+      const n2 = await signals.signal(wf, 'x', { allowUnknownName: true });
       expect(n2.id).not.toBe(n1.id);
       expect(n2.duplicateDelivery).toBe(false);
-      const k1 = await signals.signal(wf, 'x', { idempotencyKey: 'evt' });
-      const k2 = await signals.signal(wf, 'y', { idempotencyKey: 'evt' });
-      const k3 = await signals.signal(other, 'x', { idempotencyKey: 'evt' });
+      const k1 = await signals.signal(wf, 'x', { allowUnknownName: true, idempotencyKey: 'evt' });
+      const k2 = await signals.signal(wf, 'y', { allowUnknownName: true, idempotencyKey: 'evt' });
+      const k3 = await signals.signal(other, 'x', { allowUnknownName: true, idempotencyKey: 'evt' });
       expect(new Set([k1.id, k2.id, k3.id]).size).toBe(3);
       expect([k1, k2, k3].every((s) => !s.duplicateDelivery)).toBe(true);
       expect(await signalRows(wf.id)).toHaveLength(4);
@@ -328,10 +346,10 @@ describeEachDatabase('signals: delivery', (kind) => {
           expect(await manager.findBy(Signal, { workflowId: wf.id })).toEqual([]);
           snapshotTaken.resolve();
           await deliveredMeanwhile.promise;
-          return signals.signal(wf.id, 'x', { idempotencyKey: 'evt_1', payload: { late: true }, manager });
+          return signals.signal(wf.id, 'x', { allowUnknownName: true, idempotencyKey: 'evt_1', payload: { late: true }, manager });
         });
         await snapshotTaken.promise;
-        const first = await signals.signal(wf, 'x', { idempotencyKey: 'evt_1', payload: { first: true } });
+        const first = await signals.signal(wf, 'x', { allowUnknownName: true, idempotencyKey: 'evt_1', payload: { first: true } });
         deliveredMeanwhile.resolve();
         const late = await caller;
         expect(late).toMatchObject({ id: first.id, duplicateDelivery: true, payload: { first: true } });
@@ -347,7 +365,7 @@ describeEachDatabase('signals: delivery', (kind) => {
       const wf = await workflows.start(PlainTwoStepWorkflow, hero);
       await app.gd.speedrunWorkflow(wf);
       expect(wf.state).toBe('finished');
-      for (const options of [{}, { idempotencyKey: 'new' }]) {
+      for (const options of [{ allowUnknownName: true }, { idempotencyKey: 'new', allowUnknownName: true }]) {
         const attempt = signals.signal(wf, 'x', options);
         await expect(attempt).rejects.toThrow(WorkflowNotOngoingError);
         await expect(attempt).rejects.toThrow(/finished/);
@@ -357,14 +375,14 @@ describeEachDatabase('signals: delivery', (kind) => {
 
     it('AT-24 a canceled workflow refuses a new signal the same way', async () => {
       const wf = await workflows.start(PlainTwoStepWorkflow, hero);
-      await signals.signal(wf, 'x', { idempotencyKey: 'known' });
+      await signals.signal(wf, 'x', { allowUnknownName: true, idempotencyKey: 'known' });
       await workflows.cancel(wf);
-      const attempt = signals.signal(wf, 'x', { idempotencyKey: 'other' });
+      const attempt = signals.signal(wf, 'x', { allowUnknownName: true, idempotencyKey: 'other' });
       await expect(attempt).rejects.toBeInstanceOf(WorkflowNotOngoingError);
       await expect(attempt).rejects.toMatchObject({ state: 'canceled', signalName: 'x', workflowId: wf.id });
-      await expect(signals.signal(wf, 'x')).rejects.toThrow(/canceled/);
+      await expect(signals.signal(wf, 'x', { allowUnknownName: true })).rejects.toThrow(/canceled/);
       // ...but a redelivery of the known key is the no-op it is on an ongoing workflow.
-      const redelivered = await signals.signal(wf, 'x', { idempotencyKey: 'known' });
+      const redelivered = await signals.signal(wf, 'x', { allowUnknownName: true, idempotencyKey: 'known' });
       expect(redelivered.duplicateDelivery).toBe(true);
       expect(await signalRows(wf.id)).toHaveLength(1);
     });
@@ -378,7 +396,7 @@ describeEachDatabase('signals: delivery', (kind) => {
       expect(again).toMatchObject({ id: evt1.id, duplicateDelivery: true, state: 'consumed', payload: { amountCents: 5 } });
       await expect(signals.signal(wf, 'payment_confirmed', { idempotencyKey: 'evt_2' })).rejects.toThrow(WorkflowNotOngoingError);
       // The same key under another name is a new event, so it raises too.
-      await expect(signals.signal(wf, 'other_name', { idempotencyKey: 'evt_1' })).rejects.toThrow(WorkflowNotOngoingError);
+      await expect(signals.signal(wf, 'other_name', { allowUnknownName: true, idempotencyKey: 'evt_1' })).rejects.toThrow(WorkflowNotOngoingError);
       expect(await signalRows(wf.id)).toHaveLength(1);
     });
 
@@ -441,13 +459,13 @@ describeEachDatabase('signals: delivery', (kind) => {
 
     it('AT-27 an omitted payload reads back {}, an explicit null reads null, and scalars and arrays come back as they are', async () => {
       const wf = await workflows.start(PlainTwoStepWorkflow, hero);
-      const omitted = await signals.signal(wf, 'omitted');
+      const omitted = await signals.signal(wf, 'omitted', { allowUnknownName: true });
       expect(omitted.payload).toEqual({});
-      const explicitNull = await signals.signal(wf, 'null', { payload: null });
-      const text = await signals.signal(wf, 'text', { payload: 'hello' });
-      const numericText = await signals.signal(wf, 'numeric_text', { payload: '42' });
-      const number = await signals.signal(wf, 'number', { payload: 7 });
-      const list = await signals.signal(wf, 'list', { payload: [1, 'a', { b: true }] });
+      const explicitNull = await signals.signal(wf, 'null', { allowUnknownName: true, payload: null });
+      const text = await signals.signal(wf, 'text', { allowUnknownName: true, payload: 'hello' });
+      const numericText = await signals.signal(wf, 'numeric_text', { allowUnknownName: true, payload: '42' });
+      const number = await signals.signal(wf, 'number', { allowUnknownName: true, payload: 7 });
+      const list = await signals.signal(wf, 'list', { allowUnknownName: true, payload: [1, 'a', { b: true }] });
       const byId = new Map((await signals.list(wf)).map((s) => [s.id, s.payload]));
       expect(byId.get(omitted.id)).toEqual({});
       expect(byId.get(explicitNull.id)).toBeNull();
@@ -466,24 +484,24 @@ describeEachDatabase('signals: delivery', (kind) => {
 
     it('AT-26 the default limit is 131072 encoded UTF-8 bytes: at the limit is accepted, one byte over raises before writing', async () => {
       const wf = await workflows.start(PlainTwoStepWorkflow, hero);
-      const atLimit = await signals.signal(wf, 'fits', { payload: payloadOfSize(DEFAULT_LIMIT) });
+      const atLimit = await signals.signal(wf, 'fits', { allowUnknownName: true, payload: payloadOfSize(DEFAULT_LIMIT) });
       expect(((await signalRow(atLimit.id)).payload as { d: string }).d).toHaveLength(DEFAULT_LIMIT - 8);
-      const attempt = signals.signal(wf, 'too_big', { payload: payloadOfSize(DEFAULT_LIMIT + 1) });
+      const attempt = signals.signal(wf, 'too_big', { allowUnknownName: true, payload: payloadOfSize(DEFAULT_LIMIT + 1) });
       await expect(attempt).rejects.toBeInstanceOf(SignalPayloadTooLargeError);
       await expect(attempt).rejects.toThrow(/maxSignalPayloadSize/);
       await expect(attempt).rejects.toMatchObject({ size: DEFAULT_LIMIT + 1, limit: DEFAULT_LIMIT });
       // Bytes, not characters: 'é' is two bytes in UTF-8.
-      await expect(signals.signal(wf, 'wide', { payload: payloadOfSize(DEFAULT_LIMIT + 2, 'é') })).rejects.toThrow(SignalPayloadTooLargeError);
-      await signals.signal(wf, 'wide_fits', { payload: payloadOfSize(DEFAULT_LIMIT, 'é') });
+      await expect(signals.signal(wf, 'wide', { allowUnknownName: true, payload: payloadOfSize(DEFAULT_LIMIT + 2, 'é') })).rejects.toThrow(SignalPayloadTooLargeError);
+      await signals.signal(wf, 'wide_fits', { allowUnknownName: true, payload: payloadOfSize(DEFAULT_LIMIT, 'é') });
       expect((await signalRows(wf.id)).map((s) => s.name)).toEqual(['fits', 'wide_fits']);
     });
 
     it('SIG-42 the size check runs first: an oversized redelivery of a known key, or to a finished workflow, raises the size error', async () => {
       const wf = await workflows.start(PlainTwoStepWorkflow, hero);
-      const original = await signals.signal(wf, 'x', { idempotencyKey: 'k', payload: { small: true } });
-      await expect(signals.signal(wf, 'x', { idempotencyKey: 'k', payload: payloadOfSize(DEFAULT_LIMIT + 1) })).rejects.toThrow(SignalPayloadTooLargeError);
+      const original = await signals.signal(wf, 'x', { allowUnknownName: true, idempotencyKey: 'k', payload: { small: true } });
+      await expect(signals.signal(wf, 'x', { allowUnknownName: true, idempotencyKey: 'k', payload: payloadOfSize(DEFAULT_LIMIT + 1) })).rejects.toThrow(SignalPayloadTooLargeError);
       await app.gd.speedrunWorkflow(wf);
-      await expect(signals.signal(wf, 'x', { payload: payloadOfSize(DEFAULT_LIMIT + 1) })).rejects.toThrow(SignalPayloadTooLargeError);
+      await expect(signals.signal(wf, 'x', { allowUnknownName: true, payload: payloadOfSize(DEFAULT_LIMIT + 1) })).rejects.toThrow(SignalPayloadTooLargeError);
       expect(await signalRows(wf.id)).toEqual([expect.objectContaining({ id: original.id, payload: { small: true } })]);
     });
 
@@ -510,12 +528,12 @@ describeEachDatabase('signals: delivery', (kind) => {
       it('AT-26 maxSignalPayloadSize 64 refuses a 1 KB payload; null disables the check', async () => {
         const wf = await workflows.start(PlainTwoStepWorkflow, hero);
         const kilobyte = { d: 'x'.repeat(1024) };
-        const attempt = tiny.moduleRef.get(SignalService).signal(wf.id, 'x', { payload: kilobyte });
+        const attempt = tiny.moduleRef.get(SignalService).signal(wf.id, 'x', { allowUnknownName: true, payload: kilobyte });
         await expect(attempt).rejects.toThrow(SignalPayloadTooLargeError);
         await expect(attempt).rejects.toThrow(/maxSignalPayloadSize \(64\)/);
-        await tiny.moduleRef.get(SignalService).signal(wf.id, 'small', { payload: payloadOfSize(64) });
+        await tiny.moduleRef.get(SignalService).signal(wf.id, 'small', { allowUnknownName: true, payload: payloadOfSize(64) });
         const huge = { d: 'x'.repeat(DEFAULT_LIMIT * 2) };
-        const accepted = await unlimited.moduleRef.get(SignalService).signal(wf.id, 'huge', { payload: huge });
+        const accepted = await unlimited.moduleRef.get(SignalService).signal(wf.id, 'huge', { allowUnknownName: true, payload: huge });
         expect((await signalRow(accepted.id)).payload).toEqual(huge);
         expect((await signalRows(wf.id)).map((s) => s.name)).toEqual(['small', 'huge']);
       });
@@ -569,11 +587,11 @@ describeEachDatabase('signals: delivery', (kind) => {
 
     it('AT-22 after a duplicate inside the caller transaction, another signal in it still succeeds (savepoint) and both commit', async () => {
       const wf = await workflows.start(PlainTwoStepWorkflow, hero);
-      await signals.signal(wf, 'x', { idempotencyKey: 'evt_1' });
+      await signals.signal(wf, 'x', { allowUnknownName: true, idempotencyKey: 'evt_1' });
       await app.dataSource.transaction(async (manager) => {
-        const duplicate = await signals.signal(wf, 'x', { idempotencyKey: 'evt_1', manager });
+        const duplicate = await signals.signal(wf, 'x', { allowUnknownName: true, idempotencyKey: 'evt_1', manager });
         expect(duplicate.duplicateDelivery).toBe(true);
-        const fresh = await signals.signal(wf, 'x', { idempotencyKey: 'evt_2', manager });
+        const fresh = await signals.signal(wf, 'x', { allowUnknownName: true, idempotencyKey: 'evt_2', manager });
         expect(fresh.duplicateDelivery).toBe(false);
         // The caller's own statements still work after the caught unique violation.
         await manager.update(TestHero, { id: hero.id }, { name: 'still usable' });
@@ -585,7 +603,7 @@ describeEachDatabase('signals: delivery', (kind) => {
     it('AT-14 a matcher that throws inside signal() reaches the sender and rolls the whole delivery back; fixed, a redelivery wakes', async () => {
       const wf = await parked(MatcherInvoiceWorkflow);
       const waiting = await current(wf);
-      const unrelated = await signals.signal(wf, 'unrelated', { payload: { u: 1 } });
+      const unrelated = await signals.signal(wf, 'unrelated', { allowUnknownName: true, payload: { u: 1 } });
       const unrelatedBefore = await signalRow(unrelated.id);
       const jobsBefore = jobIds().length;
 
@@ -653,6 +671,82 @@ describeEachDatabase('signals: delivery', (kind) => {
     });
   });
 
+  // ------------------------------------------------------------------ names no step waits for
+
+  describe('a name no step of the class waits for', () => {
+    const typo =
+      'No step of InvoiceWorkflow waits for a signal "paymnt_confirmed": it waits for "payment_confirmed". To keep it for a step a later version adds, pass allowUnknownName: true';
+
+    it('is refused with UnknownSignalNameError naming the names the class waits for, writing nothing', async () => {
+      const wf = await parked();
+      const attempt = signals.signal(wf, 'paymnt_confirmed', { payload: { amountCents: 5 }, idempotencyKey: 'evt_1' });
+      await expect(attempt).rejects.toThrow(typo);
+      await expect(attempt).rejects.toBeInstanceOf(UnknownSignalNameError);
+      await expect(attempt).rejects.toBeInstanceOf(InvalidSignalError); // caught where bad input is
+      await expect(attempt).rejects.toMatchObject({ argument: 'name', workflowClass: 'InvoiceWorkflow', signalName: 'paymnt_confirmed', waitedNames: ['payment_confirmed'] });
+      expect(await signalRows()).toEqual([]);
+      await app.gd.assertWaitingForSignal(wf, 'payment_confirmed');
+    });
+
+    it('is refused by signalHero and by start(..., { signals }) too, before anything is written', async () => {
+      await expect(workflows.start(InvoiceWorkflow, hero, { signals: [{ name: 'payment_confirmed' }, { name: 'paymnt_confirmed' }] })).rejects.toThrow(typo);
+      expect(await app.dataSource.getRepository(WorkflowRecord).count()).toBe(0);
+      await workflows.start(InvoiceWorkflow, hero);
+      await expect(signals.signalHero(InvoiceWorkflow, hero, 'paymnt_confirmed')).rejects.toThrow(typo);
+      await expect(signals.signal(await workflows.start(PlainTwoStepWorkflow, hero), 'go')).rejects.toThrow(
+        'No step of PlainTwoStepWorkflow waits for a signal "go": it waits for no signal. To keep it for a step a later version adds, pass allowUnknownName: true',
+      );
+      expect(await signalRows()).toEqual([]);
+    });
+
+    it('with allowUnknownName: true is kept pending, for a step a later version adds; a redelivery of its key answers without the flag', async () => {
+      const wf = await parked();
+      const kept = await signals.signal(wf, 'refund_requested', { idempotencyKey: 'evt_9', allowUnknownName: true });
+      expect(kept).toMatchObject({ name: 'refund_requested', state: 'pending', duplicateDelivery: false });
+      expect(await signals.signal(wf, 'refund_requested', { idempotencyKey: 'evt_9' })).toMatchObject({ id: kept.id, duplicateDelivery: true });
+      const started = await workflows.start(InvoiceWorkflow, await newHero('Bob'), { signals: [{ name: 'refund_requested', allowUnknownName: true }] });
+      expect((await signals.list(started)).map((s) => [s.name, s.state])).toEqual([['refund_requested', 'pending']]);
+      await app.gd.assertWaitingForSignal(wf, 'payment_confirmed');
+    });
+
+    it('is any name when a step waits with a custom matcher that names no signal', async () => {
+      const wf = await workflows.start(CustomMatcherWorkflow, hero);
+      expect(await signals.signal(wf, 'settled_elsewhere')).toMatchObject({ name: 'settled_elsewhere', state: 'pending' });
+    });
+
+    it('refuses an allowUnknownName that is not a boolean', async () => {
+      const wf = await parked();
+      await expect(signals.signal(wf, 'payment_confirmed', { allowUnknownName: 'yes' } as never)).rejects.toThrow(
+        new InvalidSignalError('options', 'allowUnknownName must be a boolean, got "yes"'),
+      );
+      expect(await signalRows()).toEqual([]);
+    });
+  });
+
+  // ------------------------------------------------------------------ typed signal definitions
+
+  describe('a signal definition (a SignalMatcher<Payload>) shared by the sender and the step', () => {
+    it('sends under its name, and the step reads the payload typed, without a cast', async () => {
+      const wf = await workflows.start(TypedPaymentWorkflow, hero);
+      await app.gd.performNextStep(wf); // capture parks
+      await app.gd.assertWaitingForSignal(wf, 'payment_confirmed');
+      const sent = await signals.signal(wf, PAYMENT_CONFIRMED, { payload: { amountCents: 1250 }, idempotencyKey: 'evt_1' });
+      expect(sent).toMatchObject({ name: 'payment_confirmed', state: 'claimed', payload: { amountCents: 1250 } });
+      expect(await signals.signalHero(TypedPaymentWorkflow, hero, PAYMENT_CONFIRMED, { payload: { amountCents: 1250 }, idempotencyKey: 'evt_1' })).toMatchObject([{ id: sent.id, duplicateDelivery: true }]);
+      await app.gd.performNextStep(wf);
+      expect(seenSignals).toEqual([{ step: 'capture', signalId: sent.id, payload: { cents: '1250' } }]);
+    });
+
+    it('refuses, in a step that received no signal of its name, with SignalNotReceivedError', async () => {
+      const wf = await workflows.start(TypedPaymentWorkflow, hero, { signals: [{ name: 'payment_confirmed', payload: { amountCents: 1 } }] });
+      await app.gd.performNextStep(wf); // capture takes the buffered signal
+      const misread = app.gd.performNextStep(wf);
+      await expect(misread).rejects.toThrow(SignalNotReceivedError);
+      await expect(misread).rejects.toThrow('Step "misread" of TypedPaymentWorkflow did not receive a signal "payment_confirmed": it received no signal');
+      await app.gd.assertWorkflowState(wf, 'paused');
+    });
+  });
+
   // ------------------------------------------------------------------ signal-with-start
 
   describe('signal-with-start', () => {
@@ -660,7 +754,7 @@ describeEachDatabase('signals: delivery', (kind) => {
       const wf = await workflows.start(InvoiceWorkflow, hero, {
         signals: [
           { name: 'payment_confirmed', payload: { amountCents: 700 }, idempotencyKey: 'evt_1' },
-          { name: 'noise' },
+          { name: 'noise', allowUnknownName: true },
           { name: 'payment_confirmed', payload: { amountCents: 999 }, idempotencyKey: 'evt_1' },
         ],
       });

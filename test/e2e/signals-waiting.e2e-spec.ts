@@ -2,7 +2,8 @@
  * Signals, receiver side (reference PART B §B.4–B.6, B.8–B.14): the gate, parking, dispatch,
  * matchers, composition with wait/skipIf/cancelIf, settlement of claims, the `waiting` state under
  * operator actions and housekeeping, the test helpers, definition-time checks and the
- * missing-migration mode, plus the matching PART C scenarios (AT-xx).
+ * missing-migration mode, plus the matching PART C scenarios (AT-xx). A signal of a name no step of
+ * its workflow waits for (one that must leave a step parked) is sent with `allowUnknownName`.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { AssertionError } from 'node:assert';
@@ -164,7 +165,7 @@ describeEachDatabase('signals: waiting', (kind) => {
         const wf = await parked();
         const waiting = await current(wf);
         const jobsBefore = jobIds().length;
-        const other = await signals.signal(wf, 'something_else');
+        const other = await signals.signal(wf, 'something_else', { allowUnknownName: true });
         expect(other.state).toBe('pending');
         expect(await executionRow(waiting.id)).toMatchObject({ state: 'waiting', signalId: null });
         expect(jobIds()).toHaveLength(jobsBefore);
@@ -183,7 +184,7 @@ describeEachDatabase('signals: waiting', (kind) => {
       it('AT-46 a stale duplicate job of a parked execution is a no-op: still waiting, nothing claimed', async () => {
         const wf = await parked();
         const waiting = await current(wf);
-        const ignored = await signals.signal(wf, 'unrelated');
+        const ignored = await signals.signal(wf, 'unrelated', { allowUnknownName: true });
         await app.moduleRef.get(ExecutorService).execute(waiting.id);
         const after = await executionRow(waiting.id);
         expect(after).toMatchObject({ state: 'waiting', signalId: null });
@@ -518,7 +519,7 @@ describeEachDatabase('signals: waiting', (kind) => {
       it('AT-36 operator skip of a never-attached parked step leaves an unrelated buffered signal alone', async () => {
         const wf = await parked();
         const waiting = await current(wf);
-        const unrelated = await signals.signal(wf, 'something_else');
+        const unrelated = await signals.signal(wf, 'something_else', { allowUnknownName: true });
         await workflows.skip(wf);
         expect(await executionRow(waiting.id)).toMatchObject({ state: 'skipped', signalId: null });
         await assertCounters(unrelated.id, 'pending', 0, 0);
@@ -669,7 +670,7 @@ describeEachDatabase('signals: waiting', (kind) => {
         const wf = await parked();
         const waiting = await current(wf);
         await workflows.pause(wf);
-        const other = await signals.signal(wf, 'other');
+        const other = await signals.signal(wf, 'other', { allowUnknownName: true });
         const s1 = await signals.signal(wf, 'payment_confirmed', { payload: { amountCents: 1 } });
         const s2 = await signals.signal(wf, 'payment_confirmed', { payload: { amountCents: 2 } });
         const jobsBefore = jobIds().length;
@@ -727,7 +728,7 @@ describeEachDatabase('signals: waiting', (kind) => {
       it('AT-44 / SIG-61 cancel of a parked workflow cancels the parked row and leaves signals untouched', async () => {
         const wf = await parked();
         const waiting = await current(wf);
-        const unrelated = await signals.signal(wf, 'unrelated');
+        const unrelated = await signals.signal(wf, 'unrelated', { allowUnknownName: true });
         await workflows.cancel(wf);
         expect(wf.state).toBe('canceled');
         expect(await executionRow(waiting.id)).toMatchObject({ state: 'canceled', outcome: 'canceled' });
@@ -813,13 +814,13 @@ describeEachDatabase('signals: waiting', (kind) => {
 
       it('AT-59 / SIG-66 old finished workflows lose their signals with them; recent ones keep theirs', async () => {
         const old = await workflows.start(InvoiceWorkflow, hero);
-        await signals.signal(old, 'a');
-        await signals.signal(old, 'b');
+        await signals.signal(old, 'a', { allowUnknownName: true });
+        await signals.signal(old, 'b', { allowUnknownName: true });
         await workflows.cancel(old);
         const longAgo = new Date(Date.now() - 60 * DAY);
         await app.dataSource.getRepository(WorkflowRecord).update({ id: old.id }, { finishedAt: longAgo, transitionedAt: longAgo });
         const recent = await workflows.start(InvoiceWorkflow, await newHero('recent'));
-        await signals.signal(recent, 'c');
+        await signals.signal(recent, 'c', { allowUnknownName: true });
         await workflows.cancel(recent);
         const summary = await housekeeping();
         expect(summary).toMatchObject({ workflowsDeleted: 1, signalsDeleted: 2 });
@@ -862,6 +863,17 @@ describeEachDatabase('signals: waiting', (kind) => {
         const custom = await workflows.start(CustomMatcherWorkflow, hero);
         await app.gd.performNextStep(custom);
         await expect(app.gd.assertWaitingForSignal(custom, 'a')).rejects.toThrow(AssertionError);
+      });
+
+      it('assertStepExecuted and assertTimedOut say a step name the class does not define is not a step of it', async () => {
+        const wf = await parked();
+        const typo = 'InvoiceWorkflow has no step "issueReciept": its steps are "prepare", "awaitPayment", "issueReceipt"';
+        for (const attempt of [app.gd.assertStepExecuted(wf, 'issueReciept'), app.gd.assertTimedOut(wf, 'issueReciept')]) {
+          await expect(attempt).rejects.toThrow(AssertionError);
+          await expect(attempt).rejects.toThrow(typo);
+        }
+        // A step of the class that has not run yet still reads as such.
+        await expect(app.gd.assertStepExecuted(wf, 'issueReceipt')).rejects.toThrow('Expected step "issueReceipt" to have a completed execution; found no executions');
       });
 
       it('AT-65 / SIG-75 assertSignalState reads the most recent signal of the name, with readable failures', async () => {

@@ -3,20 +3,22 @@
  * installed into a Nest app outside the workspace (test/package/consumer-app, copied to a temporary
  * directory) whose Nest and TypeORM versions differ from the workspace's but sit inside the peer ranges.
  * The app is compiled with `tsc` (skipLibCheck off, so every shipped declaration is checked), booted on
- * SQLite, driven through its controller (a workflow with a `waitFor` step and a redelivered webhook),
- * and its own jest spec runs with `geneva-drive/testing` under the ESM jest setup the quick start shows.
+ * PostgreSQL (a database of its own), driven through its controller (a workflow with a `waitFor` step,
+ * a redelivered webhook, a late one and a malformed one), and its own jest spec runs with
+ * `geneva-drive/testing` under the ESM jest setup the quick start shows.
  * The app installs none of the optional peers (bull, @nestjs/terminus, prom-client, @opentelemetry/api), so its boot shows
  * the main entry point needs none of them. It fails when the tarball lacks a file, a type or a peer,
  * or ships something it should not.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
+import { emptyPostgresDatabase } from '../utils/databases.js';
+import { cleanEnv, INSTALL_TIMEOUT_MS, run, waitFor } from './npm-app.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const LIBRARY = join(ROOT, 'libs/geneva-drive');
@@ -33,26 +35,8 @@ const CONSUMER_VERSIONS = {
   rxjs: '7.8.2',
 };
 /** What the consumer installs as its own: it asked for these, nothing else may appear in production. */
-const BETTER_SQLITE3 = '12.11.1';
-const NOT_ASKED_FOR = ['pg', 'mysql2', 'class-validator', 'class-transformer', 'bull', '@nestjs/bull', 'bullmq', '@nestjs/bullmq', 'ioredis', '@nestjs/terminus', 'prom-client', '@opentelemetry/api'];
-
-const INSTALL_TIMEOUT_MS = 10 * 60_000;
-
-/** The environment of a nested npm: without the outer `npm test`'s npm_* variables (they name the workspace). */
-function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !/^npm_/i.test(key) && key !== 'INIT_CWD'));
-  return { ...env, NODE_ENV: '', ...extra };
-}
-
-/** Runs a command to its end; its standard output and error, or an error that carries both. */
-async function run(command: string, args: string[], cwd: string, timeout = INSTALL_TIMEOUT_MS): Promise<{ stdout: string; stderr: string }> {
-  try {
-    return await promisify(execFile)(command, args, { cwd, env: cleanEnv(), timeout, maxBuffer: 64 * 1024 * 1024 });
-  } catch (error) {
-    const { stdout, stderr, message } = error as { stdout?: string; stderr?: string; message: string };
-    throw new Error(`${command} ${args.join(' ')} failed in ${cwd}: ${message}\n${stdout ?? ''}${stderr ?? ''}`);
-  }
-}
+const PG = '8.23.1';
+const NOT_ASKED_FOR = ['better-sqlite3', 'mysql2', 'class-validator', 'class-transformer', 'bull', '@nestjs/bull', 'bullmq', '@nestjs/bullmq', 'ioredis', '@nestjs/terminus', 'prom-client', '@opentelemetry/api'];
 
 function filesUnder(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
@@ -71,8 +55,10 @@ describe('the geneva-drive package, installed into a Nest app', () => {
   };
   let packed: { filename: string; files: Array<{ path: string }> };
   let server: ChildProcess | undefined;
+  let databaseUrl: string;
 
   beforeAll(async () => {
+    databaseUrl = await emptyPostgresDatabase('consumer');
     const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', work], LIBRARY);
     [packed] = JSON.parse(stdout.slice(stdout.indexOf('[')));
     cpSync(APP_SOURCE, app, { recursive: true });
@@ -80,16 +66,11 @@ describe('the geneva-drive package, installed into a Nest app', () => {
       name: 'consumer-app',
       private: true,
       type: 'module',
-      dependencies: { ...CONSUMER_VERSIONS, 'better-sqlite3': BETTER_SQLITE3, 'geneva-drive': `file:../${packed.filename}` },
+      dependencies: { ...CONSUMER_VERSIONS, pg: PG, 'geneva-drive': `file:../${packed.filename}` },
       devDependencies: { '@jest/globals': '30.5.2', '@nestjs/testing': '12.1.0', '@types/node': '20.19.25', jest: '30.5.2', 'ts-jest': '29.4.15', typescript: '6.0.3' },
     };
     writeFileSync(join(app, 'package.json'), JSON.stringify(manifest, null, 2));
-    // Install scripts are skipped and better-sqlite3's native build is taken from the workspace, which
-    // has the same version built for this same Node: compiling it again would only cost minutes.
     await run('npm', ['install', '--ignore-scripts', '--no-audit', '--no-fund'], app);
-    const workspaceSqlite = join(ROOT, 'node_modules/better-sqlite3');
-    expect(JSON.parse(readFileSync(join(workspaceSqlite, 'package.json'), 'utf8')).version).toBe(BETTER_SQLITE3);
-    cpSync(join(workspaceSqlite, 'build'), join(app, 'node_modules/better-sqlite3/build'), { recursive: true });
   }, INSTALL_TIMEOUT_MS);
 
   afterAll(() => {
@@ -99,12 +80,28 @@ describe('the geneva-drive package, installed into a Nest app', () => {
 
   it('packs only the build, its types, the README, the LICENSE, the changelog and the docs', () => {
     const paths = packed.files.map((file) => file.path).sort();
-    const unexpected = paths.filter((path) => !/^(dist\/.+\.(js|d\.ts)|docs\/[\w.-]+\.md|README\.md|LICENSE|CHANGELOG\.md|package\.json)$/.test(path));
+    const unexpected = paths.filter((path) => !/^(dist\/.+\.(js|d\.ts)|docs\/[\w.-]+\.(md|png)|README\.md|LICENSE|CHANGELOG\.md|package\.json)$/.test(path));
     expect(unexpected).toEqual([]);
     expect(paths.filter((path) => path.includes('.spec.'))).toEqual([]);
     for (const required of ['README.md', 'LICENSE', 'CHANGELOG.md', 'docs/MANUAL.md', 'dist/index.js', 'dist/index.d.ts', 'dist/testing/index.js', 'dist/testing/index.d.ts', 'dist/dashboard/index.js', 'dist/dashboard/index.d.ts', 'dist/metrics/index.js', 'dist/metrics/index.d.ts', 'dist/tracing/index.js', 'dist/tracing/index.d.ts', 'dist/cli/main.js']) {
       expect(paths).toContain(required);
     }
+  });
+
+  it('resolves every relative link of its README, changelog and docs to a file inside the tarball', () => {
+    const paths = new Set(packed.files.map((file) => file.path));
+    const installed = join(app, 'node_modules/geneva-drive');
+    const broken = [...paths]
+      .filter((path) => path.endsWith('.md'))
+      .flatMap((path) => {
+        const prose = readFileSync(join(installed, path), 'utf8').replace(/```[\s\S]*?```/g, '').replace(/`[^`\n]*`/g, '');
+        return [...prose.matchAll(/\]\(([^)\s]+)\)/g)]
+          .map(([, link]) => link)
+          .filter((link) => !/^([a-z][a-z+.-]*:|#)/i.test(link)) // a URL, or a place in the same file
+          .filter((link) => !paths.has(posix.normalize(posix.join(posix.dirname(path), link.split('#')[0]))))
+          .map((link) => `${path}: ${link}`);
+      });
+    expect(broken).toEqual([]);
   });
 
   it('declares every package its build imports as a peer (or a dependency), and the queue libraries, @nestjs/terminus, prom-client and @opentelemetry/api as optional', () => {
@@ -140,9 +137,9 @@ describe('the geneva-drive package, installed into a Nest app', () => {
     expect(existsSync(join(app, 'dist/main.js'))).toBe(true);
   }, 5 * 60_000);
 
-  it('boots on SQLite and runs a workflow through its controller: parks, takes the webhook once, ships', async () => {
+  it('boots on PostgreSQL and runs a workflow through its controller: parks, takes the webhook once, ships; a late event is 200, a malformed one 400', async () => {
     let output = '';
-    server = spawn(process.execPath, ['dist/main.js'], { cwd: app, env: cleanEnv({ PORT: '0', SQLITE_FILE: join(work, 'app.sqlite') }) });
+    server = spawn(process.execPath, ['dist/main.js'], { cwd: app, env: cleanEnv({ PORT: '0', DATABASE_URL: databaseUrl }) });
     server.stdout!.on('data', (chunk) => (output += chunk));
     server.stderr!.on('data', (chunk) => (output += chunk));
     const base = await waitFor(async () => /listening on (http:\/\/\S+)/.exec(output)?.[1].replace('[::1]', '127.0.0.1'), () => output);
@@ -164,9 +161,13 @@ describe('the geneva-drive package, installed into a Nest app', () => {
     await waitFor(async () => ((await call('GET', `/orders/${orderId}`)).body.status === 'shipped' ? true : undefined), () => output);
     expect((await call('GET', `/orders/${orderId}`)).body).toEqual({ status: 'shipped', workflowState: 'ended' });
     expect((await call('POST', '/webhooks/payments', { ...event, workflowId: '999' })).status).toBe(404);
+    // After the workflow ended, a new event is nothing to retry: 2xx. An empty event id can never be a key: 400.
+    const late = await call('POST', '/webhooks/payments', { ...event, id: 'evt_2' });
+    expect([late.status, late.body.ignored]).toEqual([200, `Cannot deliver signal "payment_confirmed" to a finished workflow (workflow ${workflowId})`]);
+    expect((await call('POST', '/webhooks/payments', { ...event, id: '' })).status).toBe(400);
   }, 60_000);
 
-  it.each(['bull', 'bullmq'])('without the optional %s package, refuses the %s queue adapter at boot and names the package', async (adapter) => {
+  it.each(['bull', 'bullmq'])('without the optional %s packages, refuses that queue adapter at boot and names both', async (adapter) => {
     // Written here rather than in the consumer app: it is a probe, not part of the app the quick start shows.
     writeFileSync(
       join(app, `${adapter}-probe.mjs`),
@@ -178,7 +179,7 @@ describe('the geneva-drive package, installed into a Nest app', () => {
         "import { GENEVA_DRIVE_ENTITIES, GENEVA_DRIVE_MIGRATIONS, GenevaDriveModule } from 'geneva-drive';",
         'class AppModule {}',
         'Module({ imports: [',
-        "  TypeOrmModule.forRoot({ type: 'better-sqlite3', database: ':memory:', entities: [...GENEVA_DRIVE_ENTITIES], migrations: [...GENEVA_DRIVE_MIGRATIONS], migrationsRun: true }),",
+        "  TypeOrmModule.forRoot({ type: 'postgres', url: process.env.DATABASE_URL, entities: [...GENEVA_DRIVE_ENTITIES], migrations: [...GENEVA_DRIVE_MIGRATIONS], migrationsRun: true }),",
         `  GenevaDriveModule.forRoot({ queue: { adapter: '${adapter}', redis: 'redis://127.0.0.1:1' } }),`,
         '] })(AppModule);',
         'try {',
@@ -190,23 +191,15 @@ describe('the geneva-drive package, installed into a Nest app', () => {
         '}',
       ].join('\n'),
     );
-    const { stdout } = await run(process.execPath, [`${adapter}-probe.mjs`], app, 60_000);
-    expect(stdout.trim()).toBe(`MissingDependencyError: The queue adapter '${adapter}' needs the package "${adapter}", which is not installed: npm install ${adapter}`);
+    const { stdout } = await run(process.execPath, [`${adapter}-probe.mjs`], app, 60_000, { DATABASE_URL: databaseUrl });
+    // Both missing packages at once: one install fixes the boot.
+    expect(stdout.trim()).toBe(
+      `MissingDependencyError: The queue adapter '${adapter}' needs the packages "${adapter}" and "@nestjs/${adapter}", which are not installed: npm install ${adapter} @nestjs/${adapter}`,
+    );
   }, 60_000);
 
   it("runs the app's own jest spec with geneva-drive/testing, as ES modules", async () => {
-    const { stderr } = await run(process.execPath, ['--experimental-vm-modules', 'node_modules/jest/bin/jest.js'], app, 3 * 60_000);
+    const { stderr } = await run(process.execPath, ['--experimental-vm-modules', 'node_modules/jest/bin/jest.js'], app, 3 * 60_000, { DATABASE_URL: databaseUrl });
     expect(stderr).toMatch(/Tests:\s+1 passed, 1 total/);
   }, 3 * 60_000);
 });
-
-/** Polls `probe` until it returns a value (20 s at most); the failure shows `context()`. */
-async function waitFor<T>(probe: () => Promise<T | undefined>, context: () => string): Promise<T> {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out; the app printed:\n${context()}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}

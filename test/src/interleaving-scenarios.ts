@@ -106,7 +106,7 @@ export const SCENARIOS: Array<Scenario<any>> = [
         run: () =>
           h.app.dataSource.transaction(async (manager) => {
             await manager.update(TestHero, { id: at.hero.id }, { active: true });
-            await signals(h).signal(at.workflow.id, 'note', { manager });
+            await signals(h).signal(at.workflow.id, 'note', { manager, allowUnknownName: true });
           }),
       },
       { name: 'signalHero', run: () => signals(h).signalHero(HeroMatchedWorkflow, at.hero, 'go') },

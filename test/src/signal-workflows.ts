@@ -204,3 +204,21 @@ export class PlainTwoStepWorkflow extends GenevaWorkflow<TestHero> {
     signalJournal.push('two');
   }
 }
+
+/** A signal definition: its name and its payload's type, shared by the sender and the step. */
+export const PAYMENT_CONFIRMED = new SignalMatcher<{ amountCents: number }>('payment_confirmed');
+
+/** `capture` reads the payload typed through the definition; `misread` asks for a signal it never got. */
+@Workflow({ hero: () => TestHero })
+export class TypedPaymentWorkflow extends GenevaWorkflow<TestHero> {
+  @Step({ waitFor: PAYMENT_CONFIRMED })
+  async capture() {
+    const { id, payload } = this.receivedSignalOf(PAYMENT_CONFIRMED);
+    seenSignals.push({ step: 'capture', signalId: id, payload: { cents: payload.amountCents.toFixed(0) } });
+  }
+
+  @Step()
+  async misread() {
+    this.receivedSignalOf(PAYMENT_CONFIRMED);
+  }
+}

@@ -191,6 +191,23 @@ async function createWorkerDatabase(kind: 'postgres' | 'mysql'): Promise<void> {
 }
 
 /**
+ * A new, empty PostgreSQL database named after this worker's (`<worker database>_<suffix>`), dropped
+ * first if a run left it behind; returns its URL. For an application under test that migrates its
+ * own schema (the packaged consumer app, the quick start).
+ */
+export async function emptyPostgresDatabase(suffix: string): Promise<string> {
+  const name = `${workerDatabaseName()}_${suffix}`;
+  const admin = await new DataSource(serverConnectionOptions('postgres')).initialize();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS ${admin.driver.escape(name)} WITH (FORCE)`);
+    await admin.query(`CREATE DATABASE ${admin.driver.escape(name)}`);
+  } finally {
+    await admin.destroy();
+  }
+  return (serverConnectionOptions('postgres', name) as { url: string }).url;
+}
+
+/**
  * Deletes every row of the geneva-drive and fixture tables (children first), keeping the schema and
  * the id sequences. Works on databases prepared `withoutSignals` too.
  */

@@ -39,6 +39,7 @@ export { InvalidOptionError } from './errors/invalid-option.error.js';
 export { InvalidStateError } from './errors/invalid-state.error.js';
 export { InvalidTransitionError } from './errors/invalid-transition.error.js';
 export { MissingDependencyError } from './errors/missing-dependency.error.js';
+export { NotInitialisedError } from './errors/not-initialised.error.js';
 export { QueueConfigurationError } from './errors/queue-configuration.error.js';
 export { SchemaNotMigratedError } from './errors/schema-not-migrated.error.js';
 export {
@@ -47,7 +48,9 @@ export {
   NoOngoingWorkflowError,
   SignalOutcomeUnknownError,
   SignalPayloadTooLargeError,
+  SignalNotReceivedError,
   SignalsNotMigratedError,
+  UnknownSignalNameError,
   WorkflowNotOngoingError,
 } from './errors/signal.errors.js';
 export { StepConfigurationError } from './errors/step-configuration.error.js';

@@ -1,7 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import type { INestApplicationContext } from '@nestjs/common';
 import { UnknownWorkflowError } from '../errors/unknown-workflow.error.js';
+import { QUEUE_PORT } from '../geneva-drive.constants.js';
 import { HousekeepingService } from '../housekeeping/housekeeping.service.js';
+import { ManualQueueAdapter } from '../queue/manual-queue.adapter.js';
 import { WorkflowService } from '../client/workflow.service.js';
 import { WorkflowActions } from '../operator/workflow-actions.js';
 import { WorkflowCatalog } from '../operator/workflow-catalog.js';
@@ -64,6 +66,16 @@ async function assertRegistered(app: INestApplicationContext, workflowId: string
   }
 }
 
+/**
+ * Without `genevaDrive.queue` the CLI enqueues a woken step nowhere: the application's housekeeping
+ * finds it due and enqueues it, after `stuckScheduledThreshold`. Said, so the wait is no surprise.
+ */
+function noQueueNote(app: INestApplicationContext): string | undefined {
+  if (!(app.get(QUEUE_PORT, { strict: false }) instanceof ManualQueueAdapter)) return undefined;
+  const minutes = Math.round(app.get(WorkflowCatalog).thresholds.stuckScheduledThresholdMs / 60_000);
+  return `the woken step waits for the application's housekeeping, which enqueues it once it has been due for stuckScheduledThreshold (${minutes} min): give the data-source file a genevaDrive.queue to enqueue it at once`;
+}
+
 /** `--payload JSON`, or `--payload @file.json` for a payload too long for a command line. */
 async function payloadText(option: string | boolean | undefined): Promise<string | undefined> {
   if (typeof option !== 'string') return undefined;
@@ -119,7 +131,8 @@ export async function runCommand(app: INestApplicationContext, invocation: CliIn
       const key = invocation.options.key;
       const signal = await actions.signal(workflowId, { name, payload, idempotencyKey: typeof key === 'string' ? key : undefined });
       const text = tty`signal ${signal.id} ${signal.name} ${signal.state}` + `${signal.duplicateDelivery ? ' (duplicate delivery: nothing changed)' : ''}`;
-      return { json: { signal: { ...signal, duplicateDelivery: signal.duplicateDelivery } }, text };
+      const note = signal.state === 'claimed' && !signal.duplicateDelivery ? noQueueNote(app) : undefined;
+      return { json: { signal: { ...signal, duplicateDelivery: signal.duplicateDelivery }, ...(note ? { note } : {}) }, text: note ? `${text}\nnote: ${note}` : text };
     }
     case 'pause':
     case 'resume':

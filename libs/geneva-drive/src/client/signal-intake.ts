@@ -2,13 +2,14 @@ import { Inject, Injectable } from '@nestjs/common';
 import { IsNull, type EntityManager } from 'typeorm';
 import { Signal } from '../entities/signal.entity.js';
 import type { StepExecution } from '../entities/step-execution.entity.js';
-import { InvalidSignalError, SignalPayloadTooLargeError, SignalsNotMigratedError } from '../errors/signal.errors.js';
+import { InvalidSignalError, SignalPayloadTooLargeError, SignalsNotMigratedError, UnknownSignalNameError } from '../errors/signal.errors.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import { GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
 import { latestRowsLock } from '../persistence/row-lock.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { WorkflowStore } from '../persistence/workflow-store.js';
+import type { WorkflowDefinition } from '../registry/workflow-definition.js';
 import { decodePayload, encodedSize, encodePayload, hasUnstorableCharacters } from '../util/payload-codec.js';
 import { PENDING } from '../state/signal-state.js';
 
@@ -17,6 +18,8 @@ export interface PreparedSignal {
   name: string;
   payload: unknown;
   idempotencyKey: string | null;
+  /** Stored even when no step of the class waits for its name. */
+  allowUnknownName: boolean;
 }
 
 /**
@@ -26,8 +29,8 @@ export interface PreparedSignal {
  */
 export const MAX_IDENTIFIER_BYTES = 255;
 
-const SIGNAL_OPTION_KEYS = ['payload', 'idempotencyKey', 'manager'];
-const START_SIGNAL_KEYS = ['name', 'payload', 'idempotencyKey'];
+const SIGNAL_OPTION_KEYS = ['payload', 'idempotencyKey', 'allowUnknownName', 'manager'];
+const START_SIGNAL_KEYS = ['name', 'payload', 'idempotencyKey', 'allowUnknownName'];
 
 const isPlainObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 const show = (value: unknown) => (typeof value === 'string' ? JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value) : String(value));
@@ -55,23 +58,42 @@ export class SignalIntake {
     const given = options ?? {};
     const unknown = Object.keys(given).filter((key) => !SIGNAL_OPTION_KEYS.includes(key));
     if (unknown.length > 0) throw new InvalidSignalError('options', `Unknown signal option(s): ${unknown.join(', ')}`);
-    const prepared = this.prepare({ name, payload: given.payload, idempotencyKey: given.idempotencyKey });
+    const prepared = this.prepare({ name, ...given });
     // An id no key could have names no workflow (and would be a database error on PostgreSQL).
     const canonical = this.schema.canonicalId(workflowId);
     if (canonical === null) throw new WorkflowNotFoundError(workflowId);
     return { workflowId: canonical, prepared };
   }
 
-  /** The `signals` of `start`: a list of `{ name, payload?, idempotencyKey? }`, each validated before anything is written. */
-  prepareStartSignals(signals: unknown): PreparedSignal[] {
+  /**
+   * The `signals` of `start`: a list of `{ name, payload?, idempotencyKey?, allowUnknownName? }`,
+   * each validated (its name against the class's `waitFor` steps too) before anything is written.
+   */
+  prepareStartSignals(signals: unknown, definition: WorkflowDefinition): PreparedSignal[] {
     if (signals === undefined) return [];
     if (!Array.isArray(signals)) throw new InvalidSignalError('signals', `start() signals must be an array, got ${show(signals)}`);
     return signals.map((entry: unknown) => {
       if (!isPlainObject(entry)) throw new InvalidSignalError('signals', `Each of start()'s signals must be an object, got ${show(entry)}`);
       const unknown = Object.keys(entry).filter((key) => !START_SIGNAL_KEYS.includes(key));
       if (unknown.length > 0) throw new InvalidSignalError('signals', `Unknown key(s) in a signal given to start(): ${unknown.join(', ')}`);
-      return this.prepare({ name: entry.name, payload: entry.payload, idempotencyKey: entry.idempotencyKey });
+      const prepared = this.prepare(entry as { name: unknown });
+      const unwaited = this.unwaitedName(definition, prepared);
+      if (unwaited) throw unwaited;
+      return prepared;
     });
+  }
+
+  /**
+   * The error for a name no `waitFor` step of the class listens to — a typo would stay pending for
+   * good — or undefined: the signal allows an unknown name, the class is not in this process (a
+   * deploy may have removed it), or one of its steps waits with a custom matcher that names no signal.
+   */
+  unwaitedName(definition: WorkflowDefinition | undefined, prepared: PreparedSignal): UnknownSignalNameError | undefined {
+    if (!definition || prepared.allowUnknownName) return undefined;
+    const matchers = definition.steps.flatMap((step) => (step.waitFor ? [step.waitFor] : []));
+    if (matchers.some((matcher) => !matcher.signalName)) return undefined;
+    const names = [...new Set(matchers.map((matcher) => matcher.signalName!))];
+    return names.includes(prepared.name) ? undefined : new UnknownSignalNameError(definition.name, prepared.name, names);
   }
 
   /**
@@ -133,16 +155,18 @@ export class SignalIntake {
    * Dates, dropped members are gone). Without the signals migration there is nowhere to record it:
    * SignalsNotMigratedError, before anything is written.
    */
-  private prepare(input: { name: unknown; payload?: unknown; idempotencyKey?: unknown }): PreparedSignal {
+  private prepare(input: { name: unknown; payload?: unknown; idempotencyKey?: unknown; allowUnknownName?: unknown }): PreparedSignal {
     if (typeof input.name !== 'string' || input.name.trim() === '') throw new InvalidSignalError('name', `A signal needs a non-empty name, got ${show(input.name)}`);
     checkIdentifier('name', 'Signal name', input.name);
     const idempotencyKey = keyOf(input.idempotencyKey);
+    const allowUnknownName = input.allowUnknownName ?? false;
+    if (typeof allowUnknownName !== 'boolean') throw new InvalidSignalError('options', `allowUnknownName must be a boolean, got ${show(allowUnknownName)}`);
     const encoded = encodePayload(input.payload === undefined ? {} : input.payload, 'Signal payload');
     const limit = this.options.maxSignalPayloadSize;
     const size = encodedSize(encoded);
     if (limit !== null && size > limit) throw new SignalPayloadTooLargeError(size, limit);
     if (!this.schema.hasSignals) throw new SignalsNotMigratedError(`Delivering signal "${input.name}"`);
-    return { name: input.name, payload: decodePayload(encoded), idempotencyKey };
+    return { name: input.name, payload: decodePayload(encoded), idempotencyKey, allowUnknownName };
   }
 }
 

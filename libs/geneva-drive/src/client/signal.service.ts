@@ -8,8 +8,10 @@ import { deliveryDisposition, publish, traced } from '../instrumentation/geneva-
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { idOf, WorkflowStore } from '../persistence/workflow-store.js';
+import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { SignalHero } from './signal-hero.js';
 import { SignalIntake } from './signal-intake.js';
+import { SignalMatcher } from '../workflow/signal-matcher.js';
 import { SignalRendezvous } from '../execution/signal-rendezvous.js';
 
 /** Options of `SignalService.signal`. @publicApi */
@@ -18,6 +20,12 @@ export interface SignalOptions<Payload = Record<string, unknown>> {
   payload?: Payload;
   /** Redelivery key (a webhook's event id): a second call with it returns the first row, flagged `duplicateDelivery`. */
   idempotencyKey?: string | number;
+  /**
+   * Store the signal even when no step of the workflow's class waits for its name (for a step a later
+   * version adds). Without it such a name is refused with `UnknownSignalNameError`: a typo would
+   * otherwise stay pending for good. @default false
+   */
+  allowUnknownName?: boolean;
   /** Join the caller's transaction: the signal commits (and its wake-up is enqueued) only with the caller's writes. */
   manager?: EntityManager;
 }
@@ -27,6 +35,8 @@ export interface StartSignal {
   name: string;
   payload?: unknown;
   idempotencyKey?: string | number;
+  /** As `SignalOptions.allowUnknownName`. */
+  allowUnknownName?: boolean;
 }
 
 /**
@@ -43,22 +53,24 @@ export class SignalService {
     private readonly schema: SchemaCapabilities,
     private readonly intake: SignalIntake,
     private readonly heroes: SignalHero, // [signal-hero hook]
+    private readonly registry: WorkflowRegistry,
   ) {}
 
   /**
    * Records `name` for the workflow and wakes the step waiting for it, in one transaction, and
    * returns the stored row (its payload as it reads back). A redelivery of a known `idempotencyKey`
    * returns the original row with `duplicateDelivery` set and changes nothing. Throws, before
-   * anything is written: `InvalidSignalError` for invalid arguments, `UnencodableValueError` for a
+   * anything is written: `InvalidSignalError` for invalid arguments (its subclass
+   * `UnknownSignalNameError` for a name no step of the class waits for, unless `allowUnknownName`),
+   * `UnencodableValueError` for a
    * payload too deep or cyclic, `SignalPayloadTooLargeError`, `WorkflowNotOngoingError` for a new
    * signal to a finished or canceled workflow, and `SignalsNotMigratedError` on a database that has
    * not run the signals migration (everything that does not involve signals keeps working there).
    */
-  async signal<Payload = Record<string, unknown>>(
-    workflow: WorkflowRecord | string,
-    name: string,
-    options: SignalOptions<Payload> = {},
-  ): Promise<Signal<Payload>> {
+  signal<Payload>(workflow: WorkflowRecord | string, definition: SignalMatcher<Payload>, options?: SignalOptions<NoInfer<Payload>>): Promise<Signal<Payload>>;
+  signal<Payload = Record<string, unknown>>(workflow: WorkflowRecord | string, name: string, options?: SignalOptions<Payload>): Promise<Signal<Payload>>;
+  async signal<Payload>(workflow: WorkflowRecord | string, nameOrDefinition: string | SignalMatcher<Payload>, options: SignalOptions<Payload> = {}): Promise<Signal<Payload>> {
+    const name = signalNameOf(nameOrDefinition);
     return traced('signal', () => ({ workflowId: String(idOf(workflow)), name }), async () => {
       const { workflowId, prepared } = this.intake.prepareCall(workflow, name, options);
       let workflowClass: string | undefined;
@@ -70,6 +82,9 @@ export class SignalService {
           written = undefined;
           const { workflow: record, waiting: parked } = await this.store.lockForSignal(manager, workflowId);
           workflowClass = record.type;
+          const unwaited = this.intake.unwaitedName(this.registry.findByName(record.type), prepared);
+          // A redelivery of a signal stored before a deploy removed its step answers as before.
+          if (unwaited && !(await this.intake.findExisting(manager, record.id, prepared))) throw unwaited;
           const terminal = !record.isOngoing();
           if (terminal && prepared.idempotencyKey === null) throw new WorkflowNotOngoingError(record.id, record.state, name);
           // A paused workflow buffers: resume delivers.
@@ -132,13 +147,26 @@ export class SignalService {
    * workflow first). The hero is an entity or, when the workflow declares its hero class, its id. An
    * `idempotencyKey` deduplicates per workflow. `NoOngoingWorkflowError` when there is none.
    */
+  signalHero<Payload>(
+    workflowClass: abstract new (...args: any[]) => unknown,
+    hero: object | string | number,
+    definition: SignalMatcher<Payload>,
+    options?: SignalOptions<NoInfer<Payload>>,
+  ): Promise<Array<Signal<Payload>>>;
   signalHero<Payload = Record<string, unknown>>(
     workflowClass: abstract new (...args: any[]) => unknown,
     hero: object | string | number,
     name: string,
+    options?: SignalOptions<Payload>,
+  ): Promise<Array<Signal<Payload>>>;
+  signalHero<Payload>(
+    workflowClass: abstract new (...args: any[]) => unknown,
+    hero: object | string | number,
+    nameOrDefinition: string | SignalMatcher<Payload>,
     options: SignalOptions<Payload> = {},
   ): Promise<Array<Signal<Payload>>> {
-    return this.heroes.deliver(workflowClass as never, hero, name, options?.manager, (workflowId, manager) => this.signal(workflowId, name, { ...options, manager }));
+    const name = signalNameOf(nameOrDefinition);
+    return this.heroes.deliver(workflowClass as never, hero, name, options?.manager, (workflowId, manager) => this.signal(workflowId, name, { ...options, manager }) as Promise<Signal<Payload>>);
   }
 
   /** The workflow's signals, oldest first (none on a database without the signals migration). */
@@ -147,4 +175,12 @@ export class SignalService {
     if (!this.schema.hasSignals || workflowId === null) return Promise.resolve([]);
     return this.transactions.dataSource.manager.find(Signal, { where: { workflowId }, order: { createdAt: 'ASC', id: 'ASC' } });
   }
+}
+
+/**
+ * A signal's name, given as is or by its definition (a `SignalMatcher`, whose payload type it
+ * carries). Whatever else a caller passed goes on to validation, as a name would.
+ */
+function signalNameOf<Payload>(nameOrDefinition: string | SignalMatcher<Payload>): string {
+  return nameOrDefinition instanceof SignalMatcher ? nameOrDefinition.signalName : nameOrDefinition;
 }

@@ -76,7 +76,7 @@ export class WorkflowService {
     }
     rejectUnknownKeys(START, options, START_OPTION_KEYS);
     const ref = heroReference(this.transactions.dataSource, definition.name, hero, definition.heroEntity?.(), true);
-    const signals = this.intake.prepareStartSignals(options.signals);
+    const signals = this.intake.prepareStartSignals(options.signals, definition);
     const values = { type: definition.name, ...ref, allowMultiple: options.allowMultiple ?? false };
     const first = definition.firstStep;
     const manager = this.transactions.dataSource.manager;

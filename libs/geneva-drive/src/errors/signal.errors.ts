@@ -48,6 +48,28 @@ export class InvalidSignalError extends GenevaDriveError {
   }
 }
 
+/**
+ * A signal named something no step of the workflow's class waits for (most often a typo): it would
+ * stay pending for good. Nothing was written. A signal meant for a step a later version adds says
+ * `allowUnknownName: true`. Not raised when a step waits with a custom matcher that names no
+ * signal (it may take any name), nor by a process that does not have the workflow's class.
+ * @publicApi
+ */
+export class UnknownSignalNameError extends InvalidSignalError {
+  constructor(
+    readonly workflowClass: string,
+    readonly signalName: string,
+    /** The names the class's `waitFor` steps listen to, in step order. */
+    readonly waitedNames: readonly string[],
+  ) {
+    const waited = waitedNames.length > 0 ? `it waits for ${waitedNames.map((name) => `"${name}"`).join(', ')}` : 'it waits for no signal';
+    super(
+      'name',
+      `No step of ${workflowClass} waits for a signal "${signalName}": ${waited}. To keep it for a step a later version adds, pass allowUnknownName: true`,
+    );
+  }
+}
+
 /** The database lacks the wait-deadlines migration, and a step with a `timeout` reached its gate. @publicApi */
 export class DeadlinesNotMigratedError extends GenevaDriveError {
   constructor(what: string) {
@@ -83,6 +105,24 @@ export class SignalOutcomeUnknownError extends GenevaDriveError {
     super(
       `The connection to the database was lost while signal "${signalName}" to workflow ${workflowId} was committing, and whether it was recorded could not be read back: deliver it again with an idempotencyKey`,
       { cause },
+    );
+  }
+}
+
+/**
+ * `receivedSignalOf(definition)` in a step that did not receive a signal of that name: the step does
+ * not wait for it, or runs because its wait timed out (`onTimeout: 'run'`).
+ * @publicApi
+ */
+export class SignalNotReceivedError extends GenevaDriveError {
+  constructor(
+    readonly workflowClass: string,
+    readonly stepName: string,
+    readonly signalName: string,
+    readonly received: string | null,
+  ) {
+    super(
+      `Step "${stepName}" of ${workflowClass} did not receive a signal "${signalName}": ${received === null ? 'it received no signal' : `it received "${received}"`}`,
     );
   }
 }

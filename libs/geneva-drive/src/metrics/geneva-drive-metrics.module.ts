@@ -1,5 +1,6 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import { register, type Registry } from 'prom-client';
+import { asyncOptionsProvider, type GenevaDriveAsyncModuleOptions } from '../util/async-module-options.js';
 import { GENEVA_DRIVE_METRICS_REGISTRY, GenevaDriveMetrics } from './geneva-drive.metrics.js';
 
 /** Options of `GenevaDriveMetricsModule.forRoot`. @publicApi */
@@ -22,5 +23,11 @@ export class GenevaDriveMetricsModule {
       providers: [{ provide: GENEVA_DRIVE_METRICS_REGISTRY, useValue: options.registry ?? register }, GenevaDriveMetrics],
       exports: [GenevaDriveMetrics],
     };
+  }
+
+  /** As `forRoot`, with the options from a factory: a registry another module provides, say. */
+  static forRootAsync(options: GenevaDriveAsyncModuleOptions<GenevaDriveMetricsOptions>): DynamicModule {
+    const registry = asyncOptionsProvider('GenevaDriveMetricsModule', GENEVA_DRIVE_METRICS_REGISTRY, options, ['registry'], (resolved) => resolved.registry ?? register);
+    return { module: GenevaDriveMetricsModule, imports: options.imports ?? [], providers: [registry, GenevaDriveMetrics], exports: [GenevaDriveMetrics] };
   }
 }

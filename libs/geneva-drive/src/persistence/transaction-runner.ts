@@ -1,5 +1,6 @@
 import { QueryRunnerProviderAlreadyReleasedError, type DataSource, type EntityManager, type QueryRunner } from 'typeorm';
 import { CommitOutcomeUnknownError } from '../errors/commit-outcome-unknown.error.js';
+import { NotInitialisedError } from '../errors/not-initialised.error.js';
 import { AfterCommitSubscriber } from './after-commit.js';
 import { isStaleStatement } from './stale-statement.js';
 
@@ -122,7 +123,7 @@ export class TransactionRunner {
   }
 
   get dataSource(): DataSource {
-    if (!this.bound) throw new Error('geneva-drive is not initialised yet: call app.init() (or moduleRef.init()) before using its services');
+    if (!this.bound) throw new NotInitialisedError();
     return this.bound;
   }
 

@@ -1,5 +1,5 @@
 import { type DynamicModule, type LoggerService, type Provider } from '@nestjs/common';
-import { importOptional } from '../errors/missing-dependency.error.js';
+import { importOptionals } from '../errors/missing-dependency.error.js';
 import { QueueConfigurationError } from '../errors/queue-configuration.error.js';
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS, QUEUE_PORT } from '../geneva-drive.constants.js';
 import type { BullMqQueueAdapterOptions, BullQueueAdapterOptions, QueueAdapterOptions, ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
@@ -79,23 +79,24 @@ function notRegistered(adapter: 'bull' | 'bullmq'): QueueConfigurationError {
 /**
  * Options that will stop the boot are refused before the queue is registered: a Bull queue connects
  * to Redis as soon as Nest creates it, and a boot that fails then has no application to close it.
- * `bull` first, so an application with neither package is told about the queue library itself.
+ * An application without the queue library or its Nest module is told about both at once.
  */
 async function loadBullQueueModule(options: BullQueueAdapterOptions, checkDeclaredOptions: () => unknown): Promise<DynamicModule> {
   checkDeclaredOptions();
-  const feature = "The queue adapter 'bull'";
-  await importOptional('bull', feature, () => import('bull'));
-  const { bullQueueModule } = await importOptional('@nestjs/bull', feature, () => import('./bull-queue.module.js'));
+  const [, { bullQueueModule }] = await importOptionals("The queue adapter 'bull'", [
+    ['bull', () => import('bull')],
+    ['@nestjs/bull', () => import('./bull-queue.module.js')],
+  ] as const);
   return bullQueueModule(options);
 }
 
-/** `bullmq` first, for the same reason. */
 /** As for Bull: refused options never reach a queue that connects to Redis. */
 async function loadBullMqQueueModule(options: BullMqQueueAdapterOptions, checkDeclaredOptions: () => unknown): Promise<DynamicModule> {
   checkDeclaredOptions();
-  const feature = "The queue adapter 'bullmq'";
-  await importOptional('bullmq', feature, () => import('bullmq'));
-  const { bullMqQueueModule } = await importOptional('@nestjs/bullmq', feature, () => import('./bullmq-queue.module.js'));
+  const [, { bullMqQueueModule }] = await importOptionals("The queue adapter 'bullmq'", [
+    ['bullmq', () => import('bullmq')],
+    ['@nestjs/bullmq', () => import('./bullmq-queue.module.js')],
+  ] as const);
   return bullMqQueueModule(options);
 }
 

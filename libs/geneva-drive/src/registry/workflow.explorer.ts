@@ -32,5 +32,6 @@ export class WorkflowExplorer implements OnModuleInit {
       }
       this.registry.register(buildWorkflowDefinition(target));
     }
+    this.registry.markExplored();
   }
 }

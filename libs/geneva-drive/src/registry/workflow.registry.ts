@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { NotInitialisedError } from '../errors/not-initialised.error.js';
 import { StepConfigurationError } from '../errors/step-configuration.error.js';
 import { UnknownWorkflowError } from '../errors/unknown-workflow.error.js';
 import type { WorkflowDefinition } from './workflow-definition.js';
@@ -8,6 +9,12 @@ import type { WorkflowDefinition } from './workflow-definition.js';
 export class WorkflowRegistry {
   private readonly byName = new Map<string, WorkflowDefinition>();
   private readonly byClass = new Map<Function, WorkflowDefinition>();
+  /** Set once the explorer has looked at every provider: before that, a missing class proves nothing. */
+  private explored = false;
+
+  markExplored(): void {
+    this.explored = true;
+  }
 
   register(definition: WorkflowDefinition): void {
     const existing = this.byName.get(definition.name);
@@ -26,6 +33,7 @@ export class WorkflowRegistry {
   getByClass(target: Function): WorkflowDefinition {
     if (typeof target !== 'function') throw new UnknownWorkflowError(target === null ? 'null' : typeof target, true);
     const definition = this.byClass.get(target);
+    if (!definition && !this.explored) throw new NotInitialisedError();
     if (!definition) throw new UnknownWorkflowError(target.name);
     return definition;
   }

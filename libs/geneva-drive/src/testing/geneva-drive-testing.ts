@@ -148,6 +148,7 @@ export class GenevaDriveTesting {
     const state = options.state ?? 'completed';
     const rows = await this.manager.find(StepExecution, { where: { workflowId: idOf(workflow), stepName }, order: { createdAt: 'ASC', id: 'ASC' } });
     if (!rows.some((row) => row.state === state)) {
+      if (rows.length === 0) await this.refuseUnknownStep(workflow, stepName);
       const seen = rows.map((row) => `${row.state}/${row.outcome ?? '-'}`).join(', ') || 'no executions';
       throw new AssertionError({ message: `Expected step "${stepName}" to have a ${state} execution; found ${seen}`, actual: seen, expected: state });
     }
@@ -191,6 +192,7 @@ export class GenevaDriveTesting {
   async assertTimedOut(workflow: WorkflowRef, stepName: string): Promise<void> {
     const rows = await this.manager.find(StepExecution, { where: { workflowId: idOf(workflow), stepName }, order: { createdAt: 'ASC', id: 'ASC' } });
     if (!rows.some((row) => row.metadata?.timedOut === true)) {
+      if (rows.length === 0) await this.refuseUnknownStep(workflow, stepName);
       const seen = rows.map((row) => `${row.state}/${row.outcome ?? '-'}`).join(', ') || 'no executions';
       throw new AssertionError({ message: `Expected step "${stepName}" to have timed out waiting; found ${seen}, none timed out`, actual: seen, expected: 'timedOut' });
     }
@@ -203,6 +205,18 @@ export class GenevaDriveTesting {
     if (signal.state !== state) {
       throw new AssertionError({ message: `Expected signal "${name}" to be ${state}, but it is ${signal.state}`, actual: signal.state, expected: state });
     }
+  }
+
+  /** A step name the workflow's class does not define (a typo) is said as such, not as "no executions". */
+  private async refuseUnknownStep(workflow: WorkflowRef, stepName: string): Promise<void> {
+    const record = await this.reload(workflow);
+    const definition = this.registry.findByName(record.type);
+    if (!definition || definition.step(stepName)) return;
+    throw new AssertionError({
+      message: `${record.type} has no step "${stepName}": its steps are ${definition.stepNames.map((name) => `"${name}"`).join(', ') || 'none'}`,
+      actual: stepName,
+      expected: definition.stepNames,
+    });
   }
 
   private async refuseParked(execution: StepExecution): Promise<void> {

@@ -1,5 +1,6 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import { trace, type TracerProvider } from '@opentelemetry/api';
+import { asyncOptionsProvider, type GenevaDriveAsyncModuleOptions } from '../util/async-module-options.js';
 import { GENEVA_DRIVE_TRACER, GenevaDriveTracing } from './geneva-drive.tracing.js';
 
 /** Options of `GenevaDriveTracingModule.forRoot`. @publicApi */
@@ -20,8 +21,18 @@ export class GenevaDriveTracingModule {
   static forRoot(options: GenevaDriveTracingOptions = {}): DynamicModule {
     return {
       module: GenevaDriveTracingModule,
-      providers: [{ provide: GENEVA_DRIVE_TRACER, useValue: (options.tracerProvider ?? trace).getTracer('geneva-drive') }, GenevaDriveTracing],
+      providers: [{ provide: GENEVA_DRIVE_TRACER, useValue: tracerOf(options) }, GenevaDriveTracing],
       exports: [GenevaDriveTracing],
     };
   }
+
+  /** As `forRoot`, with the options from a factory: a tracer provider another module provides, say. */
+  static forRootAsync(options: GenevaDriveAsyncModuleOptions<GenevaDriveTracingOptions>): DynamicModule {
+    const tracer = asyncOptionsProvider('GenevaDriveTracingModule', GENEVA_DRIVE_TRACER, options, ['tracerProvider'], tracerOf);
+    return { module: GenevaDriveTracingModule, imports: options.imports ?? [], providers: [tracer, GenevaDriveTracing], exports: [GenevaDriveTracing] };
+  }
+}
+
+function tracerOf(options: GenevaDriveTracingOptions) {
+  return (options.tracerProvider ?? trace).getTracer('geneva-drive');
 }

@@ -3,7 +3,9 @@ import type { Signal } from '../entities/signal.entity.js';
 import type { StepExecution } from '../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { GenevaDriveError } from '../errors/geneva-drive.error.js';
+import { SignalNotReceivedError } from '../errors/signal.errors.js';
 import { FlowControlSignal, type FlowControlIntent } from './flow-control.js';
+import type { SignalMatcher } from './signal-matcher.js';
 import { parseDuration, type Duration } from '../util/duration.js';
 
 /** What the executor binds to a fresh workflow instance before running a step. */
@@ -45,6 +47,18 @@ export abstract class GenevaWorkflow<Hero = unknown> {
   /** The signal this step is processing (a `waitFor` step), otherwise `null`. */
   get receivedSignal(): Signal<any> | null {
     return this.context('receivedSignal').signal;
+  }
+
+  /**
+   * The signal this step received, its payload typed by the signal's definition — the
+   * `SignalMatcher<Payload>` the step waits for, which the sender passes to `signal()` too:
+   * `this.receivedSignalOf(PaymentConfirmed).payload.amountCents`. `SignalNotReceivedError` when the
+   * step received no signal of that name (its wait timed out, or it waits for another).
+   */
+  receivedSignalOf<Payload>(definition: SignalMatcher<Payload>): Signal<Payload> {
+    const { signal, execution } = this.context('receivedSignalOf');
+    if (signal?.name !== definition.signalName) throw new SignalNotReceivedError(this.constructor.name, execution.stepName, definition.signalName, signal?.name ?? null);
+    return signal as Signal<Payload>;
   }
 
   /**

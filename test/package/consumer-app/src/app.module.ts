@@ -6,11 +6,13 @@ import { OrderFulfillmentWorkflow } from './order-fulfillment.workflow.js';
 import { Order } from './order.entity.js';
 import { OrdersController } from './orders.controller.js';
 
+export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@localhost:5432/shop';
+
 @Module({
   imports: [
     TypeOrmModule.forRoot({
-      type: 'better-sqlite3',
-      database: process.env.SQLITE_FILE ?? 'app.sqlite',
+      type: 'postgres',
+      url: DATABASE_URL,
       entities: [Order, ...GENEVA_DRIVE_ENTITIES],
       migrations: [CreateOrders1700000000000, ...GENEVA_DRIVE_MIGRATIONS],
       migrationsRun: true,

@@ -1,24 +1,31 @@
-import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Test, type TestingModule } from '@nestjs/testing';
 import { getRepositoryToken, TypeOrmModule } from '@nestjs/typeorm';
 import { GENEVA_DRIVE_ENTITIES, GENEVA_DRIVE_MIGRATIONS, GenevaDriveModule, SignalService, WorkflowService } from 'geneva-drive';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
-import type { Repository } from 'typeorm';
+import { DataSource, type Repository } from 'typeorm';
+import { DATABASE_URL } from './app.module.js';
 import { CreateOrders1700000000000 } from './create-orders.migration.js';
-import { OrderFulfillmentWorkflow } from './order-fulfillment.workflow.js';
+import { OrderFulfillmentWorkflow, PaymentConfirmed } from './order-fulfillment.workflow.js';
 import { Order } from './order.entity.js';
 
 describe('OrderFulfillmentWorkflow', () => {
+  // This file's own schema in the app's database: its tables, migrated from scratch, dropped at the end.
+  const schema = `test_${process.pid}_${Date.now()}`;
+  let admin: DataSource;
   let moduleRef: TestingModule;
   let gd: GenevaDriveTesting;
   let orders: Repository<Order>;
 
-  beforeEach(async () => {
+  beforeAll(async () => {
+    admin = await new DataSource({ type: 'postgres', url: DATABASE_URL }).initialize();
+    await admin.query(`CREATE SCHEMA ${schema}`);
     moduleRef = await Test.createTestingModule({
       imports: [
         TypeOrmModule.forRoot({
-          type: 'better-sqlite3',
-          database: ':memory:',
+          type: 'postgres',
+          url: DATABASE_URL,
+          extra: { options: `-c search_path=${schema}` },
           entities: [Order, ...GENEVA_DRIVE_ENTITIES],
           migrations: [CreateOrders1700000000000, ...GENEVA_DRIVE_MIGRATIONS],
           migrationsRun: true,
@@ -33,7 +40,11 @@ describe('OrderFulfillmentWorkflow', () => {
     orders = moduleRef.get(getRepositoryToken(Order));
   });
 
-  afterEach(() => moduleRef.close());
+  afterAll(async () => {
+    await moduleRef?.close();
+    await admin.query(`DROP SCHEMA ${schema} CASCADE`);
+    await admin.destroy();
+  });
 
   it('ships once the payment is confirmed', async () => {
     const order = await orders.save(orders.create({ sku: 'BOOK-1' }));
@@ -42,7 +53,7 @@ describe('OrderFulfillmentWorkflow', () => {
     await gd.performNextStep(workflow); // capturePayment parks
     await gd.assertWaitingForSignal(workflow, 'payment_confirmed');
 
-    await moduleRef.get(SignalService).signal(workflow, 'payment_confirmed', { payload: { amountCents: 1250 } });
+    await moduleRef.get(SignalService).signal(workflow, PaymentConfirmed, { payload: { amountCents: 1250 } });
     await gd.speedrunWorkflow(workflow);
 
     await gd.assertWorkflowState(workflow, 'finished');

@@ -1,8 +1,8 @@
-import { Body, Controller, Get, HttpCode, NotFoundException, Param, ParseIntPipe, Post } from '@nestjs/common';
+import { BadRequestException, Body, Controller, Get, HttpCode, NotFoundException, Param, ParseIntPipe, Post } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { SignalService, WorkflowNotFoundError, WorkflowService } from 'geneva-drive';
+import { InvalidSignalError, SignalService, WorkflowNotFoundError, WorkflowNotOngoingError, WorkflowService } from 'geneva-drive';
 import { Repository } from 'typeorm';
-import { OrderFulfillmentWorkflow } from './order-fulfillment.workflow.js';
+import { OrderFulfillmentWorkflow, PaymentConfirmed } from './order-fulfillment.workflow.js';
 import { Order } from './order.entity.js';
 
 @Controller()
@@ -20,18 +20,22 @@ export class OrdersController {
     return { orderId: order.id, workflowId: workflow.id };
   }
 
-  // The payment provider's webhook: a redelivered event (same id) is delivered once.
+  // The payment provider's webhook. A redelivered event (same id) is delivered once. Providers
+  // retry what is not answered 2xx, for days: an event that comes after the workflow ended is
+  // answered 200 (there is nothing left to do), and one that can never be a signal 400.
   @Post('webhooks/payments')
   @HttpCode(200)
   async paymentConfirmed(@Body() event: { id: string; workflowId: string; amountCents: number }) {
     try {
-      const signal = await this.signals.signal(event.workflowId, 'payment_confirmed', {
+      const signal = await this.signals.signal(event.workflowId, PaymentConfirmed, {
         payload: { amountCents: event.amountCents },
         idempotencyKey: event.id,
       });
       return { signalId: signal.id, duplicate: signal.duplicateDelivery };
     } catch (error) {
+      if (error instanceof WorkflowNotOngoingError) return { ignored: error.message };
       if (error instanceof WorkflowNotFoundError) throw new NotFoundException(error.message);
+      if (error instanceof InvalidSignalError) throw new BadRequestException(error.message);
       throw error;
     }
   }
