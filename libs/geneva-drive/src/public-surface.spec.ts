@@ -34,11 +34,11 @@ const SURFACE: Record<Entry, { values: string[]; types: string[] }> = {
       'GENEVA_DRIVE_TRACING_CHANNELS', 'GenevaDriveError', 'GenevaDriveModule', 'GenevaWorkflow',
       'HeroTypeNotFoundError', 'HousekeepingService', 'InvalidHeroError', 'InvalidOptionError',
       'InvalidSignalError', 'InvalidStateError', 'InvalidTransitionError', 'MissingDependencyError',
-      'NoOngoingWorkflowError', 'QUEUE_PORT', 'QueueConfigurationError', 'ResumableStep',
-      'SchemaNotMigratedError', 'Signal', 'SignalMatcher', 'SignalOutcomeUnknownError',
+      'NoOngoingWorkflowError', 'NotInitialisedError', 'QUEUE_PORT', 'QueueConfigurationError', 'ResumableStep',
+      'SchemaNotMigratedError', 'Signal', 'SignalMatcher', 'SignalNotReceivedError', 'SignalOutcomeUnknownError',
       'SignalPayloadTooLargeError', 'SignalService', 'SignalsNotMigratedError', 'Step',
       'StepConfigurationError', 'StepExecution', 'StepIteration', 'StepNotDefinedError',
-      'StepRecoveryLimitError', 'UnencodableValueError', 'UnknownWorkflowError', 'Workflow',
+      'StepRecoveryLimitError', 'UnencodableValueError', 'UnknownSignalNameError', 'UnknownWorkflowError', 'Workflow',
       'WorkflowAlreadyOngoingError', 'WorkflowNotFoundError', 'WorkflowNotOngoingError', 'WorkflowRecord',
       'WorkflowService', 'addStep', 'genevaDriveMigrations', 'isFlowControl', 'isGenevaDriveError',
       'setJobContextPropagator',
@@ -74,11 +74,11 @@ const SURFACE: Record<Entry, { values: string[]; types: string[] }> = {
   },
   'geneva-drive/metrics': {
     values: ['GenevaDriveMetrics', 'GenevaDriveMetricsModule'],
-    types: ['GenevaDriveMetricsOptions'],
+    types: ['GenevaDriveAsyncModuleOptions', 'GenevaDriveMetricsOptions'],
   },
   'geneva-drive/tracing': {
     values: ['GENEVA_DRIVE_SPAN_ATTRIBUTES', 'GenevaDriveTracing', 'GenevaDriveTracingModule'],
-    types: ['GenevaDriveTracingOptions'],
+    types: ['GenevaDriveAsyncModuleOptions', 'GenevaDriveTracingOptions'],
   },
 };
 
