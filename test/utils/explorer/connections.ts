@@ -112,7 +112,6 @@ const TRX_CACHE_MS = 110;
 
 async function mysqlDialect(dataSource: DataSource): Promise<ExplorerDialect> {
   const admin = await adminOf(dataSource);
-  let lastRead = 0;
   return {
     kind: 'mysql',
     install(source, catcher) {
@@ -132,17 +131,27 @@ async function mysqlDialect(dataSource: DataSource): Promise<ExplorerDialect> {
       await admin.query(`KILL CONNECTION ${Number(pid)}`);
     },
     async waitsForLock(pid) {
-      // InnoDB refreshes its INFORMATION_SCHEMA transaction tables only when they were last read more
-      // than 100 ms ago: a faster poll would read the same stale copy for ever.
-      const since = Date.now() - lastRead;
-      if (since < TRX_CACHE_MS) await new Promise((resolve) => setTimeout(resolve, TRX_CACHE_MS - since));
-      lastRead = Date.now();
-      // Read whole and matched here: the id comes back as a string (TypeORM's bigNumberStrings).
-      // The lock requested, not the state: the granting COMMIT clears the first, the waiter the second once awake.
-      const rows: Array<{ trx_mysql_thread_id: string | number; trx_requested_lock_id: string | null }> = await admin.query(
-        'SELECT trx_mysql_thread_id, trx_requested_lock_id FROM information_schema.INNODB_TRX',
-      );
-      return rows.some((row) => Number(row.trx_mysql_thread_id) === pid && row.trx_requested_lock_id !== null);
+      // InnoDB refreshes its INFORMATION_SCHEMA transaction tables only when nobody has read them for
+      // 100 ms: explorers in several processes polling at once would read one stale copy for ever.
+      // Every read, from any process, waits its turn under a named lock and 110 ms more.
+      const runner = admin.createQueryRunner();
+      await runner.connect();
+      try {
+        await runner.query(`SELECT GET_LOCK('geneva_drive_explorer_trx', 600)`);
+        try {
+          await runner.query(`SELECT SLEEP(${TRX_CACHE_MS / 1000})`);
+          // Read whole and matched here: the id comes back as a string (TypeORM's bigNumberStrings).
+          // The lock requested, not the state: the granting COMMIT clears the first, the waiter the second once awake.
+          const rows: Array<{ trx_mysql_thread_id: string | number; trx_requested_lock_id: string | null }> = await runner.query(
+            'SELECT trx_mysql_thread_id, trx_requested_lock_id FROM information_schema.INNODB_TRX',
+          );
+          return rows.some((row) => Number(row.trx_mysql_thread_id) === pid && row.trx_requested_lock_id !== null);
+        } finally {
+          await runner.query(`SELECT RELEASE_LOCK('geneva_drive_explorer_trx')`);
+        }
+      } finally {
+        await runner.release();
+      }
     },
     lostConnectionError: () => Object.assign(new Error('Connection lost: The server closed the connection.'), { code: 'PROTOCOL_CONNECTION_LOST', fatal: true }),
     close: () => admin.destroy(),
