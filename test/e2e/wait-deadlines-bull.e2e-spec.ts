@@ -23,13 +23,17 @@ function bullDeadlineSuite(kind: DatabaseKind): void {
   let workflows: WorkflowService;
   let hero: TestHero;
   const ran: string[] = [];
+  const completedJobs = new Map<string, Bull.Job>();
 
   beforeAll(async () => {
     admin = new Bull(QUEUE_NAME, redisUrl(), { prefix });
     await admin.obliterate({ force: true });
     app = await createTestApp(kind, DEADLINE_WORKFLOWS, { queue: { adapter: 'bull', redis: redisUrl(), prefix, name: QUEUE_NAME, concurrency: 2 } });
     queue = (app.moduleRef.get(QUEUE_PORT) as BullQueueAdapter).queue;
-    queue.on('completed', (job) => ran.push(String(job.id)));
+    queue.on('completed', (job) => {
+      ran.push(String(job.id));
+      completedJobs.set(String(job.id), job);
+    });
     workflows = app.moduleRef.get(WorkflowService);
   });
   afterAll(async () => {
@@ -42,6 +46,7 @@ function bullDeadlineSuite(kind: DatabaseKind): void {
     await app.reset();
     resetDeadlineFixtures();
     ran.length = 0;
+    completedJobs.clear();
     const heroes = app.dataSource.getRepository(TestHero);
     hero = await heroes.save(heroes.create({ name: 'Ada' }));
   });
@@ -52,19 +57,20 @@ function bullDeadlineSuite(kind: DatabaseKind): void {
       const current = await workflows.currentExecution(wf);
       return current?.state === 'waiting' ? current : null;
     });
+  // The deadline job is added to Redis after the commit that parks the step: a reader of the row may come first.
+  const deadlineJob = (row: { id: string }) => waitUntil('the deadline job in Redis', () => queue.getJob(`${row.id}-deadline`));
   const pastDeadline = (id: string, agoMs: number) => app.dataSource.getRepository(StepExecution).update({ id }, { timeoutAt: new Date(Date.now() - agoMs) });
 
   it('the deadline is a delayed Bull job of its own id; it fires by itself and the body runs timed out', async () => {
     const wf = await workflows.start(ShortDeadlineWorkflow, hero);
     const row = await parkedRow(wf);
-    const job = await queue.getJob(`${row.id}-deadline`);
-    expect(job).not.toBeNull();
-    expect(job!.data).toEqual({ executionId: row.id, workflowId: wf.id, workflowType: wf.type, stepName: row.stepName, heroType: wf.heroType, heroId: wf.heroId });
-    expect(job!.opts.delay).toBeGreaterThan(0);
     await finished(wf);
     expect(deadlineJournal).toEqual(['send', 'awaitSignature(timedOut)', 'file']);
     // Bull reports the deadline job complete after its handler returned: the timed-out run it enqueued may finish first.
-    await waitUntil('the deadline job to complete', () => ran.includes(`${row.id}-deadline`));
+    // Completed jobs are removed from Redis, so the job is read from the completion event.
+    const job = await waitUntil('the deadline job to complete', () => completedJobs.get(`${row.id}-deadline`));
+    expect(job.data).toEqual({ executionId: row.id, workflowId: wf.id, workflowType: wf.type, stepName: row.stepName, heroType: wf.heroType, heroId: wf.heroId });
+    expect(job.opts.delay).toBeGreaterThan(0);
     // The timed-out run is due at once: it may start in this process rather than through Redis; the row records its job either way.
     expect((await app.dataSource.getRepository(StepExecution).findOneByOrFail({ id: row.id })).jobId).toBe(`${row.id}-timeout`);
   });
@@ -80,7 +86,7 @@ function bullDeadlineSuite(kind: DatabaseKind): void {
   it('a lost deadline job is recovered by housekeeping', async () => {
     const wf = await workflows.start(RunOnTimeoutWorkflow, hero);
     const row = await parkedRow(wf);
-    const job = (await queue.getJob(`${row.id}-deadline`))!;
+    const job = await deadlineJob(row);
     expect(await job.isDelayed()).toBe(true);
     await job.remove(); // lost with a Redis failover
     await pastDeadline(row.id, 20 * 60_000);
@@ -96,7 +102,7 @@ function bullDeadlineSuite(kind: DatabaseKind): void {
     const signal = await app.moduleRef.get(SignalService).signal(wf, 'signed');
     await finished(wf);
     await pastDeadline(row.id, 1000);
-    const job = (await queue.getJob(`${row.id}-deadline`))!;
+    const job = await deadlineJob(row);
     await job.promote();
     await waitUntil('the deadline job to run', () => ran.includes(`${row.id}-deadline`));
     await sleep(100);
