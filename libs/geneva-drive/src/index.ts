@@ -11,13 +11,13 @@ export type {
   RedisConnectionOptions,
 } from './interfaces/geneva-drive-options.interface.js';
 export type { ProgrammaticStepOptions, StepJobOptions, StepOptions, TimeoutAction, WorkflowCondition } from './workflow/step-options.interface.js';
-export type { ClassExceptionPolicy, WorkflowOptions } from './workflow/workflow-options.interface.js';
+export type { ClassExceptionPolicy, RemovedStepOptions, WorkflowOptions } from './workflow/workflow-options.interface.js';
 export { Step, addStep } from './workflow/step.decorator.js';
 export { ResumableStep, type ResumableStepOptions } from './workflow/resumable-step.decorator.js';
 export { StepIteration } from './workflow/step-iteration.js';
 export { Workflow } from './workflow/workflow.decorator.js';
 export { GenevaWorkflow } from './workflow/geneva-workflow.js';
-export { WorkflowService, type StartOptions } from './client/workflow.service.js';
+export { WorkflowService, type RemovedStepInFlight, type StartOptions } from './client/workflow.service.js';
 export { SignalService, type SignalOptions, type StartSignal } from './client/signal.service.js';
 export { SignalMatcher, type SignalMatcherLike } from './workflow/signal-matcher.js';
 export { HousekeepingService, type Gauge, type HousekeepingSummary } from './housekeeping/housekeeping.service.js';

@@ -50,7 +50,7 @@ const SURFACE: Record<Entry, { values: string[]; types: string[] }> = {
       'GenevaDriveCliConfig', 'GenevaDriveMigrationsOptions', 'GenevaDriveModuleOptions',
       'HousekeepingSummary', 'JobContextPropagator', 'LocalQueueAdapterOptions', 'ManualQueueAdapterOptions',
       'PreconditionEvent', 'PrimaryKeyType', 'ProgrammaticStepOptions', 'QueueAdapterOptions', 'QueuePort',
-      'ReattemptWait', 'RedisConnectionOptions', 'ResumableStepOptions', 'SignalCall', 'SignalEvent',
+      'ReattemptWait', 'RedisConnectionOptions', 'RemovedStepInFlight', 'RemovedStepOptions', 'ResumableStepOptions', 'SignalCall', 'SignalEvent',
       'SignalMatcherLike', 'SignalOptions', 'SignalState', 'SignalTimeoutEvent', 'StartCall', 'StartOptions',
       'StartSignal', 'StepEvent', 'StepExecutionMetadata', 'StepExecutionState', 'StepJob', 'StepJobHandler',
       'StepJobHints', 'StepJobOptions', 'StepOptions', 'StepOutcome', 'TimeoutAction', 'WorkflowCondition',

@@ -8,6 +8,10 @@ import { WorkflowAlreadyOngoingError } from '../errors/workflow-already-ongoing.
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import { InvalidHeroError } from '../errors/invalid-hero.error.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
+import { StepNotDefinedError } from '../errors/step-not-defined.error.js';
+import { UnknownWorkflowError } from '../errors/unknown-workflow.error.js';
+import { skipRemovedStep } from '../execution/step-outcome.js';
+import { stepsInFlight } from '../persistence/steps-in-flight.js';
 import { heroExists, heroReference, heroRow } from '../persistence/hero.js';
 import { traced } from '../instrumentation/geneva-drive.events.js';
 import { rejectUnknownKeys } from '../util/unknown-keys.js';
@@ -38,6 +42,12 @@ export interface StartOptions {
   signals?: StartSignal[];
   /** Join the caller's transaction. */
   manager?: EntityManager;
+}
+
+/** A gravestone (`removedSteps`) that ongoing workflows still stand at, and how many. @publicApi */
+export interface RemovedStepInFlight {
+  stepName: string;
+  workflows: number;
 }
 
 /**
@@ -173,9 +183,18 @@ export class WorkflowService {
    */
   resume(workflow: WorkflowRecord | string): Promise<WorkflowRecord> {
     return this.operate(workflow, 'resume', ['paused'], async (manager, record) => {
-      await this.store.transitionWorkflow(manager, record, 'ready');
       const current = await this.store.currentExecution(manager, record.id);
       const definition = this.registry.findByName(record.type);
+      const stepName = current?.stepName ?? record.nextStepName;
+      if (definition && stepName !== null && definition.removedStep(stepName)) {
+        await this.releaseRemovedStep(manager, record, definition, current, stepName);
+        return;
+      }
+      // A step deleted without a gravestone: nothing this code could run. resumeAt moves the workflow.
+      if (definition && stepName !== null && !definition.step(stepName) && !definition.skipUndefinedSteps) {
+        throw new StepNotDefinedError(record.type, stepName, record.id, current?.id ?? null, definition.stepNames);
+      }
+      await this.store.transitionWorkflow(manager, record, 'ready');
       if (current?.state === 'scheduled') {
         await this.store.enqueue(manager, record, current, jobOptionsFor(definition, definition?.step(current.stepName)));
       } else if (current?.state === 'waiting') {
@@ -188,6 +207,43 @@ export class WorkflowService {
         await this.store.rescheduleCurrentStep(manager, record, definition, predecessor ? successorOf(predecessor, undefined) : {});
       }
     });
+  }
+
+  /**
+   * Moves a `ready` or `paused` workflow to `stepName`: its current execution (scheduled, parked or
+   * kept by a pause) is canceled and `stepName` is scheduled due now (its `wait` does not apply), in
+   * one transaction; the workflow is `ready`. For a workflow stranded on a step deleted without a
+   * gravestone, or any an operator wants to move. Moving to another step settles the signal the
+   * current one was given, as a skip does; moving to the same step runs it again on the same event.
+   * Refuses a step the class does not define (`StepNotDefinedError`, naming those it does), a class
+   * this process does not register (`UnknownWorkflowError`) and any other state (`InvalidStateError`),
+   * changing nothing.
+   */
+  resumeAt(workflow: WorkflowRecord | string, stepName: string): Promise<WorkflowRecord> {
+    if (typeof stepName !== 'string' || stepName.trim() === '') {
+      throw new InvalidOptionError('WorkflowService.resumeAt', 'stepName', `the step name must be a non-empty string, got ${JSON.stringify(stepName) ?? String(stepName)}`);
+    }
+    return this.operate(workflow, 'resumeAt', ['ready', 'paused'], async (manager, record) => {
+      const definition = this.registry.findByName(record.type);
+      if (!definition) throw new UnknownWorkflowError(record.type);
+      if (!definition.step(stepName)) throw new StepNotDefinedError(record.type, stepName, record.id, null, definition.stepNames);
+      const current = await this.store.currentExecution(manager, record.id);
+      const from = current?.stepName ?? record.nextStepName;
+      if (current) await this.store.transitionExecution(manager, current, 'canceled', 'canceled');
+      if (from !== null && from !== stepName) await this.rendezvous.settleOnSkip(manager, current ?? this.noExecutionAt(record, from));
+      await this.store.createExecution(manager, record, definition, stepName, {}, this.store.transitionChanges(record, 'ready', { currentStepName: null }));
+    });
+  }
+
+  /**
+   * The gravestones of this class (`removedSteps`) that ongoing workflows still stand at (scheduled,
+   * parked, or kept by a pause); finished and canceled workflows are ignored. A gravestone may be
+   * deleted from the class once it no longer comes back.
+   */
+  async removedStepsInFlight(workflowClass: WorkflowClass): Promise<RemovedStepInFlight[]> {
+    const definition = this.registry.getByClass(workflowClass);
+    const inFlight = await stepsInFlight(this.manager, [definition.name]);
+    return inFlight.filter((row) => definition.removedStep(row.stepName)).map(({ stepName, workflows }) => ({ stepName, workflows }));
   }
 
   /**
@@ -204,7 +260,7 @@ export class WorkflowService {
         await this.rendezvous.settleOnSkip(manager, current);
       } else if (record.state === 'paused') {
         if (current) await this.store.transitionExecution(manager, current, 'canceled', 'canceled');
-        await this.rendezvous.settleOnSkip(manager, current ?? ({ workflowId: record.id, stepName: record.nextStepName ?? '', signalId: null } as StepExecution));
+        await this.rendezvous.settleOnSkip(manager, current ?? this.noExecutionAt(record, record.nextStepName ?? ''));
       }
       await this.store.scheduleNextStep(manager, record, definition);
     });
@@ -217,6 +273,22 @@ export class WorkflowService {
       if (current) await this.store.transitionExecution(manager, current, 'canceled', 'canceled');
       await this.store.transitionWorkflow(manager, record, 'canceled');
     });
+  }
+
+  /**
+   * `resume` at a gravestone (SIG-63): the kept execution (scheduled, or parked — a signal sent to it
+   * stayed buffered) is skipped and its signal settled, or, with none kept, the claim of the step's
+   * failed execution is settled; the step after the gravestone's position is scheduled.
+   */
+  private async releaseRemovedStep(manager: EntityManager, record: WorkflowRecord, definition: WorkflowDefinition, current: StepExecution | null, stepName: string): Promise<void> {
+    if (current) return skipRemovedStep(this.store, this.rendezvous, manager, { workflow: record, execution: current, definition });
+    await this.rendezvous.settleOnSkip(manager, this.noExecutionAt(record, stepName));
+    await this.store.scheduleNextStep(manager, record, definition, { currentStepName: null }, stepName);
+  }
+
+  /** Stands for the execution a paused workflow does not keep, to settle the claim of the step's last one (SignalRendezvous.settleOnSkip). */
+  private noExecutionAt(record: WorkflowRecord, stepName: string): StepExecution {
+    return { workflowId: record.id, stepName, signalId: null } as StepExecution;
   }
 
   private async operate(

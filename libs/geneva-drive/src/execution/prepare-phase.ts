@@ -115,6 +115,11 @@ export class PreparePhase {
     }
 
     const step = definition?.step(execution.stepName);
+    if (definition?.removedStep(execution.stepName)) {
+      logger.warn(`Step "${execution.stepName}" is one of ${definition.name}'s removedSteps: skipped`);
+      await this.outcomes.skipRemoved(manager, target);
+      return { done: true };
+    }
     if (definition && !step && definition.skipUndefinedSteps) {
       await this.skipUndefinedStep(manager, workflow, execution, definition, logger);
       return { done: true };

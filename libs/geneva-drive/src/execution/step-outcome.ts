@@ -94,12 +94,27 @@ export async function applyClose(
   }
 }
 
+/**
+ * An execution of a gravestone (`removedSteps`) is released: skipped, its metadata marked
+ * `removedStep: true`, its signal settled as a skip's, and the workflow goes on with the step after
+ * the gravestone's position — by the executor (scheduled before the deploy) or by `resume()` (parked).
+ */
+export function skipRemovedStep(store: WorkflowStore, rendezvous: SignalRendezvous, manager: EntityManager, target: OutcomeTarget): Promise<void> {
+  const close: Close = { state: 'skipped', outcome: 'skipped', columns: { metadata: withMetadata(target.execution, { removedStep: true }) } };
+  return applyClose(store, rendezvous, manager, target, close, { workflow: 'next', after: target.execution.stepName }, atNoStep());
+}
+
 /** The outcome rules of the executor and of wait deadlines, written through the store and the rendezvous. */
 export class StepOutcomes {
   constructor(
     private readonly store: WorkflowStore,
     private readonly rendezvous: SignalRendezvous,
   ) {}
+
+  /** See {@link skipRemovedStep}. */
+  skipRemoved(manager: EntityManager, target: OutcomeTarget): Promise<void> {
+    return skipRemovedStep(this.store, this.rendezvous, manager, target);
+  }
 
   /** Writes `close` then `then` (see {@link applyClose}). */
   apply(manager: EntityManager, target: OutcomeTarget, close: Close, then: Then, patch: Partial<WorkflowRecord> = {}): Promise<void> {

@@ -29,6 +29,12 @@ export interface StepDefinition {
   readonly sourceLocation: string | undefined;
 }
 
+/** A gravestone (`removedSteps`): a deleted step's name, and the live step its executions continue with (null: the workflow ends). */
+export interface RemovedStep {
+  readonly name: string;
+  readonly next: string | null;
+}
+
 /** A workflow class, validated and with its steps in run order. Immutable. */
 export class WorkflowDefinition {
   private readonly byName: ReadonlyMap<string, StepDefinition>;
@@ -43,12 +49,26 @@ export class WorkflowDefinition {
     readonly jobOptions: StepJobOptions,
     readonly mayProceedWithoutHero: boolean,
     readonly skipUndefinedSteps: boolean,
+    readonly removedSteps: readonly RemovedStep[] = [],
   ) {
     this.byName = new Map(steps.map((step) => [step.name, step]));
+    this.removedByName = new Map(removedSteps.map((removed) => [removed.name, removed]));
   }
+
+  private readonly removedByName: ReadonlyMap<string, RemovedStep>;
 
   step(name: string | null | undefined): StepDefinition | undefined {
     return name == null ? undefined : this.byName.get(name);
+  }
+
+  /** The gravestone of this name, when the class declares the step removed. */
+  removedStep(name: string | null | undefined): RemovedStep | undefined {
+    return name == null ? undefined : this.removedByName.get(name);
+  }
+
+  /** Whether code of this class may decide for an execution of the step: it defines the step or declares it removed. */
+  knowsStep(name: string): boolean {
+    return this.byName.has(name) || this.removedByName.has(name);
   }
 
   get firstStep(): StepDefinition | undefined {
@@ -57,7 +77,8 @@ export class WorkflowDefinition {
 
   /**
    * The step to run after `reference`, given the workflow's history: the first step for `null`,
-   * undefined after the last. A name this definition no longer has (a deploy removed the step)
+   * undefined after the last, the step after its position for a gravestone. A name this definition
+   * does not know at all (a deploy deleted the step without a gravestone)
    * continues after the most recent step of the history that still exists, or from the first step
    * when none does, so no remaining step is lost and none that ran runs again. `latestDefined` reads
    * that step from the history (given the names that exist), and is called only in that case.
@@ -68,6 +89,8 @@ export class WorkflowDefinition {
     latestDefined: (stepNames: readonly string[]) => Promise<string | null>,
   ): Promise<StepDefinition | undefined> {
     if (reference === null) return this.steps[0];
+    const removed = this.removedByName.get(reference);
+    if (removed) return this.step(removed.next);
     let index = this.indexOf(reference);
     if (index < 0) {
       const anchor = this.steps.length === 0 ? null : await latestDefined(this.stepNames);
@@ -92,7 +115,8 @@ export class WorkflowDefinition {
 
 const STEP_OPTION_KEYS = ['name', 'wait', 'waitFor', 'timeout', 'onTimeout', 'skipIf', 'onException', 'maxReattempts', 'terminalAction', 'maxRecoveries', 'before', 'after', 'jobOptions'];
 const RESUMABLE_OPTION_KEYS = ['maxIterations', 'maxRuntime'];
-const WORKFLOW_OPTION_KEYS = ['name', 'hero', 'cancelIf', 'onException', 'jobOptions', 'mayProceedWithoutHero', 'skipUndefinedSteps'];
+const WORKFLOW_OPTION_KEYS = ['name', 'hero', 'cancelIf', 'onException', 'jobOptions', 'mayProceedWithoutHero', 'skipUndefinedSteps', 'removedSteps'];
+const REMOVED_STEP_KEYS = ['name', 'after', 'before'];
 
 /**
  * Builds and validates the definition of a `@Workflow` class. Every problem throws a
@@ -121,8 +145,10 @@ export function buildWorkflowDefinition(target: Function): WorkflowDefinition {
     jobOptions = { ...jobOptions, ...(opts.jobOptions ?? {}) };
   }
 
+  const removed = removedStepsOf(inherited, (step, problem) => fail(step, `removedSteps: ${problem}`));
+
   // Steps: parents' first, each class in declaration order, then positioned by before/after.
-  const declared: Array<{ definition: StepDefinition; before?: string; after?: string }> = [];
+  const declared: Placed[] = [];
   const taken = new Set<string>();
   // Names given explicitly (or method names) anywhere in the chain are reserved up front, so a
   // generated `step_<n>` never takes a name that a later declaration spells out.
@@ -131,35 +157,92 @@ export function buildWorkflowDefinition(target: Function): WorkflowDefinition {
     for (const declaration of ownStepDeclarations(cls)) {
       const name = stepNameOf(declaration, taken, reserved, declared.length);
       if (taken.has(name)) fail(name, `a step named "${name}" is already defined in ${className}`);
+      if (removed.some((r) => r.name === name)) fail(name, `"${name}" is both a step and one of removedSteps: a removed step's name stays reserved`);
       const stepFail = (problem: string): never => fail(name, problem);
       const { before, after } = declaration.options;
       for (const [key, ref] of [['before', before], ['after', after]] as const) {
-        if (ref !== undefined && !taken.has(ref)) {
-          stepFail(`${key}: "${ref}" references a non-existent step; only steps declared earlier can be referenced`);
+        if (ref !== undefined && !taken.has(ref) && !removed.some((r) => r.name === ref)) {
+          stepFail(`${key}: "${ref}" references a non-existent step; only steps declared earlier (or removedSteps) can be referenced`);
         }
       }
       if (before !== undefined && after !== undefined) stepFail('cannot specify both before and after');
-      declared.push({ definition: buildStep(name, declaration, target, stepFail), before, after });
+      declared.push({ name, definition: buildStep(name, declaration, target, stepFail), before, after });
       taken.add(name);
     }
   }
-  const ordered: StepDefinition[] = declared.filter((d) => d.before === undefined && d.after === undefined).map((d) => d.definition);
-  for (const d of declared) {
-    if (d.before !== undefined) ordered.splice(ordered.findIndex((s) => s.name === d.before), 0, d.definition);
-    else if (d.after !== undefined) ordered.splice(ordered.findIndex((s) => s.name === d.after) + 1, 0, d.definition);
+  for (const r of removed) {
+    const anchor = r.after ?? r.before!;
+    if (!taken.has(anchor) && !removed.some((other) => other.name === anchor)) fail(r.name, `removedSteps: ${r.after ? 'after' : 'before'}: "${anchor}" is neither a step nor a removed step`);
   }
+  const ordered = placeSteps([...declared, ...removed.map((r) => ({ name: r.name, before: r.before, after: r.after }))], (problem) => fail(undefined, problem));
+  const steps = ordered.flatMap((placed) => (placed.definition ? [placed.definition] : []));
+  const removedSteps = ordered.flatMap((placed, index): RemovedStep[] =>
+    placed.definition ? [] : [{ name: placed.name, next: ordered.slice(index + 1).find((later) => later.definition)?.name ?? null }],
+  );
 
   return new WorkflowDefinition(
     options.name ?? className,
     target,
     options.hero ?? inherited.findLast((o) => o.hero)?.hero,
-    ordered,
+    steps,
     cancelIf,
     policies,
     jobOptions,
     inherited.some((o) => o.mayProceedWithoutHero === true),
     inherited.some((o) => o.skipUndefinedSteps === true),
+    removedSteps,
   );
+}
+
+/** A step or a gravestone (no definition) and where it asks to go. */
+interface Placed {
+  name: string;
+  definition?: StepDefinition;
+  before?: string;
+  after?: string;
+}
+
+/**
+ * Run order: entries without a position in declaration order, then each positioned one next to its
+ * anchor, in declaration order. An entry whose anchor is not placed yet (a step positioned at a
+ * gravestone that is itself positioned) waits for a later pass; a pass placing nothing is a cycle.
+ */
+function placeSteps(entries: Placed[], fail: (problem: string) => never): Placed[] {
+  const ordered = entries.filter((e) => e.before === undefined && e.after === undefined);
+  let pending = entries.filter((e) => e.before !== undefined || e.after !== undefined);
+  while (pending.length > 0) {
+    const waiting: Placed[] = [];
+    for (const entry of pending) {
+      const anchor = ordered.findIndex((placed) => placed.name === (entry.before ?? entry.after));
+      if (anchor < 0) waiting.push(entry);
+      else ordered.splice(entry.before !== undefined ? anchor : anchor + 1, 0, entry);
+    }
+    if (waiting.length === pending.length) fail(`before/after form a cycle between ${waiting.map((e) => `"${e.name}"`).join(', ')}`);
+    pending = waiting;
+  }
+  return ordered;
+}
+
+/** The gravestones of the class chain (parents first), validated. */
+function removedStepsOf(inherited: WorkflowOptions[], fail: (step: string | undefined, problem: string) => never): Array<{ name: string; before?: string; after?: string }> {
+  const removed: Array<{ name: string; before?: string; after?: string }> = [];
+  for (const opts of inherited) {
+    if (opts.removedSteps === undefined) continue;
+    if (!Array.isArray(opts.removedSteps)) fail(undefined, "must be an array of { name, after } or { name, before }");
+    for (const entry of opts.removedSteps) {
+      if (typeof entry !== 'object' || entry === null) fail(undefined, "each entry must be { name, after } or { name, before }");
+      for (const key of Object.keys(entry)) if (!REMOVED_STEP_KEYS.includes(key)) fail(entry.name, `unknown key "${key}"`);
+      const { name, after, before } = entry;
+      if (typeof name !== 'string' || name.trim() === '') fail(undefined, 'name must be a non-empty string');
+      if ((after === undefined) === (before === undefined)) fail(name, `"${name}" needs exactly one of after or before (the first position is before: <first step>)`);
+      const anchor = after ?? before;
+      if (typeof anchor !== 'string' || anchor.trim() === '') fail(name, `"${name}": ${after !== undefined ? 'after' : 'before'} must be a step name`);
+      if (anchor === name) fail(name, `"${name}" cannot be placed relative to itself`);
+      if (removed.some((r) => r.name === name)) fail(name, `"${name}" is listed twice`);
+      removed.push({ name, after, before });
+    }
+  }
+  return removed;
 }
 
 /** The class and its ancestors that carry geneva-drive metadata, root first. */

@@ -7,6 +7,18 @@ export type ClassExceptionPolicy<W = any> =
   | (ExceptionPolicyOptions & { action: ExceptionAction })
   | { on?: ExceptionPolicyOptions['on']; handler: ExceptionHandler<W> };
 
+/**
+ * A step deleted from the class but kept as a name (a gravestone): executions of it scheduled or
+ * parked before the deploy are skipped and the workflow continues from this position; nothing
+ * schedules it again. Give exactly one of `after` / `before` (a live step or an earlier gravestone);
+ * the first position is `before: <first step>`. @publicApi
+ */
+export interface RemovedStepOptions {
+  name: string;
+  after?: string;
+  before?: string;
+}
+
 /** Options of `@Workflow()`. @publicApi */
 export interface WorkflowOptions<W = any> {
   /** Stable type name stored in the database. @default the class name */
@@ -21,6 +33,12 @@ export interface WorkflowOptions<W = any> {
   jobOptions?: StepJobOptions;
   /** Keep running when the hero row is gone (otherwise the workflow is canceled). @default false */
   mayProceedWithoutHero?: boolean;
-  /** Skip steps that are no longer defined (removed by a deploy) instead of pausing. @default false */
+  /**
+   * Skip steps that are no longer defined instead of leaving them to a process that defines them.
+   * Unsafe during a rolling deploy that adds a step (an older process would skip it): declare
+   * `removedSteps` instead. @default false
+   */
   skipUndefinedSteps?: boolean;
+  /** Steps deleted from the class whose executions may still be in flight (see RemovedStepOptions). */
+  removedSteps?: RemovedStepOptions[];
 }
