@@ -55,6 +55,7 @@ export {
 } from './errors/signal.errors.js';
 export { StepConfigurationError } from './errors/step-configuration.error.js';
 export { StepNotDefinedError } from './errors/step-not-defined.error.js';
+export { NotTransactionalError, TransactionTimeoutError } from './errors/transactional-step.errors.js';
 export { StepRecoveryLimitError } from './errors/step-recovery-limit.error.js';
 export { UnencodableValueError } from './errors/unencodable-value.error.js';
 export { UnknownWorkflowError } from './errors/unknown-workflow.error.js';

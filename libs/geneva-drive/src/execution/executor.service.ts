@@ -12,6 +12,7 @@ import { PreparePhase } from './prepare-phase.js';
 import { SignalRendezvous } from './signal-rendezvous.js';
 import { StepBody } from './step-body.js';
 import { StepOutcomes } from './step-outcome.js';
+import { TransactionalStep } from './transactional-step.js';
 import { LOOKUP_ATTEMPTS, LOOKUP_PAUSE_MS, type BodyResult, type Chain, type ExecuteOptions, type Prepared } from './step-run.js';
 import { WaitDeadline } from './wait-deadline.js';
 import { WorkflowInstances } from './workflow-instances.js';
@@ -26,6 +27,7 @@ export type { ExecuteOptions } from './step-run.js';
  *  2. run the body (step-body.ts) with no lock held (hooks around it, flow control and errors captured);
  *  3. finalize (finalize-phase.ts), under the locks again: record the outcome (step-outcome.ts) and
  *     schedule what comes next, starting it inline when it is due and the chain allows.
+ * A transactional step runs 2 and 3 in one transaction (transactional-step.ts).
  * A step's own exception is re-thrown to the queue only after its outcome is committed.
  *
  * The engine's own worker: queue adapters and test helpers call it; an application does not.
@@ -36,6 +38,7 @@ export class ExecutorService {
   private readonly preparePhase: PreparePhase;
   private readonly body: StepBody;
   private readonly finalizePhase: FinalizePhase;
+  private readonly transactionalStep: TransactionalStep;
 
   constructor(
     private readonly transactions: TransactionRunner,
@@ -54,6 +57,7 @@ export class ExecutorService {
     );
     this.body = new StepBody(transactions, options, () => this.shuttingDown);
     this.finalizePhase = new FinalizePhase(transactions, store, outcomes, this.preparePhase);
+    this.transactionalStep = new TransactionalStep(transactions, store, this.body, this.finalizePhase);
   }
 
   private shuttingDown = false;
@@ -97,8 +101,13 @@ export class ExecutorService {
     const chain: Chain = { steps: 1, startedAt: performance.now() };
     let run: Prepared | null = prepared.run;
     while (run) {
-      const result = await this.body.run(run);
-      run = await this.finalizePhase.finalize(run, result, this.mayChain(run, result, chain) ? chain : undefined);
+      if (run.step.transactional) {
+        // Body and outcome in one transaction; the step after it goes through the queue.
+        run = await this.transactionalStep.run(run);
+      } else {
+        const result = await this.body.run(run);
+        run = await this.finalizePhase.finalize(run, result, this.mayChain(run, result, chain) ? chain : undefined);
+      }
       chain.steps++;
     }
   }

@@ -10,7 +10,7 @@ import type { StepOutcomes } from './step-outcome.js';
 import { eventBase, IDEMPOTENT, type BodyResult, type Chain, type Prepared } from './step-run.js';
 
 /** What phase 3 recorded (null states: the outcome was discarded), and the step it started inline. */
-interface Recorded {
+export interface Recorded {
   states: { workflowState: string; stepState: string } | null;
   next: Prepared | null;
 }
@@ -58,6 +58,27 @@ export class FinalizePhase {
   private async finalizeOnce(prepared: Prepared, result: BodyResult, chain?: Chain): Promise<Prepared | null> {
     const started = performance.now();
     const recorded = (this.mayRecordUnlocked(prepared, result, chain) && (await this.recordUnlocked(prepared, result))) || (await this.recordLocked(prepared, result, chain));
+    return this.report(prepared, result, recorded, started);
+  }
+
+  /**
+   * Phase 3 of a transactional step, in the transaction its body wrote in (TransactionalStep): the
+   * workflow and execution rows are locked and checked only now, and the outcome is recorded when
+   * they are as phase 1 left them (`performing`, `in_progress`). Null, having written nothing, when
+   * they moved on (recovered, canceled or paused meanwhile): the caller rolls the body's writes back
+   * and records the outcome with `finalize`, which deals with the rows as they are.
+   */
+  async recordWithBody(manager: EntityManager, prepared: Prepared, result: BodyResult): Promise<Recorded | null> {
+    const { workflow, execution } = await this.store.lockStep(manager, prepared.workflowId, prepared.executionId);
+    if (!execution || execution.state !== 'in_progress' || workflow.state !== 'performing') return null;
+    prepared.workflow = workflow;
+    prepared.execution = execution;
+    await this.recordOutcome(manager, prepared, result);
+    return { states: { workflowState: workflow.state, stepState: execution.state }, next: null };
+  }
+
+  /** What every phase 3 ends with: the finalize event, the log line, and the step's own exception re-thrown once its outcome is recorded. */
+  report(prepared: Prepared, result: BodyResult, recorded: Recorded, started: number): Prepared | null {
     const { states } = recorded;
     publish('finalize', () => ({
       ...eventBase(prepared, started),
@@ -134,11 +155,7 @@ export class FinalizePhase {
         await this.outcomes.apply(manager, target, { state: 'canceled', outcome: 'canceled' }, { workflow: 'unchanged' });
         return null;
       }
-      if (result.kind === 'exception') {
-        await this.outcomes.applyExceptionPolicy(manager, prepared, result.policy, result.error, 'exception_policy');
-      } else {
-        await this.outcomes.applyIntent(manager, prepared, result.kind === 'flow' ? result.intent : undefined);
-      }
+      await this.recordOutcome(manager, prepared, result);
       const due = chain ? this.store.takeDueJob(manager) : null;
       if (due) {
         const states = { workflowState: workflow.state, stepState: execution.state };
@@ -158,6 +175,11 @@ export class FinalizePhase {
       return { workflowState: workflow.state, stepState: execution.state };
     }), undefined, IDEMPOTENT);
     return { states, next };
+  }
+
+  private async recordOutcome(manager: EntityManager, prepared: Prepared, result: BodyResult): Promise<void> {
+    if (result.kind === 'exception') await this.outcomes.applyExceptionPolicy(manager, prepared, result.policy, result.error, 'exception_policy');
+    else await this.outcomes.applyIntent(manager, prepared, result.kind === 'flow' ? result.intent : undefined);
   }
 
   /**

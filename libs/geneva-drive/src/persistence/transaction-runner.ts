@@ -64,6 +64,8 @@ export interface TransactionOptions {
    * before COMMIT (the server rolls back an uncommitted transaction whose connection is gone).
    */
   idempotent?: boolean;
+  /** Never run the work again: the caller decides what a transient error means (a transactional step's body must not re-run behind its back). */
+  once?: boolean;
 }
 
 /**
@@ -145,6 +147,8 @@ export class TransactionRunner {
    * caller's transaction is the caller's to retry.
    */
   private async withRetry<T>(work: (manager: EntityManager) => Promise<T>, options: TransactionOptions): Promise<T> {
+    const deadlockTries = options.once ? 1 : DEADLOCK_TRIES;
+    const connectionTries = options.once ? 1 : CONNECTION_TRIES;
     for (let tries = 1; ; tries++) {
       let committing = false;
       let runner: QueryRunner | undefined;
@@ -162,11 +166,11 @@ export class TransactionRunner {
       } catch (error) {
         // Refused before it was sent: COMMIT, not a query run after it (an afterTransactionCommit subscriber's).
         if (committing && neverSent(error) && runner?.isTransactionActive) committing = false;
-        if (isDeadlock(error) && tries < DEADLOCK_TRIES) {
+        if (isDeadlock(error) && tries < deadlockTries) {
           await pause(5 + Math.random() * 20 * tries);
-        } else if (isStaleStatement(error) && tries < DEADLOCK_TRIES) {
+        } else if (isStaleStatement(error) && tries < deadlockTries) {
           // A prepared statement the server refused after a migration: prepared afresh on the next try.
-        } else if (isConnectionError(error) && tries < CONNECTION_TRIES && (!committing || options.idempotent === true)) {
+        } else if (isConnectionError(error) && tries < connectionTries && (!committing || options.idempotent === true)) {
           await pause(CONNECTION_BACKOFF_MS * 2 ** (tries - 1) * (1 + Math.random()));
         } else if (isConnectionError(error) && committing && options.idempotent !== true) {
           if (runner) AfterCommitSubscriber.of(this.dataSource)?.commitOutcomeUnknown(runner);

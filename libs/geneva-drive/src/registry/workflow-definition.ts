@@ -5,7 +5,7 @@ import { EXCEPTION_ACTIONS, ExceptionPolicy, PAUSE_POLICY, type ExceptionAction 
 import type { StepJobOptions, TimeoutAction, WorkflowCondition } from '../workflow/step-options.interface.js';
 import type { ClassExceptionPolicy, WorkflowOptions } from '../workflow/workflow-options.interface.js';
 import { toSignalMatcher, type SignalMatcherLike } from '../workflow/signal-matcher.js';
-import { parseDuration } from '../util/duration.js';
+import { parseDuration, type Duration } from '../util/duration.js';
 
 /** One validated step. Immutable. */
 export interface StepDefinition {
@@ -27,7 +27,14 @@ export interface StepDefinition {
   /** The step's own `maxRecoveries` (null: unlimited); undefined: the module's applies. */
   readonly maxRecoveries: number | null | undefined;
   readonly sourceLocation: string | undefined;
+  /** The body runs in a transaction that commits with the outcome (`transactional`). */
+  readonly transactional: boolean;
+  /** With `transactional`: the longest the body's transaction may last. */
+  readonly transactionTimeoutMs: number;
 }
+
+/** `transactionTimeout` when a transactional step gives none. */
+export const DEFAULT_TRANSACTION_TIMEOUT_MS = 30_000;
 
 /** A gravestone (`removedSteps`): a deleted step's name, and the live step its executions continue with (null: the workflow ends). */
 export interface RemovedStep {
@@ -114,8 +121,10 @@ export class WorkflowDefinition {
 }
 
 const STEP_OPTION_KEYS = ['name', 'wait', 'waitFor', 'timeout', 'onTimeout', 'skipIf', 'onException', 'maxReattempts', 'terminalAction', 'maxRecoveries', 'before', 'after', 'jobOptions'];
+/** Options of `@Step` only: a resumable step commits at its checkpoints, so it is never transactional. */
+const PLAIN_STEP_OPTION_KEYS = ['transactional', 'transactionTimeout'];
 const RESUMABLE_OPTION_KEYS = ['maxIterations', 'maxRuntime'];
-const WORKFLOW_OPTION_KEYS = ['name', 'hero', 'cancelIf', 'onException', 'jobOptions', 'mayProceedWithoutHero', 'skipUndefinedSteps', 'removedSteps'];
+const WORKFLOW_OPTION_KEYS = ['name', 'hero', 'cancelIf', 'onException', 'jobOptions', 'mayProceedWithoutHero', 'skipUndefinedSteps', 'removedSteps', 'transactional'];
 const REMOVED_STEP_KEYS = ['name', 'after', 'before'];
 
 /**
@@ -133,6 +142,7 @@ export function buildWorkflowDefinition(target: Function): WorkflowDefinition {
   for (const key of Object.keys(options)) if (!WORKFLOW_OPTION_KEYS.includes(key)) fail(undefined, `unknown @Workflow option "${key}"`);
   if (options.name !== undefined && (typeof options.name !== 'string' || options.name.trim() === '')) fail(undefined, 'name must be a non-empty string');
   if (options.hero !== undefined && typeof options.hero !== 'function') fail(undefined, 'hero must be a thunk returning the entity class, e.g. hero: () => Order');
+  if (options.transactional !== undefined && typeof options.transactional !== 'boolean') fail(undefined, 'transactional must be true or false');
 
   // Inherited class options: conditions and policies concatenate (parent first), job options merge, flags inherit.
   const inherited = chain.map((cls) => workflowOptionsOf(cls) ?? {});
@@ -166,7 +176,9 @@ export function buildWorkflowDefinition(target: Function): WorkflowDefinition {
         }
       }
       if (before !== undefined && after !== undefined) stepFail('cannot specify both before and after');
-      declared.push({ name, definition: buildStep(name, declaration, target, stepFail), before, after });
+      // The nearest class that says so decides the default.
+      const transactionalByDefault = inherited.findLast((o) => o.transactional !== undefined)?.transactional === true;
+      declared.push({ name, definition: buildStep(name, declaration, target, stepFail, transactionalByDefault), before, after });
       taken.add(name);
     }
   }
@@ -261,10 +273,13 @@ function stepNameOf(declaration: StepDeclaration, taken: Set<string>, reserved: 
   return `step_${n}`;
 }
 
-function buildStep(name: string, declaration: StepDeclaration, target: Function, fail: (problem: string) => never): StepDefinition {
+function buildStep(name: string, declaration: StepDeclaration, target: Function, fail: (problem: string) => never, transactionalByDefault: boolean): StepDefinition {
   const options = declaration.options as Record<string, unknown> & StepDeclaration['options'];
-  const allowed = declaration.resumable ? [...STEP_OPTION_KEYS, ...RESUMABLE_OPTION_KEYS] : STEP_OPTION_KEYS;
-  for (const key of Object.keys(options)) if (!allowed.includes(key)) fail(`unknown step option "${key}"`);
+  const allowed = declaration.resumable ? [...STEP_OPTION_KEYS, ...RESUMABLE_OPTION_KEYS] : [...STEP_OPTION_KEYS, ...PLAIN_STEP_OPTION_KEYS];
+  for (const key of Object.keys(options)) {
+    if (declaration.resumable && PLAIN_STEP_OPTION_KEYS.includes(key)) fail(`${key} is an option of @Step only: a resumable step commits at each checkpoint`);
+    if (!allowed.includes(key)) fail(`unknown step option "${key}"`);
+  }
   if (options.name !== undefined && (typeof options.name !== 'string' || options.name.trim() === '')) fail('name must be a non-empty string');
 
   let invoke: StepDefinition['invoke'];
@@ -329,6 +344,8 @@ function buildStep(name: string, declaration: StepDeclaration, target: Function,
     }
   }
 
+  const { transactional, transactionTimeoutMs } = buildTransactional(options, !declaration.resumable && transactionalByDefault, fail);
+
   return Object.freeze({
     name,
     invoke,
@@ -345,7 +362,26 @@ function buildStep(name: string, declaration: StepDeclaration, target: Function,
     maxRuntimeMs,
     maxRecoveries,
     sourceLocation: declaration.sourceLocation,
+    transactional,
+    transactionTimeoutMs,
   });
+}
+
+/** `transactional` (the class's default when the step says nothing) and `transactionTimeout` (only beside it). */
+function buildTransactional(
+  options: StepDeclaration['options'] & { transactional?: unknown; transactionTimeout?: unknown },
+  byDefault: boolean,
+  fail: (problem: string) => never,
+): { transactional: boolean; transactionTimeoutMs: number } {
+  if (options.transactional !== undefined && typeof options.transactional !== 'boolean') fail('transactional must be true or false');
+  const transactional = (options.transactional as boolean | undefined) ?? byDefault;
+  if (options.transactionTimeout === undefined) return { transactional, transactionTimeoutMs: DEFAULT_TRANSACTION_TIMEOUT_MS };
+  if (!transactional) fail('transactionTimeout needs transactional: true');
+  const transactionTimeoutMs = parseDuration(options.transactionTimeout as Duration);
+  if (transactionTimeoutMs === undefined || transactionTimeoutMs <= 0) {
+    fail(`transactionTimeout must be a positive duration (ms or '30s'), got ${JSON.stringify(options.transactionTimeout) ?? String(options.transactionTimeout)}`);
+  }
+  return { transactional, transactionTimeoutMs };
 }
 
 const TIMEOUT_ACTIONS: readonly TimeoutAction[] = ['run', 'skip', 'cancel', 'pause'];

@@ -1,9 +1,11 @@
 import type { LoggerService } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
 import type { Signal } from '../entities/signal.entity.js';
 import type { StepExecution } from '../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { GenevaDriveError } from '../errors/geneva-drive.error.js';
 import { SignalNotReceivedError } from '../errors/signal.errors.js';
+import { NotTransactionalError } from '../errors/transactional-step.errors.js';
 import { FlowControlSignal, type FlowControlIntent } from './flow-control.js';
 import type { SignalMatcher } from './signal-matcher.js';
 import { parseDuration, type Duration } from '../util/duration.js';
@@ -17,6 +19,8 @@ export interface StepContext<Hero> {
   logger: LoggerService;
   /** A `waitFor` step whose `timeout` passed with no matching signal (`onTimeout: 'run'`). */
   timedOut?: boolean;
+  /** A transactional step's transaction, which commits with the step's outcome. */
+  manager?: EntityManager;
 }
 
 // Kept outside the instances, so workflow classes expose nothing of the engine in their type.
@@ -67,6 +71,19 @@ export abstract class GenevaWorkflow<Hero = unknown> {
    */
   get timedOut(): boolean {
     return this.context('timedOut').timedOut === true;
+  }
+
+  /**
+   * In a transactional step (`@Step({ transactional: true })`), the EntityManager of the transaction
+   * that records the step's outcome: what the body writes through it (repositories from
+   * `this.manager.getRepository(...)`, the hero) commits exactly when the step completes, and is rolled
+   * back when it does not. Pass it on as `{ manager: this.manager }` to `start()` and `signal()`.
+   * `NotTransactionalError` in any other step.
+   */
+  get manager(): EntityManager {
+    const { manager, execution } = this.context('manager');
+    if (!manager) throw new NotTransactionalError(this.constructor.name, execution.stepName);
+    return manager;
   }
 
   /** A logger whose lines carry the workflow and execution context. */
@@ -136,6 +153,11 @@ export const workflowInternals = {
   bind<Hero>(workflow: GenevaWorkflow<Hero>, context: StepContext<Hero>): void {
     contexts.set(workflow, context);
     intents.delete(workflow);
+  },
+  /** Changes parts of a bound instance's context (a transactional step's hero, read in its transaction, and its manager). */
+  rebind<Hero>(workflow: GenevaWorkflow<Hero>, changes: Partial<StepContext<Hero>>): void {
+    const context = contexts.get(workflow);
+    if (context) contexts.set(workflow, { ...context, ...changes });
   },
   takeIntent(workflow: GenevaWorkflow<any>): FlowControlIntent | undefined {
     const intent = intents.get(workflow);

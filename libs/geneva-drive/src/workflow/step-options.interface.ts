@@ -57,6 +57,18 @@ export interface StepOptions<W = any> {
   after?: string;
   /** Queue options for this step's jobs (merged over the workflow's). */
   jobOptions?: StepJobOptions;
+  /**
+   * Run the body in a database transaction that commits only together with the step's outcome:
+   * what the body writes through `this.manager` (and `this.hero`, read through it) is in the
+   * database exactly when the step's completion is. @default the workflow's `transactional`, else false
+   */
+  transactional?: boolean;
+  /**
+   * With `transactional`: how long the body's transaction may last. A body that takes longer is
+   * rolled back and fails with `TransactionTimeoutError` (its exception policy applies); on
+   * PostgreSQL each statement and each idle gap of the transaction is bounded by it too. @default '30s'
+   */
+  transactionTimeout?: Duration;
 }
 
 /** A step declared without a method (programmatic step lists). @publicApi */

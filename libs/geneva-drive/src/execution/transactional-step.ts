@@ -1,0 +1,127 @@
+import type { EntityManager } from 'typeorm';
+import { TransactionTimeoutError } from '../errors/transactional-step.errors.js';
+import { resolveExceptionPolicy } from '../exception-policy/exception-policy.js';
+import { CommitOutcomeUnknownError } from '../errors/commit-outcome-unknown.error.js';
+import { isStaleStatement } from '../persistence/stale-statement.js';
+import { isConnectionError, isDeadlock, type TransactionOptions, type TransactionRunner } from '../persistence/transaction-runner.js';
+import type { WorkflowStore } from '../persistence/workflow-store.js';
+import { workflowInternals } from '../workflow/geneva-workflow.js';
+import type { FinalizePhase, Recorded } from './finalize-phase.js';
+import type { StepBody } from './step-body.js';
+import type { BodyResult, Prepared } from './step-run.js';
+
+/** The transaction is run again here, not by the runner: a re-run must re-run the body with it. */
+const ONCE: TransactionOptions = { once: true };
+/** Runs of a transaction lost to a deadlock or a connection before COMMIT, body included. */
+const TRANSIENT_TRIES = 4;
+
+/** A statement's error that lost the transaction but not its outcome: nothing committed (a COMMIT whose answer was lost is not one). */
+function isTransient(error: unknown): boolean {
+  return !(error instanceof CommitOutcomeUnknownError) && (isDeadlock(error) || isStaleStatement(error) || isConnectionError(error));
+}
+
+/** Thrown inside the body's transaction to roll it back; the outcome is then recorded on its own. */
+class RollBack extends Error {
+  constructor() {
+    super('The transactional step does not keep its writes');
+  }
+}
+
+/**
+ * Phases 2 and 3 of a transactional step (`@Step({ transactional: true })`), in one database
+ * transaction: the body writes through `this.manager` (the hero read again through it), then the
+ * outcome is recorded in the same transaction, so the body's writes and the step's completion commit
+ * together or not at all. No engine lock is held while the body runs: the workflow and execution
+ * rows are locked and checked only once it returned (FinalizePhase.recordWithBody).
+ *
+ * Kept with the outcome: a completion, `finished()` and `skip()` (the step decided; its work stands).
+ * Rolled back, the outcome then recorded by the ordinary phase 3 in a transaction of its own (the
+ * audit trail keeps the attempt): an exception (its policy applies), `reattempt()` and `pause()` (the
+ * body runs again later, and must find nothing of this attempt), `cancel()`, a body over its
+ * `transactionTimeout`, and an end refused because the rows moved on (recovered, canceled, paused).
+ *
+ * A deadlock or a connection lost before COMMIT runs the whole transaction again, body included:
+ * nothing of it was committed. A connection lost during COMMIT leaves the outcome unknown: either
+ * both the writes and the outcome are in the database, or neither is and housekeeping's stuck-step
+ * recovery runs the step again.
+ */
+export class TransactionalStep {
+  constructor(
+    private readonly transactions: TransactionRunner,
+    private readonly store: WorkflowStore,
+    private readonly body: StepBody,
+    private readonly finalize: FinalizePhase,
+  ) {}
+
+  async run(prepared: Prepared): Promise<Prepared | null> {
+    for (let attempt = 1; ; attempt++) {
+      const started = performance.now();
+      let undone: BodyResult | null = null;
+      try {
+        const { result, recorded } = await this.transactions.run(
+          async (manager): Promise<{ result: BodyResult; recorded: Recorded }> => {
+            const result = await this.runBody(manager, prepared);
+            const recorded = keepsWrites(result) ? await this.store.batched(manager, () => this.finalize.recordWithBody(manager, prepared, result)) : null;
+            if (recorded) return { result, recorded };
+            undone = result;
+            throw new RollBack();
+          },
+          undefined,
+          ONCE,
+        );
+        return this.finalize.report(prepared, result, recorded, started);
+      } catch (error) {
+        // The rollback itself may fail on a dead connection: the result decided before it still stands.
+        if (undone !== null) return this.finalize.finalize(prepared, undone);
+        // Nothing of the transaction committed: the body runs again, on a fresh transaction.
+        if (attempt < TRANSIENT_TRIES && isTransient(error)) {
+          prepared.logger.warn(`The transactional step's transaction was lost (${String(error)}): it runs again`);
+          continue;
+        }
+        throw error;
+      }
+    }
+  }
+
+  /**
+   * The body, bound to the transaction, with the hero read through it. A body over its
+   * `transactionTimeout` fails with TransactionTimeoutError; one whose statement lost the
+   * transaction (a deadlock, a lost connection) throws, so that the whole transaction runs again.
+   */
+  private async runBody(manager: EntityManager, prepared: Prepared): Promise<BodyResult> {
+    const { step, definition, instance, workflow } = prepared;
+    const started = performance.now();
+    await this.boundStatements(manager, step.transactionTimeoutMs);
+    const hero = await this.store.readHero(manager, workflow.heroType, workflow.heroId);
+    if (hero === null && !definition.mayProceedWithoutHero) {
+      prepared.logger.log('Hero is gone: workflow canceled');
+      return { kind: 'flow', intent: { kind: 'cancel' } };
+    }
+    workflowInternals.rebind(instance, { hero, manager });
+    const result = await this.body.run(prepared);
+    const elapsedMs = performance.now() - started;
+    if (elapsedMs > step.transactionTimeoutMs) {
+      const error = new TransactionTimeoutError(step.name, step.transactionTimeoutMs, elapsedMs);
+      prepared.logger.error(error.message);
+      return { kind: 'exception', error, policy: resolveExceptionPolicy(step, definition.exceptionPolicies, error) };
+    }
+    if (result.kind === 'exception' && isTransient(result.error)) throw result.error;
+    return result;
+  }
+
+  /**
+   * PostgreSQL bounds every statement of the transaction, and every gap between them, by the step's
+   * `transactionTimeout` (both settings end with the transaction). Other databases have no such
+   * per-transaction settings: the elapsed time is checked when the body returns.
+   */
+  private async boundStatements(manager: EntityManager, timeoutMs: number): Promise<void> {
+    if (manager.connection.options.type !== 'postgres') return;
+    const ms = Math.ceil(timeoutMs);
+    await manager.query(`SET LOCAL statement_timeout = ${ms}; SET LOCAL idle_in_transaction_session_timeout = ${ms}`);
+  }
+}
+
+/** Whether the body's writes commit with this outcome (see TransactionalStep). */
+function keepsWrites(result: BodyResult): boolean {
+  return result.kind === 'completed' || (result.kind === 'flow' && (result.intent.kind === 'finished' || result.intent.kind === 'skip'));
+}

@@ -1,0 +1,230 @@
+/**
+ * Transactional steps: the body's writes through `this.manager` commit with the step's outcome or
+ * not at all — completion, each flow-control action, an exception, a body over its
+ * transactionTimeout, an end refused because the rows moved on while the body ran — on the three
+ * databases, with a `waitFor` payload, with a workflow started in the step's transaction, and with
+ * chaining into the step.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import { SignalService, StepExecution, WorkflowRecord, WorkflowService } from 'geneva-drive';
+import { waitUntil } from '../src/bull-wait.js';
+import { createTestApp, type TestApp } from '../src/test-app.js';
+import { control, ensureEffectTable, HastyLedgerWorkflow, LedgerWorkflow, PaidLedgerWorkflow, TestEffect, TRANSACTIONAL_WORKFLOWS } from '../src/transactional-workflows.js';
+import { describeEachDatabase, type DatabaseKind } from '../utils/databases.js';
+import { TestHero } from '../utils/fixtures.js';
+
+describeEachDatabase('transactional steps', (kind: DatabaseKind) => {
+  let app: TestApp;
+  let workflows: WorkflowService;
+  let hero: TestHero;
+
+  beforeAll(async () => {
+    app = await createTestApp(kind, TRANSACTIONAL_WORKFLOWS, { entities: [TestEffect] });
+    await ensureEffectTable(app.dataSource);
+    workflows = app.moduleRef.get(WorkflowService);
+  });
+  afterAll(() => app.close());
+  beforeEach(async () => {
+    await app.reset();
+    await app.dataSource.getRepository(TestEffect).clear();
+    control.reset();
+    const heroes = app.dataSource.getRepository(TestHero);
+    hero = await heroes.save(heroes.create({ name: 'Ada' }));
+  });
+
+  const effects = (wf: WorkflowRecord) => app.dataSource.getRepository(TestEffect).findBy({ workflowId: wf.id });
+  const heroName = async () => (await app.dataSource.getRepository(TestHero).findOneByOrFail({ id: hero.id })).name;
+  const history = async (wf: WorkflowRecord) => (await workflows.executionHistory(wf)).map((e) => [e.stepName, e.state, e.outcome]);
+
+  /** Runs `a`, then `b` with the given ending. */
+  async function atB(ending?: Parameters<typeof control.endings.set>[1]): Promise<WorkflowRecord> {
+    const wf = await workflows.start(LedgerWorkflow, hero);
+    if (ending) control.endings.set(wf.id, ending);
+    await app.gd.performNextStep(wf);
+    return wf;
+  }
+
+  it('commits the body’s writes with the completion; the body reads the hero through its transaction', async () => {
+    const wf = await atB();
+    await app.dataSource.getRepository(TestHero).update(hero.id, { name: 'Ada Lovelace' });
+    await app.gd.performNextStep(wf);
+    expect(await effects(wf)).toHaveLength(1);
+    expect(await heroName()).toBe('b wrote');
+    expect(control.journal).toEqual(['a', 'a: NotTransactionalError', 'b saw hero "Ada Lovelace"']);
+    await app.gd.speedrunWorkflow(wf);
+    expect(await history(wf)).toEqual([
+      ['a', 'completed', 'success'],
+      ['b', 'completed', 'success'],
+      ['c', 'completed', 'success'],
+    ]);
+  });
+
+  it('rolls the writes back when the body throws, and records the failure and its policy in a transaction of its own', async () => {
+    const wf = await atB('throw');
+    await expect(app.gd.performNextStep(wf)).rejects.toThrow('the ledger refused');
+    expect(await effects(wf)).toEqual([]);
+    expect(await heroName()).toBe('Ada');
+    const failed = (await workflows.executionHistory(wf))[1];
+    expect([failed.state, failed.errorMessage]).toEqual(['failed', 'the ledger refused']);
+    expect((await workflows.find(wf.id)).state).toBe('paused');
+  });
+
+  describe('flow control decides whether the writes commit', () => {
+    it('finished(): kept, the workflow finished', async () => {
+      const wf = await atB('finished');
+      await app.gd.performNextStep(wf);
+      expect(await effects(wf)).toHaveLength(1);
+      expect((await workflows.find(wf.id)).state).toBe('finished');
+    });
+
+    it('skip(): kept, the next step scheduled', async () => {
+      const wf = await atB('skip');
+      await app.gd.speedrunWorkflow(wf);
+      expect(await effects(wf)).toHaveLength(1);
+      expect(await history(wf)).toEqual([
+        ['a', 'completed', 'success'],
+        ['b', 'skipped', 'skipped'],
+        ['c', 'completed', 'success'],
+      ]);
+    });
+
+    it('reattempt(): rolled back, so the run that completes writes once', async () => {
+      const wf = await atB('reattempt-once');
+      await app.gd.speedrunWorkflow(wf);
+      expect(await effects(wf)).toHaveLength(1);
+      expect((await history(wf)).map(([step, , outcome]) => `${step}:${outcome}`)).toEqual(['a:success', 'b:reattempted', 'b:success', 'c:success']);
+    });
+
+    it('pause(): rolled back; resume runs the step again and it writes once', async () => {
+      const wf = await atB('pause');
+      await app.gd.performNextStep(wf);
+      expect(await effects(wf)).toEqual([]);
+      expect((await workflows.find(wf.id)).state).toBe('paused');
+      control.endings.delete(wf.id);
+      await workflows.resume(wf);
+      await app.gd.speedrunWorkflow(wf);
+      expect(await effects(wf)).toHaveLength(1);
+    });
+
+    it('cancel(): rolled back, the workflow canceled', async () => {
+      const wf = await atB('cancel');
+      await app.gd.performNextStep(wf);
+      expect(await effects(wf)).toEqual([]);
+      expect(await heroName()).toBe('Ada');
+      expect((await workflows.find(wf.id)).state).toBe('canceled');
+    });
+  });
+
+  it('a body over its transactionTimeout is rolled back and fails with TransactionTimeoutError', async () => {
+    const wf = await workflows.start(HastyLedgerWorkflow, hero);
+    await expect(app.gd.performNextStep(wf)).rejects.toThrow(/over its transactionTimeout of 50 ms/);
+    expect(await effects(wf)).toEqual([]);
+    const [failed] = await workflows.executionHistory(wf);
+    expect([failed.state, failed.errorClassName]).toEqual(['failed', 'TransactionTimeoutError']);
+  });
+
+  it('a transactional waitFor step has its payload, and consumes its signal in the commit that keeps its writes', async () => {
+    const wf = await workflows.start(PaidLedgerWorkflow, hero);
+    await app.gd.performNextStep(wf); // parks
+    await app.moduleRef.get(SignalService).signal(wf, 'paid', { payload: { cents: 1200 } });
+    await app.gd.performNextStep(wf);
+    expect((await effects(wf)).map((e) => e.step)).toEqual(['paid 1200']);
+    await app.gd.assertSignalState(wf, 'paid', 'consumed');
+  });
+
+  it('a workflow started with { manager: this.manager } exists only if the step commits', async () => {
+    const kept = await workflows.start(PaidLedgerWorkflow, hero);
+    const undone = await workflows.start(PaidLedgerWorkflow, hero, { allowMultiple: true });
+    control.endings.set(undone.id, 'throw');
+    for (const wf of [kept, undone]) {
+      await app.gd.performNextStep(wf);
+      await app.moduleRef.get(SignalService).signal(wf, 'paid', { payload: { cents: 1 } });
+      await app.gd.performNextStep(wf);
+    }
+    await app.gd.performNextStep(kept);
+    await expect(app.gd.performNextStep(undone)).rejects.toThrow('the notification failed');
+    expect(await workflows.findForHero(LedgerWorkflow, hero)).toHaveLength(1);
+    // A resumable step of a transactional workflow is not transactional: it runs as ever.
+    await app.gd.speedrunWorkflow(kept);
+    expect(control.journal).toContain('tally 1');
+  });
+
+  describe('no engine lock is held while the body runs', () => {
+    // On SQLite the body's transaction holds the one writer of the database: nothing else writes meanwhile.
+    const concurrent = kind === 'sqlite' ? it.skip : it;
+
+    /** Runs `b` until it waits at the gate; resolves with the run's promise and the release. */
+    async function bodyAtGate(wf: WorkflowRecord): Promise<{ run: Promise<unknown>; release: () => void }> {
+      let release!: () => void;
+      let reached!: () => void;
+      const atGate = new Promise<void>((resolve) => (reached = resolve));
+      control.gate = { reached, release: new Promise<void>((resolve) => (release = resolve)) };
+      const run = app.gd.performNextStep(wf).then(
+        (value) => value,
+        (error: unknown) => error,
+      );
+      await atGate;
+      return { run, release };
+    }
+
+    concurrent('a signal to the workflow is recorded while the body runs', async () => {
+      const wf = await atB();
+      const { run, release } = await bodyAtGate(wf);
+      const signal = await app.moduleRef.get(SignalService).signal(wf, 'later', { allowUnknownName: true });
+      expect(signal.state).toBe('pending');
+      release();
+      await run;
+      expect(await effects(wf)).toHaveLength(1);
+    });
+
+    concurrent('an execution recovered while its body ran: the end is refused and the writes roll back', async () => {
+      const wf = await atB();
+      const { run, release } = await bodyAtGate(wf);
+      const running = (await workflows.currentExecution(wf))!;
+      // What stuck recovery writes: the execution closed as recovered, the workflow ready again.
+      await app.dataSource.getRepository(StepExecution).update(running.id, { state: 'failed', outcome: 'recovered' });
+      await app.dataSource.getRepository(WorkflowRecord).update(wf.id, { state: 'ready' });
+      release();
+      await run;
+      expect(await effects(wf)).toEqual([]);
+      expect(await heroName()).toBe('Ada');
+      expect((await app.dataSource.getRepository(StepExecution).findOneByOrFail({ id: running.id })).outcome).toBe('recovered');
+    });
+
+    concurrent('a workflow canceled while the body ran: the end is refused and the writes roll back', async () => {
+      const wf = await atB();
+      const { run, release } = await bodyAtGate(wf);
+      await app.dataSource.getRepository(WorkflowRecord).update(wf.id, { state: 'canceled' });
+      release();
+      await run;
+      expect(await effects(wf)).toEqual([]);
+      expect((await workflows.executionHistory(wf)).map((e) => e.state)).toEqual(['completed', 'canceled']);
+    });
+  });
+});
+
+describeEachDatabase('transactional steps in a chain', (kind: DatabaseKind) => {
+  let app: TestApp;
+
+  beforeAll(async () => {
+    app = await createTestApp(kind, TRANSACTIONAL_WORKFLOWS, { entities: [TestEffect], queue: { adapter: 'local', concurrency: 1 }, chainSteps: { maxDuration: '10m' } });
+    await ensureEffectTable(app.dataSource);
+  });
+  afterAll(() => app.close());
+
+  it('a step chains into the transactional step; the step after it goes through the queue', async () => {
+    control.reset();
+    const heroes = app.dataSource.getRepository(TestHero);
+    const hero = await heroes.save(heroes.create({ name: 'Ada' }));
+    const workflows = app.moduleRef.get(WorkflowService);
+    const wf = await workflows.start(LedgerWorkflow, hero);
+    await waitUntil(`workflow ${wf.id} to finish`, async () => (await workflows.find(wf.id)).state === 'finished');
+    const history = await workflows.executionHistory(wf);
+    expect(history.map((e) => [e.stepName, e.jobId === null ? 'inline' : 'own job'])).toEqual([
+      ['a', 'own job'],
+      ['b', 'inline'],
+      ['c', 'own job'],
+    ]);
+    expect(await app.dataSource.getRepository(TestEffect).findBy({ workflowId: wf.id })).toHaveLength(1);
+  });
+});

@@ -1,0 +1,146 @@
+/**
+ * Workflows with transactional steps, and the effect table their bodies write: a table with no
+ * unique key, so a body whose writes committed twice shows as two rows.
+ */
+import { Column, Entity, PrimaryGeneratedColumn, Table, type DataSource } from 'typeorm';
+import { GenevaWorkflow, ResumableStep, Step, Workflow, WorkflowService, type StepIteration } from 'geneva-drive';
+import { TestHero } from '../utils/fixtures.js';
+
+@Entity({ name: 'test_effects' })
+export class TestEffect {
+  @PrimaryGeneratedColumn({ type: 'integer' })
+  id: number;
+
+  @Column({ name: 'workflow_id', type: 'varchar', length: 64 })
+  workflowId: string;
+
+  @Column({ type: 'varchar', length: 64 })
+  step: string;
+}
+
+/** Creates the effect table if it is missing (the spec's own table: the test schema does not hold it). */
+export async function ensureEffectTable(dataSource: DataSource): Promise<void> {
+  const runner = dataSource.createQueryRunner();
+  try {
+    await runner.createTable(
+      new Table({
+        name: 'test_effects',
+        columns: [
+          { name: 'id', type: 'integer', isPrimary: true, isGenerated: true, generationStrategy: 'increment' },
+          { name: 'workflow_id', type: 'varchar', length: '64' },
+          { name: 'step', type: 'varchar', length: '64' },
+        ],
+      }),
+      true,
+    );
+    await runner.query(`DELETE FROM ${dataSource.driver.escape('test_effects')}`);
+  } finally {
+    await runner.release();
+  }
+}
+
+/** What the transactional step `b` does after its writes, per workflow id (default: completes). */
+export type Ending = 'complete' | 'throw' | 'finished' | 'skip' | 'reattempt-once' | 'pause' | 'cancel' | 'sleep';
+
+export const control = {
+  endings: new Map<string, Ending>(),
+  /** A body that reached `reached` waits for `release` (set by the spec). */
+  gate: null as null | { reached: () => void; release: Promise<void> },
+  journal: [] as string[],
+  reattempted: new Set<string>(),
+  reset(): void {
+    this.endings.clear();
+    this.gate = null;
+    this.journal.length = 0;
+    this.reattempted.clear();
+  },
+};
+
+async function writeEffects(wf: GenevaWorkflow<TestHero>, step: string): Promise<void> {
+  await wf.manager.getRepository(TestEffect).insert({ workflowId: wf.record.id, step });
+  await wf.manager.getRepository(TestHero).update(wf.hero.id, { name: `${step} wrote` });
+}
+
+/** `a → b (transactional) → c`. */
+@Workflow({ hero: () => TestHero })
+export class LedgerWorkflow extends GenevaWorkflow<TestHero> {
+  @Step()
+  async a() {
+    control.journal.push('a');
+    try {
+      void this.manager;
+    } catch (error) {
+      control.journal.push(`a: ${(error as Error).name}`);
+    }
+  }
+
+  @Step({ transactional: true, transactionTimeout: '10s' })
+  async b() {
+    control.journal.push(`b saw hero "${this.hero.name}"`);
+    await writeEffects(this, 'b');
+    const ending = control.endings.get(this.record.id) ?? 'complete';
+    if (control.gate) {
+      control.gate.reached();
+      await control.gate.release;
+    }
+    switch (ending) {
+      case 'throw':
+        throw new Error('the ledger refused');
+      case 'finished':
+        return this.finished();
+      case 'skip':
+        return this.skip();
+      case 'reattempt-once':
+        if (control.reattempted.has(this.record.id)) return;
+        control.reattempted.add(this.record.id);
+        return this.reattempt();
+      case 'pause':
+        return this.pause();
+      case 'cancel':
+        return this.cancel();
+      case 'sleep':
+        await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+
+  @Step()
+  async c() {
+    control.journal.push('c');
+  }
+}
+
+/** A transactional step that is over its `transactionTimeout` whenever it sleeps. */
+@Workflow({ hero: () => TestHero })
+export class HastyLedgerWorkflow extends GenevaWorkflow<TestHero> {
+  @Step({ transactional: true, transactionTimeout: 50 })
+  async b() {
+    await writeEffects(this, 'b');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+/** A transactional `waitFor` step, and one that starts another workflow in its transaction. */
+@Workflow({ hero: () => TestHero, transactional: true })
+export class PaidLedgerWorkflow extends GenevaWorkflow<TestHero> {
+  constructor(private readonly workflows: WorkflowService) {
+    super();
+  }
+
+  @Step({ waitFor: 'paid' })
+  async book() {
+    await writeEffects(this, `paid ${String((this.receivedSignal!.payload as { cents: number }).cents)}`);
+  }
+
+  @Step()
+  async notify() {
+    await this.workflows.start(LedgerWorkflow, this.hero, { manager: this.manager, allowMultiple: true });
+    if (control.endings.get(this.record.id) === 'throw') throw new Error('the notification failed');
+  }
+
+  @ResumableStep()
+  async tally(iteration: StepIteration) {
+    for await (const n of iteration.over([1])) control.journal.push(`tally ${n}`);
+  }
+}
+
+export const TRANSACTIONAL_WORKFLOWS = [LedgerWorkflow, HastyLedgerWorkflow, PaidLedgerWorkflow];
