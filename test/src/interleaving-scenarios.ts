@@ -7,7 +7,8 @@ import { HousekeepingService, SignalService, WorkflowService, type StepJob, type
 import { WaitDeadline } from '../../libs/geneva-drive/src/execution/wait-deadline.js';
 import type { ExplorerHarness, Scenario } from '../utils/explorer/harness.js';
 import { TestHero } from '../utils/fixtures.js';
-import { bodyRuns, DeadlineWorkflow, GatedWorkflow, HeroMatchedWorkflow, PlainWorkflow } from './interleaving-workflows.js';
+import { bodyRuns, DeadlineWorkflow, GatedWorkflow, HeroMatchedWorkflow, LedgerGatedWorkflow, PlainWorkflow } from './interleaving-workflows.js';
+import { ensureEffectTable, TestEffect } from './transactional-workflows.js';
 
 export interface Parked {
   workflow: WorkflowRecord;
@@ -56,6 +57,19 @@ function bodyRanOnce(workflow: WorkflowRecord, step: string): string[] {
 async function finalState(h: ExplorerHarness, workflow: WorkflowRecord, expected: string[]): Promise<string[]> {
   const { state } = await workflows(h).find(workflow.id);
   return expected.includes(state) ? [] : [`workflow ${workflow.id} ended ${state}, not ${expected.join(' or ')}`];
+}
+
+/** Starts LedgerGatedWorkflow and runs `a`: the transactional step `t`'s job is left in the queue. */
+async function atTransactionalStep(h: ExplorerHarness): Promise<Parked> {
+  await ensureEffectTable(h.app.dataSource);
+  return atStepB(h, LedgerGatedWorkflow);
+}
+
+/** Exactly once: one effect row per completed execution of the transactional step `t`, no more, no fewer. */
+async function effectsMatchCompletions(h: ExplorerHarness, workflow: WorkflowRecord): Promise<string[]> {
+  const effects = await h.app.dataSource.getRepository(TestEffect).countBy({ workflowId: workflow.id });
+  const completed = (await workflows(h).executionHistory(workflow.id)).filter((e) => e.stepName === 't' && e.outcome === 'success').length;
+  return effects === completed ? [] : [`step t wrote ${effects} effect rows for ${completed} completed executions`];
 }
 
 /** The webhook of a payment: updates the order and signals its workflow, in one transaction. */
@@ -217,6 +231,31 @@ export const SCENARIOS: Array<Scenario<any>> = [
       ];
     },
   },
+  ...(['signal', 'pause', 'housekeeping'] as const).map(
+    (other): Scenario<Parked> => ({
+      // The transactional step's effect rows are exactly its completed executions, whoever comes first.
+      name: `a transactional step × ${other === 'housekeeping' ? 'housekeeping recovery' : other}`,
+      setup: (h) => atTransactionalStep(h),
+      operations: (h, at) => [
+        { name: 'job', run: () => h.runJob(at.job!) },
+        {
+          name: other,
+          run: () =>
+            other === 'signal'
+              ? signals(h).signal(at.workflow.id, 'go')
+              : other === 'pause'
+                ? workflows(h).pause(at.workflow.id).catch(() => undefined)
+                : h.get(HousekeepingService).run(),
+        },
+      ],
+      check: async (h, at) => [
+        ...(await effectsMatchCompletions(h, at.workflow)),
+        ...(other === 'signal' ? [...bodyRanOnce(at.workflow, 'b'), ...(await finalState(h, at.workflow, ['finished']))] : []),
+        ...(other === 'pause' ? await finalState(h, at.workflow, ['paused', 'ready']) : []),
+        ...(other === 'housekeeping' ? await finalState(h, at.workflow, ['ready']) : []),
+      ],
+    }),
+  ),
   {
     name: 'signal × a deadline firing',
     setup: async (h) => {
@@ -334,6 +373,7 @@ export const WITH_FAULTS: Array<Scenario<any>> = [
   'signal × resume',
   'two signals with one key',
   'the unlocked phase 1 × a duplicate job × pause',
+  'a transactional step × signal',
 ].map((name) => {
   const scenario = SCENARIOS.find((candidate) => candidate.name === name)!;
   return { ...scenario, name: `${name}, with a connection killed`, faults: 1 };

@@ -6,6 +6,7 @@
 import { SignalMatcher, Step, Workflow } from 'geneva-drive';
 import { GenevaWorkflow } from 'geneva-drive';
 import { TestHero } from '../utils/fixtures.js';
+import { TestEffect } from './transactional-workflows.js';
 
 export interface BodyRun {
   workflowId: string;
@@ -101,4 +102,29 @@ export class DeadlineWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
-export const INTERLEAVING_WORKFLOWS = [GatedWorkflow, HeroMatchedWorkflow, PlainWorkflow, DeadlineWorkflow];
+/** `a → t (transactional: one effect row per committed run) → b (waitFor go) → c`. */
+@Workflow({ hero: () => TestHero })
+export class LedgerGatedWorkflow extends GenevaWorkflow<TestHero> {
+  @Step()
+  async a() {
+    record(this, 'a');
+  }
+
+  @Step({ transactional: true })
+  async t() {
+    record(this, 't');
+    await this.manager.getRepository(TestEffect).insert({ workflowId: this.record.id, step: 't' });
+  }
+
+  @Step({ waitFor: 'go' })
+  async b() {
+    record(this, 'b');
+  }
+
+  @Step()
+  async c() {
+    record(this, 'c');
+  }
+}
+
+export const INTERLEAVING_WORKFLOWS = [GatedWorkflow, HeroMatchedWorkflow, PlainWorkflow, DeadlineWorkflow, LedgerGatedWorkflow];

@@ -11,6 +11,7 @@
 import type { StepJob } from 'geneva-drive';
 import { ExecutorService, HousekeepingService, QUEUE_PORT, type ExecuteOptions, type QueuePort } from 'geneva-drive';
 import { isDeadlineJob } from '../../../libs/geneva-drive/src/queue/deadline-job.js';
+import { TestEffect } from '../../src/transactional-workflows.js';
 import { createTestApp, informationLine, type TestApp } from '../../src/test-app.js';
 import type { DatabaseKind } from '../databases.js';
 import { checkInvariants } from './invariants.js';
@@ -82,7 +83,14 @@ export class ExplorerHarness {
   static async create(kind: DatabaseKind, providers: Function[], options: Parameters<typeof createTestApp>[2] = {}): Promise<ExplorerHarness> {
     // A chain's time budget would make the statements a schedule meets depend on the machine's
     // speed: only its step count bounds it here.
-    const app = await createTestApp(kind, providers as never, { stuckInProgressThreshold: '1ms', stuckScheduledThreshold: '1ms', chainSteps: { maxSteps: 10, maxDuration: '1h' }, ...options });
+    const app = await createTestApp(kind, providers as never, {
+      stuckInProgressThreshold: '1ms',
+      stuckScheduledThreshold: '1ms',
+      chainSteps: { maxSteps: 10, maxDuration: '1h' },
+      ...options,
+      // The effect rows of transactional steps (test/src/transactional-workflows.ts).
+      entities: [TestEffect, ...(options.entities ?? [])],
+    });
     return new ExplorerHarness(app, await ScheduleExplorer.attach(app.dataSource));
   }
 
