@@ -174,6 +174,50 @@ export const SCENARIOS: Array<Scenario<any>> = [
     check: async (h, at: Parked) => [...bodyRanOnce(at.workflow, 'b'), ...(await finalState(h, at.workflow, ['finished']))],
   },
   {
+    // Moving a parked step to itself runs it again: a signal that woke the old execution stays claimed for the new one.
+    name: 'signal × resumeAt the parked step',
+    setup: (h) => parkedAtB(h),
+    operations: (h, at: Parked) => [
+      { name: 'signal', run: () => signals(h).signal(at.workflow.id, 'go') },
+      { name: 'resumeAt', run: () => workflows(h).resumeAt(at.workflow.id, 'b') },
+    ],
+    check: async (h, at: Parked) => [...bodyRanOnce(at.workflow, 'b'), ...bodyRanOnce(at.workflow, 'c'), ...(await finalState(h, at.workflow, ['finished']))],
+  },
+  {
+    // Moving past a parked step: whichever comes first, b never runs and c runs once.
+    name: 'signal × resumeAt the next step',
+    setup: (h) => parkedAtB(h),
+    operations: (h, at: Parked) => [
+      { name: 'signal', run: () => signals(h).signal(at.workflow.id, 'go') },
+      { name: 'resumeAt', run: () => workflows(h).resumeAt(at.workflow.id, 'c') },
+    ],
+    check: async (h, at: Parked) => [
+      ...(runsOf(at.workflow, 'b').length > 0 ? ['step b ran although the workflow was moved past it'] : []),
+      ...bodyRanOnce(at.workflow, 'c'),
+      ...(await finalState(h, at.workflow, ['finished'])),
+    ],
+  },
+  {
+    // The pause may find the workflow moved (paused at c, kept) or performing c (refused); resumeAt may find it paused or ready.
+    name: 'resumeAt × pause',
+    setup: (h) => parkedAtB(h),
+    operations: (h, at: Parked) => [
+      { name: 'resumeAt', run: () => workflows(h).resumeAt(at.workflow.id, 'c') },
+      { name: 'pause', run: () => workflows(h).pause(at.workflow.id).catch(() => undefined) },
+    ],
+    check: async (h, at: Parked, run) => {
+      const c = runsOf(at.workflow, 'c').length;
+      const { state } = await workflows(h).find(at.workflow.id);
+      return [
+        ...(run.outcomes.resumeAt.error !== undefined ? [`resumeAt threw ${String(run.outcomes.resumeAt.error)}`] : []),
+        ...(runsOf(at.workflow, 'b').length > 0 ? ['step b ran although the workflow was moved past it'] : []),
+        ...(c > 1 ? [`step c ran ${c} times`] : []),
+        ...(state === 'finished' && c !== 1 ? ['finished without running c'] : []),
+        ...(await finalState(h, at.workflow, ['paused', 'finished'])),
+      ];
+    },
+  },
+  {
     name: 'signal × a deadline firing',
     setup: async (h) => {
       const workflow = await workflows(h).start(DeadlineWorkflow, await hero(h));

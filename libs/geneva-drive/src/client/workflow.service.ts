@@ -219,7 +219,7 @@ export class WorkflowService {
    * this process does not register (`UnknownWorkflowError`) and any other state (`InvalidStateError`),
    * changing nothing.
    */
-  resumeAt(workflow: WorkflowRecord | string, stepName: string): Promise<WorkflowRecord> {
+  async resumeAt(workflow: WorkflowRecord | string, stepName: string): Promise<WorkflowRecord> {
     if (typeof stepName !== 'string' || stepName.trim() === '') {
       throw new InvalidOptionError('WorkflowService.resumeAt', 'stepName', `the step name must be a non-empty string, got ${JSON.stringify(stepName) ?? String(stepName)}`);
     }

@@ -211,7 +211,7 @@ export class GenevaDriveTesting {
   private async refuseUnknownStep(workflow: WorkflowRef, stepName: string): Promise<void> {
     const record = await this.reload(workflow);
     const definition = this.registry.findByName(record.type);
-    if (!definition || definition.step(stepName)) return;
+    if (!definition || definition.knowsStep(stepName)) return;
     throw new AssertionError({
       message: `${record.type} has no step "${stepName}": its steps are ${definition.stepNames.map((name) => `"${name}"`).join(', ') || 'none'}`,
       actual: stepName,

@@ -1,0 +1,116 @@
+/**
+ * Gravestones (`removedSteps`) in a definition: where each stands among the live steps, which live
+ * step its executions continue with, and the declarations refused at boot.
+ */
+import { describe, expect, it } from '@jest/globals';
+import { StepConfigurationError } from '../errors/step-configuration.error.js';
+import { GenevaWorkflow } from '../workflow/geneva-workflow.js';
+import { Step } from '../workflow/step.decorator.js';
+import { Workflow } from '../workflow/workflow.decorator.js';
+import type { WorkflowOptions } from '../workflow/workflow-options.interface.js';
+import { buildWorkflowDefinition } from './workflow-definition.js';
+
+function threeSteps(options: WorkflowOptions, extra?: (cls: Function) => void): Function {
+  @Workflow(options)
+  class ThreeSteps extends GenevaWorkflow {
+    @Step() async a() {}
+    @Step() async b() {}
+    @Step() async c() {}
+  }
+  extra?.(ThreeSteps);
+  return ThreeSteps;
+}
+
+const refusal = (build: () => unknown): string => {
+  try {
+    build();
+  } catch (error) {
+    expect(error).toBeInstanceOf(StepConfigurationError);
+    return (error as Error).message;
+  }
+  throw new Error('expected a StepConfigurationError');
+};
+
+describe('removedSteps', () => {
+  it('each gravestone continues with the live step after its position; the live steps keep their order', () => {
+    const definition = buildWorkflowDefinition(
+      threeSteps({
+        removedSteps: [
+          { name: 'first', before: 'a' },
+          { name: 'middle', after: 'a' },
+          { name: 'last', after: 'c' },
+          { name: 'chained', after: 'middle' },
+        ],
+      }),
+    );
+    expect(definition.stepNames).toEqual(['a', 'b', 'c']);
+    expect(definition.removedSteps).toEqual([
+      { name: 'first', next: 'a' },
+      { name: 'middle', next: 'b' },
+      { name: 'chained', next: 'b' },
+      { name: 'last', next: null },
+    ]);
+    expect(definition.removedStep('middle')).toEqual({ name: 'middle', next: 'b' });
+    expect(definition.removedStep('b')).toBeUndefined();
+    expect([definition.knowsStep('middle'), definition.knowsStep('b'), definition.knowsStep('gone')]).toEqual([true, true, false]);
+  });
+
+  it('a step after a gravestone goes where the gravestone stands, and is what the gravestone continues with', async () => {
+    @Workflow({ removedSteps: [{ name: 'sendFax', after: 'reserve' }] })
+    class Positioned extends GenevaWorkflow {
+      @Step() async reserve() {}
+      @Step() async bill() {}
+      @Step({ after: 'sendFax' }) async ship() {}
+    }
+    const definition = buildWorkflowDefinition(Positioned);
+    expect(definition.stepNames).toEqual(['reserve', 'ship', 'bill']);
+    expect(definition.removedStep('sendFax')).toEqual({ name: 'sendFax', next: 'ship' });
+    expect((await definition.stepAfter('sendFax', async () => null))?.name).toBe('ship');
+    expect((await definition.stepAfter('reserve', async () => null))?.name).toBe('ship');
+  });
+
+  it('are inherited, parents first', () => {
+    @Workflow({ removedSteps: [{ name: 'old', after: 'a' }] })
+    class Parent extends GenevaWorkflow {
+      @Step() async a() {}
+      @Step() async b() {}
+    }
+    @Workflow({ removedSteps: [{ name: 'older', before: 'old' }] })
+    class Child extends Parent {}
+    expect(buildWorkflowDefinition(Child).removedSteps).toEqual([
+      { name: 'older', next: 'b' },
+      { name: 'old', next: 'b' },
+    ]);
+  });
+
+  it('refuses a gravestone named like a live step, at boot', () => {
+    expect(refusal(() => buildWorkflowDefinition(threeSteps({ removedSteps: [{ name: 'b', after: 'a' }] })))).toMatch(/"b" is both a step and one of removedSteps/);
+  });
+
+  it('refuses bad declarations, each with a message that says what to write', () => {
+    const bad = (removedSteps: unknown) => refusal(() => buildWorkflowDefinition(threeSteps({ removedSteps } as WorkflowOptions)));
+    expect(bad([{ name: 'x' }])).toMatch(/exactly one of after or before/);
+    expect(bad([{ name: 'x', after: 'a', before: 'b' }])).toMatch(/exactly one of after or before/);
+    expect(bad([{ name: 'x', after: 'nowhere' }])).toMatch(/after: "nowhere" is neither a step nor a removed step/);
+    expect(bad([{ name: 'x', after: 'x' }])).toMatch(/relative to itself/);
+    expect(bad([{ name: '', after: 'a' }])).toMatch(/name must be a non-empty string/);
+    expect(bad([{ name: 'x', after: 'a' }, { name: 'x', before: 'a' }])).toMatch(/"x" is listed twice/);
+    expect(bad([{ name: 'x', after: 'a', reason: 'old' }])).toMatch(/unknown key "reason"/);
+    expect(bad('x')).toMatch(/must be an array/);
+    expect(bad([null])).toMatch(/each entry must be/);
+    expect(bad([{ name: 'x', after: 'y' }, { name: 'y', after: 'x' }])).toMatch(/cycle between "x", "y"/);
+  });
+
+  it('a step may name a gravestone in before/after; any other unknown name is still refused', () => {
+    const build = (after: string) => () => {
+      @Workflow({ removedSteps: [{ name: 'gone', after: 'a' }] })
+      class Refs extends GenevaWorkflow {
+        @Step() async a() {}
+        @Step({ after }) async b() {}
+      }
+      return buildWorkflowDefinition(Refs);
+    };
+    expect(build('gone')().stepNames).toEqual(['a', 'b']);
+    expect(refusal(build('typo'))).toMatch(/after: "typo" references a non-existent step/);
+  });
+});
