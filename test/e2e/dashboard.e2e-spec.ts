@@ -239,6 +239,14 @@ describeEachDatabase('dashboard over HTTP', (kind) => {
 
     const atFax = await shown(invoice.id);
     expect(atFax).toContain('<td>sendFax <span class="badge badge-not-defined" title="neither defined nor declared removed by the class">not defined</span></td>');
+    // Stranded: resume refuses it (a conflict, not a server error); resume-at moves it.
+    await d.workflows.pause(invoice);
+    const { cookie, token } = await csrfFor(d, invoice.id);
+    const post = (action: string, body: Record<string, string> = {}) =>
+      request(d.url).post(`/geneva/workflows/${invoice.id}/${action}`).set(AUTH).set('Cookie', cookie).type('form').send({ _csrf: token, ...body });
+    expect((await post('resume').expect(409)).text).toContain('Step &quot;sendFax&quot; is not defined in workflow InvoiceFlow');
+    await post('resume-at', { step: 'awaitPayment' }).expect(303);
+    expect((await d.workflows.currentExecution(invoice))?.stepName).toBe('awaitPayment');
   });
 
   it('answers the typed errors of actions as messages', async () => {

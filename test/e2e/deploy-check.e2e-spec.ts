@@ -104,9 +104,14 @@ describeEachDatabase('pre-deploy check', (kind) => {
       expect(json.code).toBe(1);
       expect(JSON.parse(json.stdout)).toEqual(STRANDED);
 
-      // The way out: each stranded InvoiceFlow moved to a step the code defines, the ArchiveFlows canceled.
+      // The way out: each stranded InvoiceFlow moved to a step the code defines (resume refuses it), the ArchiveFlows canceled.
+      const [first, second, paused] = left.atSendFax;
+      const refused = await cli.run(kind, ['resume', paused.id]);
+      expect(refused.code).toBe(4);
+      expect(refused.stderr).toContain(`geneva-drive: StepNotDefinedError: Step "sendFax" is not defined in workflow InvoiceFlow (workflow ${paused.id}, execution `);
+      expect((await cli.run(kind, ['resume-at', paused.id, 'awaitPayment'])).code).toBe(0);
       const workflows = after.moduleRef.get(WorkflowService);
-      for (const workflow of left.atSendFax) await workflows.resumeAt(workflow, 'awaitPayment');
+      for (const workflow of [first, second]) await workflows.resumeAt(workflow, 'awaitPayment');
       for (const workflow of left.archives) await workflows.cancel(workflow);
       const clean = { ok: true, stranded: [], strandedWorkflows: 0, registeredTypes: ['InvoiceFlow', 'ShippingFlow'] };
       expect(await after.moduleRef.get(DeployCheck).run()).toEqual(clean);
