@@ -79,9 +79,8 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
 
   /**
    * The pre-deploy check's summary as one warning, before any job runs, when some ongoing workflow
-   * stands at a step this code cannot take (each would stop there: paused, or left to a process
-   * that has the class). One grouped read; a failure to read is a warning too, never a failed boot.
-   * A process that registers no workflow class has nothing to check the workflows against.
+   * stands at a step this code cannot run. One grouped read; a failure to read is a warning too,
+   * never a failed boot. A process that registers no workflow class has nothing to check against.
    */
   private async warnOfStrandedWorkflows(): Promise<void> {
     if (this.registry.all().length === 0) return;
