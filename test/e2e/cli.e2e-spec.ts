@@ -10,39 +10,20 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
 import { cliQueue } from '../../libs/geneva-drive/src/cli/cli.module.js';
-import { compileChildEntry, ROOT } from '../src/child-process.js';
+import { compileCli, type CliRun, type CompiledCli } from '../src/cli-runner.js';
 import { createDashboardApp, parkedInvoice as parkInvoice, InvoiceFlow, saveHero, type DashboardApp } from '../src/dashboard-app.js';
-import { dataSourceOptions, describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
+import { describeEachDatabase, redisAvailable, redisUrl } from '../utils/databases.js';
 
 // Every command is a process that boots Nest: a test runs several, slowly on a loaded machine.
 jest.setTimeout(180_000);
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
 let cliMain: string;
 let dataSourceFile: string;
+let cli: CompiledCli['run'];
 
 beforeAll(async () => {
-  const outDir = path.join(ROOT, '.tmp', `cli-${process.env.GD_TEST_DB_PREFIX ?? 'gd_test'}-${process.env.JEST_WORKER_ID ?? '0'}`);
-  cliMain = await compileChildEntry('test/tsconfig.cli.json', outDir, 'libs/geneva-drive/src/cli/main.js');
-  dataSourceFile = path.join(outDir, 'test/src/cli-data-source.js');
+  ({ main: cliMain, dataSourceFile, run: cli } = await compileCli('cli'));
 }, 120_000);
-
-function sqliteFile(kind: DatabaseKind): string {
-  return kind === 'sqlite' ? String(dataSourceOptions('sqlite').database) : '';
-}
-
-function cli(kind: DatabaseKind, args: string[], env: Record<string, string> = {}, file = dataSourceFile): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [cliMain, '--data-source', file, ...args], { env: { ...process.env, GD_CLI_DB: kind, GD_CLI_SQLITE_FILE: sqliteFile(kind), ...env }, cwd: ROOT, maxBuffer: 10_000_000 }, (error, stdout, stderr) => {
-      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
-  });
-}
 
 describeEachDatabase('geneva-drive CLI', (kind) => {
   if (kind === 'mysql') return; // SQLite and PostgreSQL; the commands share the dashboard's queries, covered on MariaDB by its spec
@@ -139,6 +120,37 @@ describeEachDatabase('geneva-drive CLI', (kind) => {
     expect((await cli(kind, ['cancel', '999999'])).code).toBe(3);
   });
 
+  it('resumes a workflow at a step; an unknown step exits 2 and a finished workflow 4, changing nothing', async () => {
+    const workflow = await parkedInvoice();
+    await d.workflows.pause(workflow);
+    const parked = await d.workflows.currentExecution(workflow);
+
+    const unknown = await cli(kind, ['resume-at', workflow.id, 'sendFax']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toBe('geneva-drive: DashboardInputError: Invalid step "sendFax": expected one of prepare, awaitPayment, issueReceipt (the steps InvoiceFlow defines)\n');
+    expect((await cli(kind, ['resume-at', workflow.id])).stderr).toContain('resume-at needs a step: geneva-drive resume-at ID STEP');
+    expect((await d.workflows.find(workflow.id)).state).toBe('paused');
+    expect((await d.workflows.currentExecution(workflow))?.id).toBe(parked!.id);
+
+    const moved = await cli(kind, ['resume-at', workflow.id, 'issueReceipt']);
+    expect(moved.code).toBe(0);
+    expect(moved.stdout).toBe(
+      `workflow ${workflow.id} is ready, at step issueReceipt\n` +
+        "note: issueReceipt (scheduled due now) waits for the application's housekeeping, which enqueues it once it has been due for stuckScheduledThreshold (15 min): give the data-source file a genevaDrive.queue to enqueue it at once\n",
+    );
+    expect((await d.workflows.executionHistory(workflow)).map((e) => `${e.stepName}:${e.state}`)).toEqual(['prepare:completed', 'awaitPayment:canceled', 'issueReceipt:scheduled']);
+    await gd.performNextStep(workflow);
+    expect((await d.workflows.find(workflow.id)).state).toBe('finished');
+
+    const finished = await cli(kind, ['resume-at', workflow.id, 'prepare', '--json']);
+    expect(finished.code).toBe(4);
+    expect(JSON.parse(finished.stderr)).toEqual({ error: 'InvalidStateError', message: `Cannot resumeAt a finished workflow (workflow ${workflow.id})`, exitCode: 4 });
+    expect((await cli(kind, ['resume-at', '999999', 'prepare'])).code).toBe(3);
+    const unregistered = await cli(kind, ['resume-at', workflow.id, 'prepare'], { GD_CLI_NO_CLASSES: '1' });
+    expect(unregistered.code).toBe(2);
+    expect(unregistered.stderr).toContain('UnknownWorkflowError: Unknown workflow "InvoiceFlow"');
+  });
+
   it('runs housekeeping and reads the gauges', async () => {
     await parkedInvoice();
     const run = await cli(kind, ['housekeeping', '--json']);
@@ -154,12 +166,12 @@ describeEachDatabase('geneva-drive CLI', (kind) => {
     expect(none.code).toBe(2);
     expect(none.stderr).toContain('No command given');
     expect((await cli(kind, ['show'])).stderr).toContain('show needs a workflow id');
-    const noFile = await new Promise<Run>((resolve) =>
+    const noFile = await new Promise<CliRun>((resolve) =>
       execFile(process.execPath, [cliMain, 'list'], (error, stdout, stderr) => resolve({ code: Number((error as { code?: number })?.code ?? 0), stdout, stderr })),
     );
     expect(noFile.code).toBe(2);
     expect(noFile.stderr).toContain('--data-source <file> is required');
-    const wrongFile = await new Promise<Run>((resolve) =>
+    const wrongFile = await new Promise<CliRun>((resolve) =>
       execFile(process.execPath, [cliMain, '--data-source', path.join(path.dirname(dataSourceFile), 'cli-workflows.js'), 'list'], { env: { ...process.env, GD_CLI_DB: kind } }, (error, stdout, stderr) => resolve({ code: Number((error as { code?: number })?.code ?? 0), stdout, stderr })),
     );
     expect(wrongFile.code).toBe(2);

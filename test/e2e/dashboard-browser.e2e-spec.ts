@@ -1,7 +1,7 @@
 /**
  * The dashboard in real headless Chromium, on SQLite and PostgreSQL, with the local queue so that a
  * signal sent from the page wakes the parked step and the timeline changes: overview, list filters,
- * the workflow page, send a signal, pause/resume/skip/cancel, an InvalidStateError message, a
+ * the workflow page, send a signal, pause/resume/skip/cancel, resume at a chosen step, an InvalidStateError message, a
  * `<script>` payload shown as text, and the guard.
  */
 import type { BrowserContext, Page } from 'playwright-core';
@@ -136,6 +136,20 @@ describeEachDatabase('dashboard in Chromium', (kind) => {
       expect(await page.locator('.message.notice').textContent()).toBe('Workflow canceled.');
       expect(await workflowState()).toBe('canceled');
       expect(await executions()).toEqual(['prepare:completed', 'awaitPayment:canceled']);
+    });
+
+    it('resumes a paused workflow at the step chosen in the list', async () => {
+      const workflow = await parkedInvoice('moved');
+      await page.goto(`${d.url}/geneva/workflows/${workflow.id}`);
+      expect(await page.locator('form.resume-at-form').count()).toBe(0); // offered once paused
+      await page.click('button[value="pause"]');
+      expect(await page.locator('select[name="step"] option').allTextContents()).toEqual(['prepare', 'awaitPayment', 'issueReceipt']);
+      expect(await page.locator('select[name="step"]').inputValue()).toBe('awaitPayment');
+      await page.selectOption('select[name="step"]', 'issueReceipt');
+      await page.click('form.resume-at-form button[type="submit"]');
+      expect(await page.locator('.message.notice').textContent()).toBe('Workflow resumed at the chosen step.');
+      await reloadUntil(async () => (await workflowState()) === 'finished');
+      expect(await executions()).toEqual(['prepare:completed', 'awaitPayment:canceled', 'issueReceipt:completed']);
     });
 
     it('asks before acting: a dismissed confirmation changes nothing', async () => {

@@ -1,16 +1,18 @@
 /**
  * The dashboard over HTTP, on every database: mounting rules, the guard, CSRF and read-only mode,
- * the list filters and keyset pages, the workflow page, escaping, and the typed errors of actions.
+ * the list filters and keyset pages, the workflow page, escaping, the typed errors of actions, the
+ * "resume at step" action, and removed steps (gravestones) in a workflow's steps and history.
  */
 import { Injectable, type CanActivate } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import request from 'supertest';
-import { GenevaDriveModule } from 'geneva-drive';
+import { GenevaDriveModule, WorkflowService, type WorkflowRecord } from 'geneva-drive';
 import { DashboardUnguardedError, GenevaDriveDashboardModule } from 'geneva-drive/dashboard';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
 import { createDashboardApp, csrfFor as csrfOf, parkedInvoice as parkInvoice, DASHBOARD_TOKEN, FragileFlow, InvoiceFlow, saveHero, type DashboardApp } from '../src/dashboard-app.js';
-import { engineLogger } from '../src/test-app.js';
+import { InvoiceFlowBeforeDeploy, ShippingFlowBeforeDeploy } from '../src/deploy-check-workflows.js';
+import { createTestApp, engineLogger } from '../src/test-app.js';
 import { AddGenevaDriveListIndexes1730000000003 } from '../../libs/geneva-drive/src/migrations/index.js';
 import { dataSourceOptions, describeEachDatabase } from '../utils/databases.js';
 
@@ -171,6 +173,80 @@ describeEachDatabase('dashboard over HTTP', (kind) => {
     ]);
     expect(woken.signalId).toBe(api.body.signals[0].id);
     expect(api.body.signalNames).toEqual(['payment_confirmed']);
+  });
+
+  it('resumes a paused workflow at a chosen step; without the token, from another origin or at a step the class lacks, nothing changes', async () => {
+    const workflow = await parkedInvoice();
+    expect((await request(d.url).get(`/geneva/workflows/${workflow.id}`).set(AUTH).expect(200)).text).not.toContain('resume-at');
+    await d.workflows.pause(workflow);
+    const parked = await d.workflows.currentExecution(workflow);
+    const { cookie, token } = await csrfFor(d, workflow.id);
+    const page = await request(d.url).get(`/geneva/workflows/${workflow.id}`).set(AUTH).set('Cookie', cookie).expect(200);
+    expect(page.text).toContain(`<form class="resume-at-form" method="post" action="/geneva/workflows/${workflow.id}/resume-at"`);
+    expect(page.text).toContain('<select name="step"><option>prepare</option><option selected>awaitPayment</option><option>issueReceipt</option></select>');
+    const resumeAt = (step: string) => request(d.url).post(`/geneva/workflows/${workflow.id}/resume-at`).set(AUTH).set('Cookie', cookie).type('form');
+    const unchanged = async () => {
+      expect((await d.workflows.find(workflow.id)).state).toBe('paused');
+      expect((await d.workflows.currentExecution(workflow))?.id).toBe(parked!.id);
+    };
+
+    await resumeAt('issueReceipt').send({ step: 'issueReceipt' }).expect(403);
+    await resumeAt('issueReceipt').send({ step: 'issueReceipt', _csrf: 'f'.repeat(64) }).expect(403);
+    await resumeAt('issueReceipt').set('Origin', 'http://evil.example').set('Sec-Fetch-Site', 'cross-site').send({ step: 'issueReceipt', _csrf: token }).expect(403);
+    await unchanged();
+    const bad = await resumeAt('sendFax').send({ step: 'sendFax', _csrf: token }).expect(400);
+    expect(bad.text).toContain('<div class="message error" role="alert">Invalid step &quot;sendFax&quot;: expected one of prepare, awaitPayment, issueReceipt (the steps InvoiceFlow defines)</div>');
+    const api = await request(d.url).post(`/geneva/api/workflows/${workflow.id}/resume-at`).set(AUTH).set('Cookie', cookie).set('x-csrf-token', token).send({}).expect(400);
+    expect(api.body).toEqual({ statusCode: 400, error: 'DashboardInputError', message: 'Invalid step "": expected one of prepare, awaitPayment, issueReceipt (the steps InvoiceFlow defines)' });
+    await unchanged();
+
+    const done = await resumeAt('issueReceipt').send({ step: 'issueReceipt', _csrf: token }).expect(303);
+    expect(done.headers.location).toBe(`/geneva/workflows/${workflow.id}?done=resume-at`);
+    expect((await d.workflows.find(workflow.id)).state).toBe('ready');
+    expect((await d.workflows.executionHistory(workflow)).map((e) => `${e.stepName}:${e.state}`)).toEqual(['prepare:completed', 'awaitPayment:canceled', 'issueReceipt:scheduled']);
+    expect((await request(d.url).get(done.headers.location).set(AUTH).expect(200)).text).toContain('Workflow resumed at the chosen step.');
+    const again = await request(d.url).post(`/geneva/api/workflows/${workflow.id}/resume-at`).set(AUTH).set('Cookie', cookie).set('x-csrf-token', token).send({ step: 'prepare' }).expect(201);
+    expect(again.body.workflow).toMatchObject({ id: workflow.id, state: 'ready' });
+    expect((await d.workflows.currentExecution(workflow))?.stepName).toBe('prepare');
+  });
+
+  it('shows removed steps: gravestones at their position in the step list, a badge on their executions', async () => {
+    // The code before the deploy, on the same database, leaves a ShippingFlow at printLabel and an InvoiceFlow at sendFax.
+    const before = await createTestApp(kind, [ShippingFlowBeforeDeploy, InvoiceFlowBeforeDeploy], { prepare: false });
+    let shipping: WorkflowRecord;
+    let invoice: WorkflowRecord;
+    try {
+      const workflows = before.moduleRef.get(WorkflowService);
+      shipping = await workflows.start(ShippingFlowBeforeDeploy, await saveHero(d.dataSource, 'shipping'));
+      invoice = await workflows.start(InvoiceFlowBeforeDeploy, await saveHero(d.dataSource, 'invoice'));
+      for (const workflow of [shipping, invoice]) await before.gd.performNextStep(workflow);
+    } finally {
+      await before.close();
+    }
+
+    const shown = async (id: string) => (await request(d.url).get(`/geneva/workflows/${id}`).set(AUTH).expect(200)).text;
+    const removedBadge = '<span class="badge badge-removed" title="declared in removedSteps: skipped, never run">removed</span>';
+    const atLabel = await shown(shipping.id);
+    expect(atLabel).toContain(`<ol class="steps"><li class="done">pack</li><li class="current removed">printLabel ${removedBadge}</li><li class="upcoming">ship</li></ol>`);
+    expect(atLabel).toMatch(new RegExp(`<td>\\d+</td><td>printLabel ${removedBadge}</td><td><span class="state state-scheduled">`));
+    await gd.performNextStep(shipping); // the gravestone's execution is skipped; ship comes next
+    const afterSkip = await shown(shipping.id);
+    expect(afterSkip).toMatch(new RegExp(`<td>printLabel ${removedBadge}</td><td><span class="state state-skipped">skipped</span></td>`));
+    expect(afterSkip).toContain('<li class="current">ship</li>');
+    const api = await request(d.url).get(`/geneva/api/workflows/${shipping.id}`).set(AUTH).expect(200);
+    expect(api.body.steps.map((step: { name: string; removed: boolean }) => `${step.name}${step.removed ? ' (removed)' : ''}`)).toEqual(['pack', 'printLabel (removed)', 'ship']);
+    expect(api.body.executions.map((e: { stepName: string; stepStatus: string }) => `${e.stepName}:${e.stepStatus}`)).toEqual(['pack:defined', 'printLabel:removed', 'ship:defined']);
+
+    const atFax = await shown(invoice.id);
+    expect(atFax).toContain('<td>sendFax <span class="badge badge-not-defined" title="neither defined nor declared removed by the class">not defined</span></td>');
+    // Stranded: resume refuses it (a conflict, not a server error); resume-at moves it.
+    await d.workflows.pause(invoice);
+    const { cookie, token } = await csrfFor(d, invoice.id);
+    const post = (action: string, body: Record<string, string> = {}) =>
+      request(d.url).post(`/geneva/workflows/${invoice.id}/${action}`).set(AUTH).set('Cookie', cookie).type('form').send({ _csrf: token, ...body });
+    expect((await post('resume').expect(409)).text).toContain('Step &quot;sendFax&quot; is not defined in workflow InvoiceFlow');
+    await post('resume-at', { step: 'awaitPayment' }).expect(303);
+    expect((await d.workflows.currentExecution(invoice))?.stepName).toBe('awaitPayment');
   });
 
   it('answers the typed errors of actions as messages', async () => {

@@ -1,8 +1,8 @@
 /**
  * The dashboard specs' application: TypeORM on one of the test databases, GenevaDriveModule and the
  * dashboard at /geneva, behind a bearer-token guard (or the options a spec gives), listening on a
- * random port. `InvoiceFlow` (cli-workflows.ts) parks at `awaitPayment`; `FragileFlow` fails;
- * `LoudFlow` fails with a 50 KB message.
+ * random port. `InvoiceFlow` (cli-workflows.ts) parks at `awaitPayment`; `ShippingFlow` (idem) declares
+ * a removed step; `FragileFlow` fails; `LoudFlow` fails with a 50 KB message.
  */
 import { Injectable, UnauthorizedException, type CanActivate, type ExecutionContext, type INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
@@ -14,9 +14,9 @@ import type { GenevaDriveTesting } from 'geneva-drive/testing';
 import { GenevaDriveDashboardModule, type GenevaDriveDashboardModuleOptions } from 'geneva-drive/dashboard';
 import { dataSourceOptions, prepareDatabase, truncateAll, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
-import { InvoiceFlow } from './cli-workflows.js';
+import { InvoiceFlow, ShippingFlow } from './cli-workflows.js';
 
-export { InvoiceFlow };
+export { InvoiceFlow, ShippingFlow };
 import { engineLogger } from './test-app.js';
 
 export const DASHBOARD_TOKEN = 'operator-secret';
@@ -71,7 +71,7 @@ export async function createDashboardApp(
       GenevaDriveModule.forRoot({ housekeeping: false, logger: engineLogger(), ...engine }),
       GenevaDriveDashboardModule.forRoot({ path: '/geneva', ...dashboard }),
     ],
-    providers: [InvoiceFlow, FragileFlow, LoudFlow],
+    providers: [InvoiceFlow, ShippingFlow, FragileFlow, LoudFlow],
   })
     .setLogger(engineLogger())
     .compile();

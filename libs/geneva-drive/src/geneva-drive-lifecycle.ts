@@ -2,6 +2,7 @@ import { Inject, Injectable, type BeforeApplicationShutdown, type LoggerService,
 import { ModuleRef } from '@nestjs/core';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
+import { DeployCheck, deployCheckLines } from './client/deploy-check.js';
 import { DataSourceNotFoundError } from './errors/data-source-not-found.error.js';
 import { ExecutorService } from './execution/executor.service.js';
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS, QUEUE_PORT } from './geneva-drive.constants.js';
@@ -13,11 +14,13 @@ import { TransactionRunner } from './persistence/transaction-runner.js';
 import { isDeadlineJob } from './queue/deadline-job.js';
 import type { QueuePort } from './interfaces/queue.port.js';
 import { WaitDeadline } from './execution/wait-deadline.js';
+import { WorkflowRegistry } from './registry/workflow.registry.js';
 
 /**
  * At init: finds the DataSource, binds the engine to it and checks the schema (each misconfiguration
- * stops the boot with an error that says what to do); starts consuming step jobs and scheduling
- * housekeeping once the application is up; stops before shutdown.
+ * stops the boot with an error that says what to do); once the application is up, warns of ongoing
+ * workflows this code cannot take (the pre-deploy check), then starts consuming step jobs and
+ * scheduling housekeeping; stops before shutdown.
  */
 @Injectable()
 export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -30,6 +33,8 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
     @Inject(QUEUE_PORT) private readonly queue: QueuePort,
     private readonly housekeeping: HousekeepingService,
     private readonly deadline: WaitDeadline,
+    private readonly deployCheck: DeployCheck,
+    private readonly registry: WorkflowRegistry,
     @Inject(GENEVA_DRIVE_OPTIONS) private readonly options: ResolvedGenevaDriveOptions,
     @Inject(GENEVA_DRIVE_LOGGER) private readonly logger: LoggerService,
   ) {}
@@ -52,6 +57,7 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
   }
 
   async onApplicationBootstrap(): Promise<void> {
+    await this.warnOfStrandedWorkflows();
     // A deadline job (its own job id) times a parked wait out; every other job runs its execution.
     await this.queue.start(async (executionId, jobId, hints) => {
       if (isDeadlineJob(jobId)) await this.deadline.fire(executionId);
@@ -69,6 +75,21 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
     // Jobs of work that committed just before: enqueued before the queue closes, not left to housekeeping.
     await this.afterCommit.drain();
     await this.queue.stop();
+  }
+
+  /**
+   * The pre-deploy check's summary as one warning, before any job runs, when some ongoing workflow
+   * stands at a step this code cannot run. One grouped read; a failure to read is a warning too,
+   * never a failed boot. A process that registers no workflow class has nothing to check against.
+   */
+  private async warnOfStrandedWorkflows(): Promise<void> {
+    if (this.registry.all().length === 0) return;
+    try {
+      const report = await this.deployCheck.run();
+      if (!report.ok) this.logger.warn(deployCheckLines(report).join('\n'));
+    } catch (error) {
+      this.logger.warn(`The pre-deploy check could not read the ongoing workflows at boot: ${(error as Error).message}`);
+    }
   }
 
   /** Looked up at init, when every provider exists: the name may come from a forRootAsync factory. */

@@ -25,6 +25,7 @@ import { SignalService } from './client/signal.service.js';
 import { SignalHero } from './client/signal-hero.js';
 import { WaitDeadline } from './execution/wait-deadline.js';
 import { WorkflowService } from './client/workflow.service.js';
+import { DeployCheck } from './client/deploy-check.js';
 
 function engineProviders(declaredDataSource: string | undefined, queue: QueueAdapterOptions | undefined): Provider[] {
   return [
@@ -65,6 +66,7 @@ function engineProviders(declaredDataSource: string | undefined, queue: QueueAda
     WorkflowInstances,
     ExecutorService,
     WorkflowService,
+    DeployCheck,
     SignalIntake,
     SignalService,
     SignalHero,
@@ -104,7 +106,7 @@ export class GenevaDriveModule extends ConfigurableModuleClass {
       imports: [...(module.imports ?? []), DiscoveryModule, ...registration.imports],
       providers: [...(module.providers ?? []), ...engineProviders(dataSource, queue), ...registration.providers],
       // EngineView is for the dashboard and the CLI (not exported by the package's entry points).
-      exports: [WorkflowService, SignalService, ExecutorService, HousekeepingService, QUEUE_PORT, EngineView, ...registration.exports],
+      exports: [WorkflowService, DeployCheck, SignalService, ExecutorService, HousekeepingService, QUEUE_PORT, EngineView, ...registration.exports],
     };
   }
 }

@@ -18,6 +18,7 @@ export { StepIteration } from './workflow/step-iteration.js';
 export { Workflow } from './workflow/workflow.decorator.js';
 export { GenevaWorkflow } from './workflow/geneva-workflow.js';
 export { WorkflowService, type RemovedStepInFlight, type StartOptions } from './client/workflow.service.js';
+export { DeployCheck, type DeployCheckReport, type StrandedReason, type StrandedStep } from './client/deploy-check.js';
 export { SignalService, type SignalOptions, type StartSignal } from './client/signal.service.js';
 export { SignalMatcher, type SignalMatcherLike } from './workflow/signal-matcher.js';
 export { HousekeepingService, type Gauge, type HousekeepingSummary } from './housekeeping/housekeeping.service.js';

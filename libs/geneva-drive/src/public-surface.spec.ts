@@ -29,7 +29,7 @@ const SURFACE: Record<Entry, { values: string[]; types: string[] }> = {
   'geneva-drive': {
     values: [
       'CommitOutcomeUnknownError', 'CursorTooLargeError', 'DataSourceNotFoundError',
-      'DeadlinesNotMigratedError', 'EntitiesNotRegisteredError', 'ExceptionPolicy', 'ExecutorService',
+      'DeadlinesNotMigratedError', 'DeployCheck', 'EntitiesNotRegisteredError', 'ExceptionPolicy', 'ExecutorService',
       'FlowControlSignal', 'GENEVA_DRIVE_CHANNELS', 'GENEVA_DRIVE_ENTITIES', 'GENEVA_DRIVE_MIGRATIONS',
       'GENEVA_DRIVE_TRACING_CHANNELS', 'GenevaDriveError', 'GenevaDriveModule', 'GenevaWorkflow',
       'HeroTypeNotFoundError', 'HousekeepingService', 'InvalidHeroError', 'InvalidOptionError',
@@ -45,7 +45,7 @@ const SURFACE: Record<Entry, { values: string[]; types: string[] }> = {
     ],
     types: [
       'Backoff', 'BullMqQueueAdapterOptions', 'BullQueueAdapterOptions', 'ClassExceptionPolicy',
-      'CustomQueueAdapterOptions', 'Duration', 'ErrorMatcher', 'ExceptionAction', 'ExceptionHandler',
+      'CustomQueueAdapterOptions', 'DeployCheckReport', 'Duration', 'ErrorMatcher', 'ExceptionAction', 'ExceptionHandler',
       'ExceptionPolicyOptions', 'ExecuteOptions', 'ExecutionEvent', 'FinalizeEvent', 'Gauge',
       'GenevaDriveCliConfig', 'GenevaDriveMigrationsOptions', 'GenevaDriveModuleOptions',
       'HousekeepingSummary', 'JobContextPropagator', 'LocalQueueAdapterOptions', 'ManualQueueAdapterOptions',
@@ -53,7 +53,7 @@ const SURFACE: Record<Entry, { values: string[]; types: string[] }> = {
       'ReattemptWait', 'RedisConnectionOptions', 'RemovedStepInFlight', 'RemovedStepOptions', 'ResumableStepOptions', 'SignalCall', 'SignalEvent',
       'SignalMatcherLike', 'SignalOptions', 'SignalState', 'SignalTimeoutEvent', 'StartCall', 'StartOptions',
       'StartSignal', 'StepEvent', 'StepExecutionMetadata', 'StepExecutionState', 'StepJob', 'StepJobHandler',
-      'StepJobHints', 'StepJobOptions', 'StepOptions', 'StepOutcome', 'TimeoutAction', 'WorkflowCondition',
+      'StepJobHints', 'StepJobOptions', 'StepOptions', 'StepOutcome', 'StrandedReason', 'StrandedStep', 'TimeoutAction', 'WorkflowCondition',
       'WorkflowOptions', 'WorkflowState',
     ],
   },

@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { INestApplicationContext } from '@nestjs/common';
+import { DeployCheck, deployCheckLines } from '../client/deploy-check.js';
 import { UnknownWorkflowError } from '../errors/unknown-workflow.error.js';
 import { QUEUE_PORT } from '../geneva-drive.constants.js';
 import { HousekeepingService } from '../housekeeping/housekeeping.service.js';
@@ -9,7 +10,7 @@ import { WorkflowActions } from '../operator/workflow-actions.js';
 import { WorkflowCatalog } from '../operator/workflow-catalog.js';
 import { WorkflowReader, type ListFilters } from '../operator/workflow-reader.js';
 import { CliUsageError } from './cli-usage.error.js';
-import { tty } from './terminal-text.js';
+import { terminalSafe, tty } from './terminal-text.js';
 
 /** A parsed command line: the command, its positionals and its options. */
 export interface CliInvocation {
@@ -25,7 +26,7 @@ export interface CliResult {
   exitCode?: number;
 }
 
-export const COMMANDS = ['list', 'show', 'signal', 'pause', 'resume', 'skip', 'cancel', 'housekeeping', 'gauges'] as const;
+export const COMMANDS = ['list', 'show', 'signal', 'pause', 'resume', 'skip', 'cancel', 'resume-at', 'check', 'housekeeping', 'gauges'] as const;
 
 const LIST_OPTIONS: Record<string, keyof ListFilters> = {
   type: 'type',
@@ -43,6 +44,9 @@ const LIST_OPTIONS: Record<string, keyof ListFilters> = {
 };
 export const LIST_OPTION_NAMES = Object.keys(LIST_OPTIONS);
 
+/** How `show` marks an execution's step the class declares removed, or does not know at all. */
+const STEP_MARK: Record<string, string> = { removed: ' (removed)', 'not-defined': ' (not defined)' };
+
 const iso = (date: Date | null | undefined) => (date ? date.toISOString() : '-');
 
 /** `--limit N`: rows per page of `list`, and of each of `show`'s two lists. */
@@ -58,7 +62,7 @@ function id(invocation: CliInvocation): string {
   return workflowId;
 }
 
-/** signal, resume and skip need the workflow's class: without it a parked step could not be woken. */
+/** signal, resume, skip and resume-at need the workflow's class: without it a parked step could not be woken. */
 async function assertRegistered(app: INestApplicationContext, workflowId: string): Promise<void> {
   const workflow = await app.get(WorkflowService).find(workflowId);
   if (app.get(WorkflowCatalog).steps(workflow.type) === null) {
@@ -70,10 +74,10 @@ async function assertRegistered(app: INestApplicationContext, workflowId: string
  * Without `genevaDrive.queue` the CLI enqueues a woken step nowhere: the application's housekeeping
  * finds it due and enqueues it, after `stuckScheduledThreshold`. Said, so the wait is no surprise.
  */
-function noQueueNote(app: INestApplicationContext): string | undefined {
+function noQueueNote(app: INestApplicationContext, what = 'the woken step'): string | undefined {
   if (!(app.get(QUEUE_PORT, { strict: false }) instanceof ManualQueueAdapter)) return undefined;
   const minutes = Math.round(app.get(WorkflowCatalog).thresholds.stuckScheduledThresholdMs / 60_000);
-  return `the woken step waits for the application's housekeeping, which enqueues it once it has been due for stuckScheduledThreshold (${minutes} min): give the data-source file a genevaDrive.queue to enqueue it at once`;
+  return `${what} waits for the application's housekeeping, which enqueues it once it has been due for stuckScheduledThreshold (${minutes} min): give the data-source file a genevaDrive.queue to enqueue it at once`;
 }
 
 /** `--payload JSON`, or `--payload @file.json` for a payload too long for a command line. */
@@ -111,10 +115,10 @@ export async function runCommand(app: INestApplicationContext, invocation: CliIn
       const wf = detail.workflow;
       const lines = [
         tty`workflow ${wf.id} ${wf.type} ${wf.state}  hero ${wf.heroType}:${wf.heroId}`,
-        `steps: ${detail.steps?.map((step) => (step.position === 'current' ? tty`[${step.name}]` : tty`${step.name}`)).join(' > ') ?? '(class not registered)'}`,
+        `steps: ${detail.steps?.map((step) => (step.position === 'current' ? tty`[${step.name}]` : tty`${step.name}`) + (step.removed ? ' (removed)' : '')).join(' > ') ?? '(class not registered)'}`,
         ...(detail.waitingSince ? [`waiting since ${iso(detail.waitingSince)}`] : []),
         'executions (oldest first):',
-        ...detail.executions.map((e) => tty`  ${e.id}\t${e.stepName}\t${e.state}\t${e.outcome ?? '-'}\tscheduled ${iso(e.scheduledFor)}` + (e.errorClassName ? tty`\t${e.errorClassName}: ${e.errorMessage}` : '') + (e.signalId ? tty`\tsignal ${e.signalId}` : '')),
+        ...detail.executions.map((e) => tty`  ${e.id}\t${e.stepName}${STEP_MARK[String(e.stepStatus)] ?? ''}\t${e.state}\t${e.outcome ?? '-'}\tscheduled ${iso(e.scheduledFor)}` + (e.errorClassName ? tty`\t${e.errorClassName}: ${e.errorMessage}` : '') + (e.signalId ? tty`\tsignal ${e.signalId}` : '')),
         ...(detail.executionsNextAfter ? [tty`  more: --executions-after ${detail.executionsNextAfter}`] : []),
         'signals:',
         ...detail.signals.map((s) => tty`  ${s.id}\t${s.name}\t${s.state}\tkey ${s.idempotencyKey ?? '-'}\tclaimed ${s.claimed} consumed ${s.consumed}\t${s.payload.text.replace(/\n\s*/g, ' ')}`),
@@ -142,6 +146,24 @@ export async function runCommand(app: INestApplicationContext, invocation: CliIn
       if (invocation.command === 'resume' || invocation.command === 'skip') await assertRegistered(app, workflowId);
       const workflow = await actions.run(workflowId, invocation.command);
       return { json: { workflow }, text: tty`workflow ${workflow.id} is ${workflow.state}` };
+    }
+    case 'resume-at': {
+      const workflowId = id(invocation);
+      const step = invocation.args[1];
+      if (!step) throw new CliUsageError('resume-at needs a step: geneva-drive resume-at ID STEP');
+      await assertRegistered(app, workflowId);
+      const workflow = await actions.resumeAt(workflowId, step);
+      const note = noQueueNote(app, `${step} (scheduled due now)`);
+      const text = tty`workflow ${workflow.id} is ${workflow.state}, at step ${step}`;
+      return { json: { workflow, ...(note ? { note } : {}) }, text: note ? `${text}\nnote: ${terminalSafe(note)}` : text };
+    }
+    case 'check': {
+      // Without the application's classes every ongoing workflow would look stranded: nothing to check against.
+      if (app.get(WorkflowCatalog).types().length === 0) {
+        throw new CliUsageError('check needs the workflow classes of the code to check: list them in the genevaDrive.providers (or imports) export of the data source file');
+      }
+      const report = await app.get(DeployCheck).run();
+      return { json: report, text: deployCheckLines(report, terminalSafe).join('\n'), exitCode: report.ok ? 0 : 1 };
     }
     case 'housekeeping': {
       const summary = await app.get(HousekeepingService).run();

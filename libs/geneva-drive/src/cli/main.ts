@@ -26,6 +26,8 @@ commands:
   show ID [--executions-after ID] [--signals-after ID] [--limit N]
   signal ID NAME [--payload JSON | --payload @file.json] [--key KEY]
   pause ID | resume ID | skip ID | cancel ID
+  resume-at ID STEP
+  check
   housekeeping
   gauges`;
 

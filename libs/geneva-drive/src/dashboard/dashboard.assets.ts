@@ -42,6 +42,10 @@ ol.steps { display:flex; gap:6px; list-style:none; padding:0; flex-wrap:wrap; }
 ol.steps li { background:#fff; border:1px solid var(--line); padding:4px 10px; }
 ol.steps li.current { border-color:var(--accent); background:#dfe8fb; font-weight:600; }
 ol.steps li.done { color:var(--muted); }
+ol.steps li.removed { border-style:dashed; color:var(--muted); }
+.badge { display:inline-block; padding:0 6px; margin-left:4px; border-radius:9px; font-size:11px; font-weight:400; background:#e7eaf0; color:var(--muted); }
+.badge-not-defined { background:#fbe1df; color:var(--bad); }
+.resume-at-form { background:#fff; border:1px solid var(--line); padding:10px; display:flex; gap:8px; flex-wrap:wrap; align-items:end; margin:10px 0; }
 dl.facts { display:grid; grid-template-columns:max-content 1fr; gap:2px 14px; margin:0; }
 dl.facts dt { color:var(--muted); }
 details summary { cursor:pointer; color:var(--bad); }

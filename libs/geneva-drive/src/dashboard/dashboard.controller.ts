@@ -140,6 +140,7 @@ export class DashboardController {
       };
       return { signal: await this.actions.signal(id, request) };
     }
+    if (action === 'resume-at') return { workflow: await this.actions.resumeAt(id, typeof body.step === 'string' ? body.step : '') };
     if (!this.actions.isAction(action)) throw new HttpException(`Unknown action ${JSON.stringify(action)}`, 404);
     return { workflow: await this.actions.run(id, action) };
   }

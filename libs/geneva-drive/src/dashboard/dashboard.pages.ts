@@ -16,12 +16,13 @@ export interface ActionContext {
   readOnly: boolean;
 }
 
-export const DONE_MESSAGES: Record<OperatorAction | 'signal', string> = {
+export const DONE_MESSAGES: Record<OperatorAction | 'signal' | 'resume-at', string> = {
   pause: 'Workflow paused.',
   resume: 'Workflow resumed.',
   skip: 'Step skipped.',
   cancel: 'Workflow canceled.',
   signal: 'Signal sent.',
+  'resume-at': 'Workflow resumed at the chosen step.',
 };
 
 const CONFIRMATIONS: Record<OperatorAction, string> = {
@@ -121,10 +122,17 @@ function fullValueLink(truncated: boolean, href: string, label: string): SafeHtm
 /** The JSON API's URL of a workflow, under which its signals and executions are served whole. */
 const apiBase = (ctx: PageContext, id: string) => `${ctx.base}/api/workflows/${encodeURIComponent(id)}`;
 
+/** A gravestone's badge, or the mark of a step the class does not know at all. */
+function stepBadge(status: ExecutionView['stepStatus']): SafeHtml | '' {
+  if (status === 'removed') return html` <span class="badge badge-removed" title="declared in removedSteps: skipped, never run">removed</span>`;
+  if (status === 'not-defined') return html` <span class="badge badge-not-defined" title="neither defined nor declared removed by the class">not defined</span>`;
+  return '';
+}
+
 function executionRow(execution: ExecutionView, workflowBase: string): SafeHtml {
   const whole = `${workflowBase}/executions/${encodeURIComponent(execution.id)}`;
   return html`<tr data-execution-id="${execution.id}" data-state="${execution.state}">
-<td>${execution.id}</td><td>${execution.stepName}</td><td>${state(execution.state)}</td><td>${execution.outcome ?? '—'}</td>
+<td>${execution.id}</td><td>${execution.stepName}${stepBadge(execution.stepStatus)}</td><td>${state(execution.state)}</td><td>${execution.outcome ?? '—'}</td>
 <td>${time(execution.scheduledFor)}</td><td>${time(execution.startedAt)}</td><td>${time(execution.finishedAt)}</td><td>${duration(execution.durationMs)}</td>
 <td>${execution.errorClassName ? html`<b>${execution.errorClassName}</b> <span class="error-message">${execution.errorMessage}</span>
 ${execution.errorBacktrace ? html`<details><summary>backtrace</summary><pre>${execution.errorBacktrace}</pre></details>` : ''}${fullValueLink(execution.errorTruncated, whole, 'full error')}` : '—'}</td>
@@ -154,7 +162,22 @@ ${detail.signalNames.length > 0 ? html`<form class="signal-form" method="post" a
   <label>payload (JSON)<br><textarea name="payload" placeholder="{}"></textarea></label>
   <label>idempotency key (optional)<br><input type="text" name="idempotencyKey"></label>
   <button type="submit">Send signal</button>
-</form>` : ''}`;
+</form>` : ''}
+${resumeAtForm(detail, base, csrf)}`;
+}
+
+/**
+ * "Resume at step…" on a paused workflow: one of the steps its class defines (gravestones are not
+ * offered), the one it stands at chosen first. A ready workflow is paused first, so that its step
+ * does not start while the operator chooses.
+ */
+function resumeAtForm(detail: WorkflowDetail, base: string, csrf: SafeHtml): SafeHtml | '' {
+  const steps = detail.steps?.filter((step) => !step.removed) ?? [];
+  if (detail.workflow.state !== 'paused' || steps.length === 0) return '';
+  return html`<form class="resume-at-form" method="post" action="${base}/resume-at" data-confirm="Resume this workflow at the chosen step? Its current step is canceled.">${csrf}
+  <label>resume at step<br><select name="step">${steps.map((step) => html`<option${step.position === 'current' ? html` selected` : ''}>${step.name}</option>`)}</select></label>
+  <button type="submit">Resume at step</button>
+</form>`;
 }
 
 /** The workflow page again, one list moved on to its next page and the other kept where it is. */
@@ -175,7 +198,7 @@ export function workflowPage(detail: WorkflowDetail, ctx: PageContext, actions: 
   <dt>updated</dt><dd>${time(wf.updatedAt)}</dd><dt>finished</dt><dd>${time(wf.finishedAt)}</dd>
 </dl>
 <h2>Steps</h2>
-${detail.steps ? html`<ol class="steps">${detail.steps.map((step) => html`<li class="${step.position}">${step.name}${step.waitFor ? html` <span class="muted">waits for ${step.waitFor}</span>` : ''}</li>`)}</ol>` : html`<p class="muted">This application has no class for ${wf.type}.</p>`}
+${detail.steps ? html`<ol class="steps">${detail.steps.map((step) => html`<li class="${step.position}${step.removed ? ' removed' : ''}">${step.name}${step.removed ? stepBadge('removed') : ''}${step.waitFor ? html` <span class="muted">waits for ${step.waitFor}</span>` : ''}</li>`)}</ol>` : html`<p class="muted">This application has no class for ${wf.type}.</p>`}
 ${actionForms(detail, ctx, actions)}
 <h2>Executions (oldest first)</h2>
 <table id="executions"><thead><tr><th>id</th><th>step</th><th>state</th><th>outcome</th><th>scheduled</th><th>started</th><th>finished</th><th>duration</th><th>error</th><th>cursor</th><th>reattempt reason</th><th>signal</th></tr></thead><tbody>

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { Signal } from '../entities/signal.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { InvalidStateError } from '../errors/invalid-state.error.js';
+import { StepNotDefinedError } from '../errors/step-not-defined.error.js';
 import { InvalidSignalError, SignalPayloadTooLargeError, SignalsNotMigratedError, WorkflowNotOngoingError } from '../errors/signal.errors.js';
 import { UnencodableValueError } from '../errors/unencodable-value.error.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
@@ -38,6 +39,22 @@ export class WorkflowActions {
   }
 
   /**
+   * Moves the workflow to one of the steps its class defines (`WorkflowService.resumeAt`). A step the
+   * class does not define, or a workflow whose class this application does not register, throws
+   * DashboardInputError before anything is written.
+   */
+  async resumeAt(id: string, stepName: string): Promise<WorkflowRecord> {
+    const workflow = await this.workflows.find(id);
+    const step = typeof stepName === 'string' ? stepName : '';
+    const steps = this.catalog.steps(workflow.type)?.map((summary) => summary.name);
+    if (!steps) throw new DashboardInputError('step', step, `a step of ${workflow.type}, whose class this application does not register`);
+    if (!steps.includes(step)) {
+      throw new DashboardInputError('step', step, steps.length > 0 ? `one of ${steps.join(', ')} (the steps ${workflow.type} defines)` : `a step of ${workflow.type} (it defines none)`);
+    }
+    return this.workflows.resumeAt(workflow.id, step);
+  }
+
+  /**
    * Sends a signal named by one of the class's `waitFor` steps (any name when a step has a custom
    * matcher without one). Bad JSON or an unknown name throws DashboardInputError before anything is written.
    */
@@ -65,7 +82,8 @@ function parsePayload(text: string | undefined): unknown {
 /** The HTTP status of an error an action may throw on purpose, or null for anything else (a bug: rethrown). */
 export function statusOf(error: unknown): number | null {
   if (error instanceof WorkflowNotFoundError) return 404;
-  if (error instanceof InvalidStateError || error instanceof WorkflowNotOngoingError || error instanceof SignalsNotMigratedError) return 409;
+  // StepNotDefinedError: `resume` of a workflow standing at a step this code lacks (resumeAt moves it).
+  if (error instanceof InvalidStateError || error instanceof WorkflowNotOngoingError || error instanceof SignalsNotMigratedError || error instanceof StepNotDefinedError) return 409;
   if (error instanceof SignalPayloadTooLargeError) return 413;
   // A key or name the engine refuses (too long, NUL, lone surrogate), a payload nested too deep: the operator's input.
   if (error instanceof DashboardInputError || error instanceof InvalidSignalError || error instanceof UnencodableValueError || error instanceof TypeError) return 400;

@@ -11,7 +11,12 @@ export interface StepSummary {
   signalName: string | null;
   waitMs: number | null;
   resumable: boolean;
+  /** A gravestone (`removedSteps`): the name of a deleted step, kept at its position; never run. */
+  removed: boolean;
 }
+
+/** Whether a class has a step of a name: defined, declared removed, neither; null without the class. */
+export type StepStatus = 'defined' | 'removed' | 'not-defined' | null;
 
 /** The engine's workflow definitions and thresholds, as the dashboard and the CLI show them. */
 @Injectable()
@@ -33,7 +38,28 @@ export class WorkflowCatalog {
       signalName: step.waitFor?.signalName ?? null,
       waitMs: step.waitMs ?? null,
       resumable: step.resumable,
+      removed: false,
     }));
+  }
+
+  /**
+   * The steps of a type and its gravestones, in run order: each gravestone just before the step its
+   * executions continue with (at the end when none follows). Null when the type has no class here.
+   */
+  runOrder(type: string): StepSummary[] | null {
+    const steps = this.steps(type);
+    const definition = this.engine.definition(type);
+    if (!steps || !definition) return null;
+    const gravestone = (name: string): StepSummary => ({ name, waitFor: null, signalName: null, waitMs: null, resumable: false, removed: true });
+    const before = (next: string | null) => definition.removedSteps.filter((removed) => removed.next === next).map((removed) => gravestone(removed.name));
+    return [...steps.flatMap((step) => [...before(step.name), step]), ...before(null)];
+  }
+
+  /** Whether the type's class defines the step, declares it removed, or neither; null when the type has no class here. */
+  stepStatus(type: string, stepName: string): StepStatus {
+    const definition = this.engine.definition(type);
+    if (!definition) return null;
+    return definition.step(stepName) ? 'defined' : definition.removedStep(stepName) ? 'removed' : 'not-defined';
   }
 
   /** The signal names the type's `waitFor` steps listen to, in step order, without repeats. */

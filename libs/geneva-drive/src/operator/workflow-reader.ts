@@ -12,7 +12,7 @@ import { DashboardInputError } from '../errors/dashboard-input.error.js';
 import { EngineView } from './engine-view.js';
 import { checkFilterText, parseDateFilter } from './filter-text.js';
 import { clipText, previewOf, PREVIEW_CHARS, type ValuePreview } from './value-preview.js';
-import { WorkflowCatalog, type StepSummary } from './workflow-catalog.js';
+import { WorkflowCatalog, type StepStatus, type StepSummary } from './workflow-catalog.js';
 import { WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
 
 
@@ -78,6 +78,8 @@ export interface Overview {
 export interface ExecutionView {
   id: string;
   stepName: string;
+  /** Whether the workflow's class defines the step, declares it removed (a gravestone), or neither; null without the class. */
+  stepStatus: StepStatus;
   state: string;
   outcome: string | null;
   scheduledFor: Date;
@@ -115,7 +117,7 @@ export interface SignalView {
 
 export interface WorkflowDetail {
   workflow: WorkflowRow & { currentStepName: string | null; startedAt: Date | null; finishedAt: Date | null };
-  /** Null when the application has no class for the workflow's type. */
+  /** The class's steps and gravestones (`removed`) in run order; null when the application has no class for the workflow's type. */
   steps: Array<StepSummary & { position: 'done' | 'current' | 'upcoming' }> | null;
   /** One page, oldest first; `executionsNextAfter` is the next page's cursor, null on the last. */
   executions: ExecutionView[];
@@ -225,7 +227,7 @@ export class WorkflowReader {
     const signals = this.engine.hasSignals ? await pageOfWorkflow(manager, Signal, record.id, signalsAfter, pageSize) : { rows: [], nextAfter: null };
     const attached = await claimedBy(manager, record.id, signals.rows.map((signal) => signal.id));
     const current = await this.workflows.currentExecution(record);
-    const steps = this.catalog.steps(record.type);
+    const steps = this.catalog.runOrder(record.type);
     const position = record.currentStepName ?? record.nextStepName;
     const index = steps?.findIndex((step) => step.name === position) ?? -1;
     const finished = record.state === 'finished';
@@ -236,7 +238,7 @@ export class WorkflowReader {
           ...step,
           position: finished || (index >= 0 && i < index) ? 'done' : i === index ? 'current' : 'upcoming',
         })) ?? null,
-      executions: executions.rows.map(toExecutionView),
+      executions: executions.rows.map((execution) => toExecutionView(execution, this.catalog.stepStatus(record.type, execution.stepName))),
       executionsNextAfter: executions.nextAfter,
       signals: signals.rows.map((signal) => toSignalView(signal, attached.get(signal.id) ?? [])),
       signalsNextAfter: signals.nextAfter,
@@ -287,11 +289,12 @@ function toRow(record: WorkflowRecord): WorkflowRow {
   return { id, type, state, heroType, heroId, nextStepName, createdAt, updatedAt };
 }
 
-function toExecutionView(execution: StepExecution): ExecutionView {
+function toExecutionView(execution: StepExecution, stepStatus: StepStatus): ExecutionView {
   const end = execution.finishedAt;
   return {
     id: execution.id,
     stepName: execution.stepName,
+    stepStatus,
     state: execution.state,
     outcome: execution.outcome,
     scheduledFor: execution.scheduledFor,

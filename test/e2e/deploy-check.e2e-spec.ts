@@ -1,0 +1,137 @@
+/**
+ * The pre-deploy check on every database. The code before a deploy (deploy-check-workflows.ts) leaves
+ * workflows at steps the code after it (cli-workflows.ts) deletes: with a gravestone (not stranded),
+ * without one (stranded), or with the whole class (stranded). The same report comes from
+ * `DeployCheck.run()`, from the one warning the application logs at boot, and from the CLI's `check`
+ * (text and --json, exit 1); once the workflows are moved or canceled, the check is clean (exit 0).
+ */
+import { jest } from '@jest/globals';
+import type { LoggerService } from '@nestjs/common';
+import { DeployCheck, WorkflowService, type DeployCheckReport, type WorkflowRecord } from 'geneva-drive';
+import { compileCli, type CompiledCli } from '../src/cli-runner.js';
+import { InvoiceFlow, ShippingFlow } from '../src/cli-workflows.js';
+import { ArchiveFlow, BEFORE_DEPLOY, InvoiceFlowBeforeDeploy, ShippingFlowBeforeDeploy } from '../src/deploy-check-workflows.js';
+import { createTestApp, type TestApp } from '../src/test-app.js';
+import { describeEachDatabase, prepareDatabase, type DatabaseKind } from '../utils/databases.js';
+import { TestHero } from '../utils/fixtures.js';
+
+// Each CLI command is a process that boots Nest.
+jest.setTimeout(180_000);
+
+let cli: CompiledCli;
+
+beforeAll(async () => {
+  cli = await compileCli('deploy-check');
+}, 120_000);
+
+/** A logger keeping what the engine warns of. */
+function warningsLogger(): { logger: LoggerService; warnings: string[] } {
+  const warnings: string[] = [];
+  const silent = () => undefined;
+  return { warnings, logger: { log: silent, error: silent, debug: silent, verbose: silent, warn: (message: unknown) => void warnings.push(String(message)) } };
+}
+
+/** The code after the deploy, booted on the database the code before it left. */
+function afterDeploy(kind: DatabaseKind, logger: LoggerService): Promise<TestApp> {
+  return createTestApp(kind, [InvoiceFlow, ShippingFlow], { prepare: false, logger });
+}
+
+interface LeftBehind {
+  /** InvoiceFlows about to send a fax (the last paused by an operator): stranded. */
+  atSendFax: WorkflowRecord[];
+  /** Its ArchiveFlows: stranded, the class is gone. */
+  archives: WorkflowRecord[];
+}
+
+/**
+ * Runs the code before the deploy on a fresh database: besides what LeftBehind lists, an InvoiceFlow
+ * parked at awaitPayment (defined after the deploy), one canceled at sendFax (not ongoing) and a
+ * ShippingFlow at printLabel (declared removed after the deploy): none of them stranded.
+ */
+async function beforeDeploy(kind: DatabaseKind): Promise<LeftBehind> {
+  const before = await createTestApp(kind, BEFORE_DEPLOY);
+  try {
+    const workflows = before.moduleRef.get(WorkflowService);
+    const heroes = before.dataSource.getRepository(TestHero);
+    const start = async (workflowClass: (typeof BEFORE_DEPLOY)[number], steps: number) => {
+      const workflow = await workflows.start(workflowClass, await heroes.save(heroes.create({ name: workflowClass.name })));
+      for (let i = 0; i < steps; i++) await before.gd.performNextStep(workflow);
+      return workflow;
+    };
+    const atSendFax = [await start(InvoiceFlowBeforeDeploy, 1), await start(InvoiceFlowBeforeDeploy, 1), await start(InvoiceFlowBeforeDeploy, 1)];
+    await workflows.pause(atSendFax[2]);
+    await start(InvoiceFlowBeforeDeploy, 3); // parked at awaitPayment
+    await workflows.cancel(await start(InvoiceFlowBeforeDeploy, 1));
+    await start(ShippingFlowBeforeDeploy, 1); // at printLabel
+    const archives = [await start(ArchiveFlow, 0), await start(ArchiveFlow, 0)];
+    return { atSendFax, archives };
+  } finally {
+    await before.close();
+  }
+}
+
+const STRANDED: DeployCheckReport = {
+  ok: false,
+  stranded: [
+    { workflowType: 'ArchiveFlow', stepName: 'archive', workflows: 2, reason: 'class-not-registered' },
+    { workflowType: 'InvoiceFlow', stepName: 'sendFax', workflows: 3, reason: 'step-not-defined' },
+  ],
+  strandedWorkflows: 5,
+  registeredTypes: ['InvoiceFlow', 'ShippingFlow'],
+};
+
+const STRANDED_TEXT = [
+  '5 ongoing workflows stand at a step this code cannot run (2 workflow classes checked):',
+  '  ArchiveFlow\tarchive\t2\tclass not registered',
+  '  InvoiceFlow\tsendFax\t3\tstep not defined',
+  'Declare each deleted step in @Workflow({ removedSteps }), register the missing classes, or move the workflows with resumeAt.',
+].join('\n');
+
+const CLEAN_TEXT = 'No ongoing workflow is stranded: each stands at a step its class defines or declares removed (2 workflow classes checked)';
+
+describeEachDatabase('pre-deploy check', (kind) => {
+  it('reports the stranded workflows by class and step: the function, the one boot warning, the CLI; clean once they are moved', async () => {
+    const left = await beforeDeploy(kind);
+    const booted = warningsLogger();
+    const after = await afterDeploy(kind, booted.logger);
+    try {
+      expect(booted.warnings).toEqual([STRANDED_TEXT]);
+      expect(await after.moduleRef.get(DeployCheck).run()).toEqual(STRANDED);
+
+      const text = await cli.run(kind, ['check']);
+      expect(text).toEqual({ code: 1, stdout: `${STRANDED_TEXT}\n`, stderr: '' });
+      const json = await cli.run(kind, ['check', '--json']);
+      expect(json.code).toBe(1);
+      expect(JSON.parse(json.stdout)).toEqual(STRANDED);
+
+      // The way out: each stranded InvoiceFlow moved to a step the code defines (resume refuses it), the ArchiveFlows canceled.
+      const [first, second, paused] = left.atSendFax;
+      const refused = await cli.run(kind, ['resume', paused.id]);
+      expect(refused.code).toBe(4);
+      expect(refused.stderr).toContain(`geneva-drive: StepNotDefinedError: Step "sendFax" is not defined in workflow InvoiceFlow (workflow ${paused.id}, execution `);
+      expect((await cli.run(kind, ['resume-at', paused.id, 'awaitPayment'])).code).toBe(0);
+      const workflows = after.moduleRef.get(WorkflowService);
+      for (const workflow of [first, second]) await workflows.resumeAt(workflow, 'awaitPayment');
+      for (const workflow of left.archives) await workflows.cancel(workflow);
+      const clean = { ok: true, stranded: [], strandedWorkflows: 0, registeredTypes: ['InvoiceFlow', 'ShippingFlow'] };
+      expect(await after.moduleRef.get(DeployCheck).run()).toEqual(clean);
+      expect(await cli.run(kind, ['check'])).toEqual({ code: 0, stdout: `${CLEAN_TEXT}\n`, stderr: '' });
+      expect(JSON.parse((await cli.run(kind, ['check', '--json'])).stdout)).toEqual(clean);
+    } finally {
+      await after.close();
+    }
+    const rebooted = warningsLogger();
+    await (await afterDeploy(kind, rebooted.logger)).close();
+    expect(rebooted.warnings).toEqual([]);
+  });
+
+  it('exits 0 on a clean database, and refuses to check without the workflow classes', async () => {
+    await prepareDatabase(kind);
+    expect(await cli.run(kind, ['check'])).toEqual({ code: 0, stdout: `${CLEAN_TEXT}\n`, stderr: '' });
+    const noClasses = await cli.run(kind, ['check'], { GD_CLI_NO_CLASSES: '1' });
+    expect(noClasses.code).toBe(2);
+    expect(noClasses.stderr).toBe(
+      'geneva-drive: check needs the workflow classes of the code to check: list them in the genevaDrive.providers (or imports) export of the data source file\n',
+    );
+  });
+});
