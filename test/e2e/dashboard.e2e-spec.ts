@@ -226,15 +226,20 @@ describeEachDatabase('dashboard over HTTP', (kind) => {
 
     const shown = async (id: string) => (await request(d.url).get(`/geneva/workflows/${id}`).set(AUTH).expect(200)).text;
     const removedBadge = '<span class="badge badge-removed" title="declared in removedSteps: skipped, never run">removed</span>';
+    const transactionalBadge = '<span class="badge" title="its writes through this.manager commit with its outcome">transactional</span>';
     const atLabel = await shown(shipping.id);
-    expect(atLabel).toContain(`<ol class="steps"><li class="done">pack</li><li class="current removed">printLabel ${removedBadge}</li><li class="upcoming">ship</li></ol>`);
+    expect(atLabel).toContain(`<ol class="steps"><li class="done">pack</li><li class="current removed">printLabel ${removedBadge}</li><li class="upcoming">ship ${transactionalBadge}</li></ol>`);
     expect(atLabel).toMatch(new RegExp(`<td>\\d+</td><td>printLabel ${removedBadge}</td><td><span class="state state-scheduled">`));
     await gd.performNextStep(shipping); // the gravestone's execution is skipped; ship comes next
     const afterSkip = await shown(shipping.id);
     expect(afterSkip).toMatch(new RegExp(`<td>printLabel ${removedBadge}</td><td><span class="state state-skipped">skipped</span></td>`));
-    expect(afterSkip).toContain('<li class="current">ship</li>');
+    expect(afterSkip).toContain(`<li class="current">ship ${transactionalBadge}</li>`);
     const api = await request(d.url).get(`/geneva/api/workflows/${shipping.id}`).set(AUTH).expect(200);
-    expect(api.body.steps.map((step: { name: string; removed: boolean }) => `${step.name}${step.removed ? ' (removed)' : ''}`)).toEqual(['pack', 'printLabel (removed)', 'ship']);
+    expect(api.body.steps.map((step: { name: string; removed: boolean; transactional: boolean }) => `${step.name}${step.removed ? ' (removed)' : ''}${step.transactional ? ' (transactional)' : ''}`)).toEqual([
+      'pack',
+      'printLabel (removed)',
+      'ship (transactional)',
+    ]);
     expect(api.body.executions.map((e: { stepName: string; stepStatus: string }) => `${e.stepName}:${e.stepStatus}`)).toEqual(['pack:defined', 'printLabel:removed', 'ship:defined']);
 
     const atFax = await shown(invoice.id);

@@ -5,8 +5,9 @@
  * databases, with a `waitFor` payload, with a workflow started in the step's transaction, and with
  * chaining into the step.
  */
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
-import { SignalService, StepExecution, WorkflowRecord, WorkflowService } from 'geneva-drive';
+import { SignalService, StepExecution, WorkflowRecord, WorkflowService, type StepEvent } from 'geneva-drive';
 import { waitUntil } from '../src/bull-wait.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { control, ensureEffectTable, HastyLedgerWorkflow, LedgerWorkflow, PaidLedgerWorkflow, TestEffect, TRANSACTIONAL_WORKFLOWS } from '../src/transactional-workflows.js';
@@ -44,10 +45,18 @@ describeEachDatabase('transactional steps', (kind: DatabaseKind) => {
     return wf;
   }
 
-  it('commits the body’s writes with the completion; the body reads the hero through its transaction', async () => {
+  it('commits the body’s writes with the completion; the body reads the hero through its transaction; its step event says transactional', async () => {
     const wf = await atB();
     await app.dataSource.getRepository(TestHero).update(hero.id, { name: 'Ada Lovelace' });
-    await app.gd.performNextStep(wf);
+    const events: StepEvent[] = [];
+    const listener = (event: unknown) => events.push(event as StepEvent);
+    subscribe('geneva-drive:step', listener);
+    try {
+      await app.gd.performNextStep(wf);
+    } finally {
+      unsubscribe('geneva-drive:step', listener);
+    }
+    expect(events.map((event) => [event.stepName, event.transactional])).toEqual([['b', true]]);
     expect(await effects(wf)).toHaveLength(1);
     expect(await heroName()).toBe('b wrote');
     expect(control.journal).toEqual(['a', 'a: NotTransactionalError', 'b saw hero "Ada Lovelace"']);

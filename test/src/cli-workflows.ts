@@ -24,6 +24,7 @@ export class ShippingFlow extends GenevaWorkflow<TestHero> {
   @Step()
   async pack() {}
 
-  @Step()
+  /** Transactional: the dashboard marks it. */
+  @Step({ transactional: true })
   async ship() {}
 }

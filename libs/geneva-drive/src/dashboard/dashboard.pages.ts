@@ -198,7 +198,7 @@ export function workflowPage(detail: WorkflowDetail, ctx: PageContext, actions: 
   <dt>updated</dt><dd>${time(wf.updatedAt)}</dd><dt>finished</dt><dd>${time(wf.finishedAt)}</dd>
 </dl>
 <h2>Steps</h2>
-${detail.steps ? html`<ol class="steps">${detail.steps.map((step) => html`<li class="${step.position}${step.removed ? ' removed' : ''}">${step.name}${step.removed ? stepBadge('removed') : ''}${step.waitFor ? html` <span class="muted">waits for ${step.waitFor}</span>` : ''}</li>`)}</ol>` : html`<p class="muted">This application has no class for ${wf.type}.</p>`}
+${detail.steps ? html`<ol class="steps">${detail.steps.map((step) => html`<li class="${step.position}${step.removed ? ' removed' : ''}">${step.name}${step.removed ? stepBadge('removed') : ''}${step.transactional ? html` <span class="badge" title="its writes through this.manager commit with its outcome">transactional</span>` : ''}${step.waitFor ? html` <span class="muted">waits for ${step.waitFor}</span>` : ''}</li>`)}</ol>` : html`<p class="muted">This application has no class for ${wf.type}.</p>`}
 ${actionForms(detail, ctx, actions)}
 <h2>Executions (oldest first)</h2>
 <table id="executions"><thead><tr><th>id</th><th>step</th><th>state</th><th>outcome</th><th>scheduled</th><th>started</th><th>finished</th><th>duration</th><th>error</th><th>cursor</th><th>reattempt reason</th><th>signal</th></tr></thead><tbody>

@@ -66,6 +66,7 @@ export class StepBody {
       outcome: result.kind === 'flow' ? result.intent.kind : result.kind,
       ...(result.kind === 'exception' ? { exception: result.error } : {}),
       ...(instance.timedOut ? { timedOut: true } : {}), // [deadline hook]
+      ...(step.transactional ? { transactional: true } : {}),
     }));
     return result;
   }

@@ -71,6 +71,8 @@ export class TransactionalStep {
         );
         return this.finalize.report(prepared, result, recorded, started);
       } catch (error) {
+        // The transaction is over: an exception handler run by the ordinary phase 3 must not use it.
+        workflowInternals.rebind(prepared.instance, { manager: undefined });
         // The rollback itself may fail on a dead connection: the result decided before it still stands.
         if (undone !== null) return this.finalize.finalize(prepared, undone);
         // Nothing of the transaction committed: the body runs again, on a fresh transaction.

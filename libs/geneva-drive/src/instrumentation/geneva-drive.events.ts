@@ -77,6 +77,8 @@ export interface StepEvent extends ExecutionEvent {
   exception?: unknown;
   /** Present (true) when the body ran because its wait timed out (`onTimeout: 'run'`). */
   timedOut?: true;
+  /** Present (true) for a transactional step: its writes through `this.manager` commit with its outcome. */
+  transactional?: true;
 }
 
 /** `geneva-drive:finalize`: the outcome was committed (states are absent when it was discarded). @publicApi */

@@ -11,6 +11,8 @@ export interface StepSummary {
   signalName: string | null;
   waitMs: number | null;
   resumable: boolean;
+  /** Its body's writes through `this.manager` commit with its outcome (`transactional`). */
+  transactional: boolean;
   /** A gravestone (`removedSteps`): the name of a deleted step, kept at its position; never run. */
   removed: boolean;
 }
@@ -38,6 +40,7 @@ export class WorkflowCatalog {
       signalName: step.waitFor?.signalName ?? null,
       waitMs: step.waitMs ?? null,
       resumable: step.resumable,
+      transactional: step.transactional,
       removed: false,
     }));
   }
@@ -50,7 +53,7 @@ export class WorkflowCatalog {
     const steps = this.steps(type);
     const definition = this.engine.definition(type);
     if (!steps || !definition) return null;
-    const gravestone = (name: string): StepSummary => ({ name, waitFor: null, signalName: null, waitMs: null, resumable: false, removed: true });
+    const gravestone = (name: string): StepSummary => ({ name, waitFor: null, signalName: null, waitMs: null, resumable: false, transactional: false, removed: true });
     const before = (next: string | null) => definition.removedSteps.filter((removed) => removed.next === next).map((removed) => gravestone(removed.name));
     return [...steps.flatMap((step) => [...before(step.name), step]), ...before(null)];
   }
