@@ -11,7 +11,8 @@ import { SignalService, StepExecution, WorkflowRecord, WorkflowService, type Ste
 import { waitUntil } from '../src/bull-wait.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { control, ensureEffectTable, HastyLedgerWorkflow, LedgerWorkflow, PaidLedgerWorkflow, TestEffect, TRANSACTIONAL_WORKFLOWS } from '../src/transactional-workflows.js';
-import { describeEachDatabase, type DatabaseKind } from '../utils/databases.js';
+import { REDIS_QUEUE_DRIVERS } from '../src/redis-queues.js';
+import { describeEachDatabase, redisAvailable, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 
 describeEachDatabase('transactional steps', (kind: DatabaseKind) => {
@@ -237,3 +238,45 @@ describeEachDatabase('transactional steps in a chain', (kind: DatabaseKind) => {
     expect(await app.dataSource.getRepository(TestEffect).findBy({ workflowId: wf.id })).toHaveLength(1);
   });
 });
+
+/** On Bull and BullMQ: the same step, through Redis, on one database (the queue is what differs here). */
+for (const driver of Object.values(REDIS_QUEUE_DRIVERS)) {
+  const title = `transactional steps on ${driver.adapter}`;
+  if (!redisAvailable()) {
+    describe.skip(`${title} (Redis not reachable)`, () => it('needs Redis', () => undefined));
+    continue;
+  }
+  describeEachDatabase(title, (kind: DatabaseKind) => {
+    const prefix = `gd-tx-${driver.adapter}-${process.pid}-${kind}`;
+    let app: TestApp;
+    const obliterate = async () => {
+      const queue = driver.handle('gd-transactional', prefix);
+      try {
+        await queue.obliterate();
+      } finally {
+        await queue.close();
+      }
+    };
+    beforeAll(async () => {
+      await obliterate();
+      app = await createTestApp(kind, TRANSACTIONAL_WORKFLOWS, { entities: [TestEffect], queue: driver.options({ name: 'gd-transactional', prefix, concurrency: 2 }) });
+      await ensureEffectTable(app.dataSource);
+    });
+    afterAll(async () => {
+      await app?.close();
+      await obliterate();
+    });
+
+    it('runs the workflow to its end with one effect for the committed step, one rolled back by a reattempt', async () => {
+      control.reset();
+      const heroes = app.dataSource.getRepository(TestHero);
+      const hero = await heroes.save(heroes.create({ name: 'Ada' }));
+      const workflows = app.moduleRef.get(WorkflowService);
+      const wf = await workflows.start(LedgerWorkflow, hero);
+      control.endings.set(wf.id, 'reattempt-once');
+      await waitUntil(`workflow ${wf.id} to finish`, async () => (await workflows.find(wf.id)).state === 'finished');
+      expect(await app.dataSource.getRepository(TestEffect).countBy({ workflowId: wf.id })).toBe(1);
+      expect((await workflows.executionHistory(wf)).map((e) => `${e.stepName}:${e.outcome}`)).toEqual(['a:success', 'b:reattempted', 'b:success', 'c:success']);
+    });
+  });
+}

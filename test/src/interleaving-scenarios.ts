@@ -65,6 +65,12 @@ async function atTransactionalStep(h: ExplorerHarness): Promise<Parked> {
   return atStepB(h, LedgerGatedWorkflow);
 }
 
+/** What a worker does with the job of a run whose process died (StepJobGate's takeover): recovers the run's execution, whatever its age. */
+function takeOver(h: ExplorerHarness, job: StepJob): Promise<void> {
+  const housekeeping = h.get(HousekeepingService) as unknown as { takeOverRun(executionId: string, jobId: string): Promise<void> };
+  return housekeeping.takeOverRun(job.executionId, job.jobId ?? job.executionId);
+}
+
 /** Exactly once: one effect row per completed execution of the transactional step `t`, no more, no fewer. */
 async function effectsMatchCompletions(h: ExplorerHarness, workflow: WorkflowRecord): Promise<string[]> {
   const effects = await h.app.dataSource.getRepository(TestEffect).countBy({ workflowId: workflow.id });
@@ -231,10 +237,11 @@ export const SCENARIOS: Array<Scenario<any>> = [
       ];
     },
   },
-  ...(['signal', 'pause', 'housekeeping'] as const).map(
+  ...(['signal', 'pause', 'takeover'] as const).map(
     (other): Scenario<Parked> => ({
-      // The transactional step's effect rows are exactly its completed executions, whoever comes first.
-      name: `a transactional step × ${other === 'housekeeping' ? 'housekeeping recovery' : other}`,
+      // The transactional step's effect rows are exactly its completed executions, whoever comes first. A
+      // takeover (its worker looked dead: Bull's stalled check) recovers the run whatever its age, the body still running.
+      name: `a transactional step × ${other === 'takeover' ? 'a takeover of its run' : other}`,
       setup: (h) => atTransactionalStep(h),
       operations: (h, at) => [
         { name: 'job', run: () => h.runJob(at.job!) },
@@ -245,14 +252,14 @@ export const SCENARIOS: Array<Scenario<any>> = [
               ? signals(h).signal(at.workflow.id, 'go')
               : other === 'pause'
                 ? workflows(h).pause(at.workflow.id).catch(() => undefined)
-                : h.get(HousekeepingService).run(),
+                : takeOver(h, at.job!),
         },
       ],
       check: async (h, at) => [
         ...(await effectsMatchCompletions(h, at.workflow)),
         ...(other === 'signal' ? [...bodyRanOnce(at.workflow, 'b'), ...(await finalState(h, at.workflow, ['finished']))] : []),
         ...(other === 'pause' ? await finalState(h, at.workflow, ['paused', 'ready']) : []),
-        ...(other === 'housekeeping' ? await finalState(h, at.workflow, ['ready']) : []),
+        ...(other === 'takeover' ? await finalState(h, at.workflow, ['ready']) : []),
       ],
     }),
   ),
