@@ -23,6 +23,7 @@ import { SignalIntake } from './client/signal-intake.js';
 import { SignalRendezvous } from './execution/signal-rendezvous.js';
 import { SignalService } from './client/signal.service.js';
 import { SignalHero } from './client/signal-hero.js';
+import { UnownedSteps } from './execution/unowned-steps.js';
 import { WaitDeadline } from './execution/wait-deadline.js';
 import { WorkflowService } from './client/workflow.service.js';
 
@@ -63,6 +64,7 @@ function engineProviders(declaredDataSource: string | undefined, queue: QueueAda
     EngineView,
     WorkflowExplorer,
     WorkflowInstances,
+    UnownedSteps,
     ExecutorService,
     WorkflowService,
     SignalIntake,
