@@ -5,6 +5,7 @@ import { GENEVA_DRIVE_ENTITIES } from './entities/index.js';
 import { ExecutorService } from './execution/executor.service.js';
 import { WorkflowInstances } from './execution/workflow-instances.js';
 import { HousekeepingService } from './housekeeping/housekeeping.service.js';
+import { ProcessRoster } from './housekeeping/process-roster.js';
 import { GenevaDriveLifecycle } from './geneva-drive-lifecycle.js';
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS, QUEUE_PORT } from './geneva-drive.constants.js';
 import { ASYNC_OPTIONS_TYPE, ConfigurableModuleClass, MODULE_OPTIONS_TOKEN, OPTIONS_TYPE } from './geneva-drive.module-definition.js';
@@ -71,6 +72,7 @@ function engineProviders(declaredDataSource: string | undefined, queue: QueueAda
     SignalService,
     SignalHero,
     WaitDeadline,
+    ProcessRoster,
     HousekeepingService,
     GenevaDriveLifecycle,
   ];

@@ -1,3 +1,4 @@
+import type { ProcessCatalog, ProcessCatalogEntry } from '../entities/process.entity.js';
 import type { WorkflowDefinition } from './workflow-definition.js';
 import type { WorkflowRegistry } from './workflow.registry.js';
 
@@ -9,18 +10,11 @@ import type { WorkflowRegistry } from './workflow.registry.js';
  * process that has the class and the step (see StepNotDefinedError).
  */
 
-/** What one process can run of one workflow class. */
-export interface RunnableSteps {
-  /** The steps the class defines, in run order. */
-  steps: string[];
-  /** Steps the class declares removed: a process that knows the removal may skip them. */
-  removedSteps: string[];
-  /** The class skips steps it does not define (`skipUndefinedSteps`). */
-  skipUndefinedSteps: boolean;
-}
+/** What one process can run of one workflow class (kept in the process table). */
+export type RunnableSteps = ProcessCatalogEntry;
 
 /** Workflow type → what a process can run of it: what it records in the process table. */
-export type StepCatalog = Record<string, RunnableSteps>;
+export type StepCatalog = ProcessCatalog;
 
 /** True when the class neither defines `stepName` nor may skip it: this code has nothing to say about the execution. */
 export function lacksStep(definition: WorkflowDefinition, stepName: string): boolean {
