@@ -4,9 +4,10 @@ import { MAX_RELEASE_DELAY_MS, releaseDelayMs, releasedJob } from './released-jo
 import { deliveredJob } from './step-job-data.js';
 
 describe('released job', () => {
-  it('waits 1 s after the first hand-back, twice as long after each next one, never more than 5 minutes', () => {
-    expect([0, 1, 2, 3, 8].map(releaseDelayMs)).toEqual([1_000, 2_000, 4_000, 8_000, 256_000]);
-    expect(releaseDelayMs(9)).toBe(MAX_RELEASE_DELAY_MS);
+  it('waits 1 s after the first hand-back, 1 s more after each next one, never more than 5 minutes', () => {
+    expect([0, 1, 2, 3, 9].map(releaseDelayMs)).toEqual([1_000, 2_000, 3_000, 4_000, 10_000]);
+    expect(releaseDelayMs(298)).toBe(299_000);
+    expect(releaseDelayMs(299)).toBe(MAX_RELEASE_DELAY_MS);
     expect(releaseDelayMs(10_000)).toBe(MAX_RELEASE_DELAY_MS);
   });
 
@@ -16,7 +17,7 @@ describe('released job', () => {
     const second = releasedJob(first.data, deliveredJob(first.data, first.id).jobId);
     expect(second).toMatchObject({ id: '7-unowned-2', data: { releasedFrom: '7', releases: 2 }, delay: 2_000 });
     const third = releasedJob(second.data, deliveredJob(second.data, second.id).jobId);
-    expect(third).toMatchObject({ id: '7-unowned-1', data: { releases: 3 }, delay: 4_000 });
+    expect(third).toMatchObject({ id: '7-unowned-1', data: { releases: 3 }, delay: 3_000 });
   });
 
   it('is delivered as the job it stands for: a deadline job stays one, a takeover is not taken over twice', () => {

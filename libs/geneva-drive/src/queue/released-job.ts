@@ -6,10 +6,14 @@ import type { StepJobData } from './step-job-data.js';
  * yet deployed, or one already replaced). The process decided nothing; the job goes back to the
  * queue as a new delayed job, for any worker to take.
  *
- * The delay doubles with each hand-back of the same job, from 1 s up to 5 minutes: during a rolling
- * deploy the next worker to take it most likely has the class, and a fleet where none does (a class
- * removed without a drain, a deploy that never finished) costs one delivery per job every 5 minutes,
- * not a spin. Housekeeping reports such executions (`unrunnableExecutions`).
+ * The delay grows by 1 s with each hand-back of the same job (1 s, 2 s, 3 s, …) up to 5 minutes.
+ * Linear, not doubling: which worker takes a job is chance, so a job meets old workers several times
+ * in a row as often as they are many — early in a rolling deploy — and doubling delays would then
+ * leave it minutes behind once the deploy is done (k hand-backs cost k²/2 s here, not 2^k s). A
+ * fleet where no worker has the class (a class removed without a drain, a deploy that never
+ * finished) still slows down to one delivery per job every 5 minutes, without a database read (the
+ * job's hints name its class and step): not a spin. Housekeeping reports such executions
+ * (`unrunnableExecutions`).
  *
  * Its id is `<engine job id>-unowned-1` or `-2`, alternating: never the id of the job being handed
  * back, which is still active in the queue while its processor runs (the queue would ignore an add
@@ -20,13 +24,13 @@ import type { StepJobData } from './step-job-data.js';
  * `jobId`, a deadline job's `-deadline` suffix, a takeover's bookkeeping all stay as they were.
  */
 
-/** The first hand-back waits this long; each later one twice the previous, up to {@link MAX_RELEASE_DELAY_MS}. */
-export const FIRST_RELEASE_DELAY_MS = 1_000;
+/** The first hand-back waits this long, each later one this much longer, up to {@link MAX_RELEASE_DELAY_MS}. */
+export const RELEASE_DELAY_STEP_MS = 1_000;
 export const MAX_RELEASE_DELAY_MS = 5 * 60_000;
 
 /** How long the job waits in the queue after its `releases`-th hand-back (0 for the first). */
 export function releaseDelayMs(releases: number): number {
-  return Math.min(MAX_RELEASE_DELAY_MS, FIRST_RELEASE_DELAY_MS * 2 ** Math.min(releases, 30));
+  return Math.min(MAX_RELEASE_DELAY_MS, RELEASE_DELAY_STEP_MS * (releases + 1));
 }
 
 /** The job to add for a job handed back: its id, its data and its delay (see above). */
