@@ -300,34 +300,44 @@ describeEachDatabase('executor', (kind) => {
   });
 
   describe('missing definitions', () => {
-    it('a step that is not defined fails the execution, pauses the workflow and throws StepNotDefinedError', async () => {
+    it('a step that is not defined here decides nothing: the execution and the workflow stay as they were, and StepNotDefinedError leaves the job to another process', async () => {
       const wf = await workflows.start(LinearWorkflow, hero);
       const [first] = await history(wf);
       await executions.update(first.id, { stepName: 'removedStep' });
 
       const error = await executor.execute(first.id).then(() => null, (e: unknown) => e);
       expect(error).toBeInstanceOf(StepNotDefinedError);
-      expect(error).toMatchObject({ stepName: 'removedStep', workflowId: wf.id, executionId: first.id, workflowType: 'LinearWorkflow' });
-      expect((error as Error).message).toMatch(/removedStep.*not defined/);
+      expect(error).toMatchObject({ stepName: 'removedStep', workflowId: wf.id, executionId: first.id, workflowType: 'LinearWorkflow', missing: 'step' });
+      expect((error as Error).message).toMatch(/removedStep.*not defined.*left to a process that has the step/);
 
       const row = await executions.findOneByOrFail({ id: first.id });
-      expect(row).toMatchObject({ state: 'failed', outcome: 'failed' });
-      expect(row.errorMessage).toContain('removedStep');
-      expect(row.errorMessage).toContain('not defined');
-      expect(row.failedAt).toBeInstanceOf(Date);
-      await app.gd.assertWorkflowState(wf, 'paused');
+      expect(row).toMatchObject({ state: 'scheduled', outcome: null, jobId: null, errorMessage: null, failedAt: null, startedAt: null });
+      await app.gd.assertWorkflowState(wf, 'ready');
+      expect(coreJournal).toEqual([]);
+
+      // The job's hints (what a queue hands over) are enough to refuse it before any read; the rows stay as they were.
+      const hinted = await executor.execute(first.id, { jobId: 'job-1', hints: { workflowId: wf.id, workflowType: 'LinearWorkflow', stepName: 'removedStep' } }).then(() => null, (e: unknown) => e);
+      expect(hinted).toBeInstanceOf(StepNotDefinedError);
+      expect(await executions.findOneByOrFail({ id: first.id })).toMatchObject({ state: 'scheduled', jobId: null });
+    });
+
+    it('a workflow whose type is not registered here is left as it was, with StepNotDefinedError naming the missing class', async () => {
+      const wf = await workflows.start(LinearWorkflow, hero);
+      await records.update(wf.id, { type: 'VanishedWorkflow' });
+      await expect(app.gd.performNextStep(wf)).rejects.toMatchObject({ name: 'StepNotDefinedError', missing: 'class', workflowType: 'VanishedWorkflow', stepName: 'first' });
+      expect(await workflows.find(wf.id)).toMatchObject({ type: 'VanishedWorkflow', state: 'ready' });
+      expect(await summary(wf)).toEqual([['first', 'scheduled', null]]);
       expect(coreJournal).toEqual([]);
     });
 
-    it('a workflow whose type is no longer registered pauses with StepNotDefinedError', async () => {
+    it('a job for a paused workflow of a class not registered here does not even cancel the kept execution', async () => {
       const wf = await workflows.start(LinearWorkflow, hero);
+      await workflows.pause(wf);
       await records.update(wf.id, { type: 'VanishedWorkflow' });
-      await expect(app.gd.performNextStep(wf)).rejects.toThrow(StepNotDefinedError);
-      expect(wf.state).toBe('paused');
-      expect(wf.type).toBe('VanishedWorkflow');
-      expect(await workflows.find(wf.id)).toMatchObject({ type: 'VanishedWorkflow', state: 'paused' });
-      expect(await summary(wf)).toEqual([['first', 'failed', 'failed']]);
-      expect(coreJournal).toEqual([]);
+      const [first] = await history(wf);
+      await expect(executor.execute(first.id)).rejects.toThrow(StepNotDefinedError);
+      expect(await summary(wf)).toEqual([['first', 'scheduled', null]]);
+      expect(await workflows.find(wf.id)).toMatchObject({ state: 'paused' });
     });
 
     it('a hero type that is no longer an entity fails the execution with the error recorded and pauses', async () => {

@@ -160,13 +160,19 @@ describeEachDatabase('logging', (kind) => {
     expectAllTagged(gone.captured, tagsOf(orphan, orphanFirst, 'TestHero', String(doomed.id)));
   });
 
-  it('a step that is no longer defined, and a failure while preparing, are logged with the tags', async () => {
+  it('a step this process does not define is warned about once per class and step, not per job; a failure while preparing is logged with the tags', async () => {
     const { wf, first } = await start();
     const executions = app.dataSource.getRepository(StepExecution);
     await executions.update(first.id, { stepName: 'removedStep' });
     const missing = await run({ ...first, stepName: 'removedStep' } as StepExecution);
     expect(missing.error).toBeInstanceOf(StepNotDefinedError);
-    expectAllTagged(missing.captured, tagsOf(wf, { id: first.id, stepName: 'removedStep' }));
+    // A line about the step of the class, not about one execution: one warning, whatever the number of jobs.
+    expect(missing.captured.map(({ level, message }) => [level, message])).toEqual([
+      ['warn', `Step "removedStep" of workflow ${wf.type} is not defined in this process: its step jobs are left to a process that has the step (warned once)`],
+    ]);
+    const again = await run({ ...first, stepName: 'removedStep' } as StepExecution);
+    expect(again.error).toBeInstanceOf(StepNotDefinedError);
+    expect(again.captured).toEqual([]);
 
     const other = await workflows.start(ChattyWorkflow, hero, { allowMultiple: true });
     const [otherFirst] = await history(other);

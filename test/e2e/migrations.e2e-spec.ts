@@ -251,6 +251,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
         'ExactGenevaDriveIdentifiers1730000000002',
         'AddGenevaDriveListIndexes1730000000003',
         'AddGenevaDriveWaitDeadlines1730000000004',
+        'AddGenevaDriveProcesses1730000000005',
       ]);
       for (const table of [...GENEVA_TABLES, 'test_heroes', 'test_uuid_heroes']) {
         expect(await hasTable(table)).toBe(true);
@@ -473,6 +474,10 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     });
 
     it('goes down and up again', async () => {
+      await dataSource.undoLastMigration(); // the process table
+      expect(await hasTable('geneva_drive_processes')).toBe(false);
+      expect(await hasColumn('geneva_drive_step_executions', 'timeout_at')).toBe(true);
+
       await dataSource.undoLastMigration(); // wait deadlines: the column and its index go
       expect(await hasColumn('geneva_drive_step_executions', 'timeout_at')).toBe(false);
       expect(await hasColumn('geneva_drive_step_executions', 'waiting_since')).toBe(true);
@@ -560,7 +565,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     primaryKey: 'bigint' | 'uuid',
     options: { withoutSignals?: boolean; migrations?: Array<new () => object>; from?: Array<new () => MigrationInterface> } = {},
   ): Promise<{ fresh: unknown[]; beforeDeadlines: unknown[] }> {
-    await prepareDatabase(kind, { primaryKey, withoutDeadlines: true });
+    await prepareDatabase(kind, { primaryKey, withoutDeadlines: true, withoutProcesses: true });
     dataSource = await new DataSource(dataSourceOptions(kind)).initialize();
     const beforeDeadlines = await schemaSnapshot();
     await dataSource.destroy();
@@ -623,6 +628,8 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       expect(await schemaSnapshot()).toEqual(fresh); // the schema of a new install
       expect(await rowsOf(workflowId)).toEqual(before);
       await expectVariantsKeptApart(workflowId);
+      await dataSource.undoLastMigration(); // the process table
+      expect(await hasTable('geneva_drive_processes')).toBe(false);
       await dataSource.undoLastMigration(); // the wait deadlines
       expect(await schemaSnapshot()).toEqual(beforeDeadlines);
 

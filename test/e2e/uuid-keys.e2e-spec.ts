@@ -26,6 +26,7 @@ import {
   AddGenevaDriveListIndexes1730000000003,
   AddGenevaDriveSignals1730000000001,
   AddGenevaDriveWaitDeadlines1730000000004,
+  AddGenevaDriveProcesses1730000000005,
   CreateGenevaDriveTables1730000000000,
   ExactGenevaDriveIdentifiers1730000000002,
 } from '../../libs/geneva-drive/src/migrations/index.js';
@@ -108,6 +109,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
       ExactGenevaDriveIdentifiers1730000000002,
       AddGenevaDriveListIndexes1730000000003,
       AddGenevaDriveWaitDeadlines1730000000004,
+      AddGenevaDriveProcesses1730000000005,
     ]);
     const uuid = genevaDriveMigrations({ primaryKey: 'uuid' });
     expect(uuid.map((migration) => new migration().name)).toEqual([
@@ -116,6 +118,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
       'ExactGenevaDriveIdentifiers1730000000002',
       'AddGenevaDriveListIndexes1730000000003',
       'AddGenevaDriveWaitDeadlines1730000000004',
+      'AddGenevaDriveProcesses1730000000005',
     ]);
     expect(uuid[0].prototype).toBeInstanceOf(CreateGenevaDriveTables1730000000000);
     expect(uuid[1].prototype).toBeInstanceOf(AddGenevaDriveSignals1730000000001);
@@ -123,6 +126,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
     expect(uuid[2]).toBe(ExactGenevaDriveIdentifiers1730000000002);
     expect(uuid[3]).toBe(AddGenevaDriveListIndexes1730000000003);
     expect(uuid[4]).toBe(AddGenevaDriveWaitDeadlines1730000000004);
+    expect(uuid[5]).toBe(AddGenevaDriveProcesses1730000000005);
     expect(genevaDriveMigrations({ primaryKey: 'uuid' })).toEqual(uuid); // the same classes on every call
     expect(() => genevaDriveMigrations({ primaryKey: 'int' as never })).toThrow(TypeError);
   });
@@ -204,6 +208,7 @@ describeEachDatabase('uuid keys', (kind) => {
         'ExactGenevaDriveIdentifiers1730000000002',
         'AddGenevaDriveListIndexes1730000000003',
         'AddGenevaDriveWaitDeadlines1730000000004',
+        'AddGenevaDriveProcesses1730000000005',
       ]);
     });
   });

@@ -19,7 +19,12 @@ import 'reflect-metadata';
 import { fileURLToPath } from 'node:url';
 import { DataSource, type DataSourceOptions, type MigrationInterface } from 'typeorm';
 import { GENEVA_DRIVE_ENTITIES } from '../../libs/geneva-drive/src/entities/index.js';
-import { AddGenevaDriveSignals1730000000001, AddGenevaDriveWaitDeadlines1730000000004, genevaDriveMigrations } from '../../libs/geneva-drive/src/migrations/index.js';
+import {
+  AddGenevaDriveProcesses1730000000005,
+  AddGenevaDriveSignals1730000000001,
+  AddGenevaDriveWaitDeadlines1730000000004,
+  genevaDriveMigrations,
+} from '../../libs/geneva-drive/src/migrations/index.js';
 import type { PrimaryKeyType } from '../../libs/geneva-drive/src/migrations/primary-keys.js';
 import { CreateTestFixtures1600000000000, FIXTURE_ENTITIES, FIXTURE_TABLES } from './fixtures.js';
 
@@ -95,6 +100,8 @@ export interface SchemaOptions {
   withoutSignals?: boolean;
   /** Leave out the wait-deadlines migration (a database not upgraded for `timeout` steps). */
   withoutDeadlines?: boolean;
+  /** Leave out the process-table migration (a database not upgraded for housekeeping's report of unrunnable executions). */
+  withoutProcesses?: boolean;
   /** The key type of the geneva-drive tables (`genevaDriveMigrations({ primaryKey })`). @default 'bigint' */
   primaryKey?: PrimaryKeyType;
 }
@@ -105,7 +112,10 @@ function migrationsFor(opts: SchemaOptions = {}): (new () => MigrationInterface)
   // The uuid set's classes are subclasses of the exported ones.
   const isSignals = (migration: Function) => migration === AddGenevaDriveSignals1730000000001 || migration.prototype instanceof AddGenevaDriveSignals1730000000001;
   const isDeadlines = (migration: Function) => migration === AddGenevaDriveWaitDeadlines1730000000004;
-  const kept = geneva.filter((migration) => !(opts.withoutSignals && isSignals(migration)) && !(opts.withoutDeadlines && isDeadlines(migration)));
+  const isProcesses = (migration: Function) => migration === AddGenevaDriveProcesses1730000000005;
+  const kept = geneva.filter(
+    (migration) => !(opts.withoutSignals && isSignals(migration)) && !(opts.withoutDeadlines && isDeadlines(migration)) && !(opts.withoutProcesses && isProcesses(migration)),
+  );
   return [CreateTestFixtures1600000000000, ...kept];
 }
 

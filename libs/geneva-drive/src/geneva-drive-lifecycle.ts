@@ -7,6 +7,7 @@ import { DataSourceNotFoundError } from './errors/data-source-not-found.error.js
 import { ExecutorService } from './execution/executor.service.js';
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS, QUEUE_PORT } from './geneva-drive.constants.js';
 import { HousekeepingService } from './housekeeping/housekeeping.service.js';
+import { ProcessRoster } from './housekeeping/process-roster.js';
 import type { ResolvedGenevaDriveOptions } from './interfaces/geneva-drive-options.interface.js';
 import { AfterCommitSubscriber } from './persistence/after-commit.js';
 import { SchemaCapabilities } from './persistence/schema-capabilities.js';
@@ -19,8 +20,8 @@ import { WorkflowRegistry } from './registry/workflow.registry.js';
 /**
  * At init: finds the DataSource, binds the engine to it and checks the schema (each misconfiguration
  * stops the boot with an error that says what to do); once the application is up, warns of ongoing
- * workflows this code cannot take (the pre-deploy check), then starts consuming step jobs and
- * scheduling housekeeping; stops before shutdown.
+ * workflows this code cannot take (the pre-deploy check), then starts consuming step jobs, recording
+ * the process in the process table and scheduling housekeeping; stops before shutdown.
  */
 @Injectable()
 export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -35,6 +36,7 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
     private readonly deadline: WaitDeadline,
     private readonly deployCheck: DeployCheck,
     private readonly registry: WorkflowRegistry,
+    private readonly roster: ProcessRoster,
     @Inject(GENEVA_DRIVE_OPTIONS) private readonly options: ResolvedGenevaDriveOptions,
     @Inject(GENEVA_DRIVE_LOGGER) private readonly logger: LoggerService,
   ) {}
@@ -54,6 +56,11 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
         `The wait-deadlines migration (AddGenevaDriveWaitDeadlines1730000000004) has not run: steps with a timeout (${timeoutSteps.join(', ')}) will fail at their gate until it does`,
       );
     }
+    if (this.schema.processTable === 'not migrated') {
+      this.logger.warn('The processes migration (AddGenevaDriveProcesses1730000000005) has not run: housekeeping cannot report executions no live process can run (everything else works)');
+    } else if (this.schema.processTable === 'entity not registered') {
+      this.logger.warn('ProcessRecord is not among the DataSource\'s entities (use GENEVA_DRIVE_ENTITIES): housekeeping cannot report executions no live process can run (everything else works)');
+    }
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -63,6 +70,8 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
       if (isDeadlineJob(jobId)) await this.deadline.fire(executionId);
       else await this.executor.execute(executionId, { jobId, hints, chain: true });
     });
+    // In the process table from now on, with the classes and steps it runs (housekeeping reads it).
+    await this.roster.start();
     if (this.options.housekeepingEveryMs !== null) {
       // No colon in the name: Bull keys repeatable jobs by colon-separated fields.
       await this.queue.repeat('geneva-drive-housekeeping', this.options.housekeepingEveryMs, () => this.housekeeping.run());
@@ -75,6 +84,7 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
     // Jobs of work that committed just before: enqueued before the queue closes, not left to housekeeping.
     await this.afterCommit.drain();
     await this.queue.stop();
+    await this.roster.stop();
   }
 
   /**

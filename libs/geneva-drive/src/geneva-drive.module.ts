@@ -5,6 +5,7 @@ import { GENEVA_DRIVE_ENTITIES } from './entities/index.js';
 import { ExecutorService } from './execution/executor.service.js';
 import { WorkflowInstances } from './execution/workflow-instances.js';
 import { HousekeepingService } from './housekeeping/housekeeping.service.js';
+import { ProcessRoster } from './housekeeping/process-roster.js';
 import { GenevaDriveLifecycle } from './geneva-drive-lifecycle.js';
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS, QUEUE_PORT } from './geneva-drive.constants.js';
 import { ASYNC_OPTIONS_TYPE, ConfigurableModuleClass, MODULE_OPTIONS_TOKEN, OPTIONS_TYPE } from './geneva-drive.module-definition.js';
@@ -23,6 +24,7 @@ import { SignalIntake } from './client/signal-intake.js';
 import { SignalRendezvous } from './execution/signal-rendezvous.js';
 import { SignalService } from './client/signal.service.js';
 import { SignalHero } from './client/signal-hero.js';
+import { UnownedSteps } from './execution/unowned-steps.js';
 import { WaitDeadline } from './execution/wait-deadline.js';
 import { WorkflowService } from './client/workflow.service.js';
 import { DeployCheck } from './client/deploy-check.js';
@@ -64,6 +66,7 @@ function engineProviders(declaredDataSource: string | undefined, queue: QueueAda
     EngineView,
     WorkflowExplorer,
     WorkflowInstances,
+    UnownedSteps,
     ExecutorService,
     WorkflowService,
     DeployCheck,
@@ -71,6 +74,7 @@ function engineProviders(declaredDataSource: string | undefined, queue: QueueAda
     SignalService,
     SignalHero,
     WaitDeadline,
+    ProcessRoster,
     HousekeepingService,
     GenevaDriveLifecycle,
   ];

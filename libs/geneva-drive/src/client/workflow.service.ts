@@ -192,7 +192,7 @@ export class WorkflowService {
       }
       // A step deleted without a gravestone: nothing this code could run. resumeAt moves the workflow.
       if (definition && stepName !== null && !definition.step(stepName) && !definition.skipUndefinedSteps) {
-        throw new StepNotDefinedError(record.type, stepName, record.id, current?.id ?? null, definition.stepNames);
+        throw new StepNotDefinedError(record.type, stepName, record.id, current?.id ?? null, { definedSteps: definition.stepNames });
       }
       await this.store.transitionWorkflow(manager, record, 'ready');
       if (current?.state === 'scheduled') {
@@ -226,7 +226,7 @@ export class WorkflowService {
     return this.operate(workflow, 'resumeAt', ['ready', 'paused'], async (manager, record) => {
       const definition = this.registry.findByName(record.type);
       if (!definition) throw new UnknownWorkflowError(record.type);
-      if (!definition.step(stepName)) throw new StepNotDefinedError(record.type, stepName, record.id, null, definition.stepNames);
+      if (!definition.step(stepName)) throw new StepNotDefinedError(record.type, stepName, record.id, null, { definedSteps: definition.stepNames });
       const current = await this.store.currentExecution(manager, record.id);
       const from = current?.stepName ?? record.nextStepName;
       if (current) await this.store.transitionExecution(manager, current, 'canceled', 'canceled');

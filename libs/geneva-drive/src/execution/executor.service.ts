@@ -13,6 +13,7 @@ import { SignalRendezvous } from './signal-rendezvous.js';
 import { StepBody } from './step-body.js';
 import { StepOutcomes } from './step-outcome.js';
 import { TransactionalStep } from './transactional-step.js';
+import { UnownedSteps } from './unowned-steps.js';
 import { LOOKUP_ATTEMPTS, LOOKUP_PAUSE_MS, type BodyResult, type Chain, type ExecuteOptions, type Prepared } from './step-run.js';
 import { WaitDeadline } from './wait-deadline.js';
 import { WorkflowInstances } from './workflow-instances.js';
@@ -50,10 +51,20 @@ export class ExecutorService {
     deadline: WaitDeadline,
     @Inject(GENEVA_DRIVE_OPTIONS) private readonly options: ResolvedGenevaDriveOptions,
     @Inject(GENEVA_DRIVE_LOGGER) private readonly logger: LoggerService,
+    private readonly unowned: UnownedSteps,
   ) {
     const outcomes = new StepOutcomes(store, gate);
-    this.preparePhase = new PreparePhase(transactions, store, registry, instances, gate, deadline, outcomes, logger, (prepared, result) =>
-      this.finalizePhase.finalize(prepared, result),
+    this.preparePhase = new PreparePhase(
+      transactions,
+      store,
+      registry,
+      instances,
+      gate,
+      deadline,
+      outcomes,
+      logger,
+      (prepared, result) => this.finalizePhase.finalize(prepared, result),
+      unowned,
     );
     this.body = new StepBody(transactions, options, () => this.shuttingDown);
     this.finalizePhase = new FinalizePhase(transactions, store, outcomes, this.preparePhase);
@@ -75,13 +86,22 @@ export class ExecutorService {
    */
   private readonly jobScope = new AsyncResource('GenevaDriveStepJob');
 
-  /** Runs the execution with this id if it is due to run; a duplicate or late job is a logged no-op. */
+  /**
+   * Runs the execution with this id if it is due to run; a duplicate or late job is a logged no-op.
+   * Rejects with StepNotDefinedError, having decided nothing, when this process does not have the
+   * execution's class or step (UnownedSteps): the queue then leaves the job to another process.
+   */
   execute(executionId: string, options: ExecuteOptions = {}): Promise<void> {
     // In the trace context of the call that created the job (steps chained inline stay in it).
     return this.jobScope.runInAsyncScope(() => runInJobContext(options.hints?.traceparent, () => this.executeJob(executionId, options)));
   }
 
   private async executeJob(executionId: string, options: ExecuteOptions): Promise<void> {
+    // A job whose hints name a class or step this process does not have goes back before any read
+    // (a workflow's type and an execution's step never change); phase 1 checks the rows all the same.
+    const { workflowType, stepName, workflowId: hinted } = options.hints ?? {};
+    const refused = workflowType === undefined || stepName === undefined || hinted === undefined ? null : this.unowned.refuse(workflowType, stepName, hinted, executionId);
+    if (refused) throw refused;
     const workflowId = options.hints?.workflowId ?? (await this.findWorkflowId(executionId));
     let prepared = workflowId === null ? null : await this.preparePhase.prepareSafely(executionId, workflowId, options);
     // A job may start before the transaction that enqueued it commits (enqueueAfterCommit: false,

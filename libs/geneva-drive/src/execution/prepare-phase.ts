@@ -4,7 +4,6 @@ import type { Signal } from '../entities/signal.entity.js';
 import type { StepExecution } from '../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { DeadlinesNotMigratedError, SignalsNotMigratedError } from '../errors/signal.errors.js';
-import { StepNotDefinedError } from '../errors/step-not-defined.error.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import { PAUSE_POLICY, resolveExceptionPolicy } from '../exception-policy/exception-policy.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
@@ -12,11 +11,13 @@ import { dueKeys, publish } from '../instrumentation/geneva-drive.events.js';
 import { isStaleStatement } from '../persistence/stale-statement.js';
 import { isConnectionError, isDeadlock, pause, type TransactionRunner } from '../persistence/transaction-runner.js';
 import type { WorkflowStore } from '../persistence/workflow-store.js';
+import { lacksStep } from '../registry/runnable-steps.js';
 import { evaluateCondition, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
 import type { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { workflowInternals } from '../workflow/geneva-workflow.js';
 import type { SignalRendezvous } from './signal-rendezvous.js';
 import type { StepOutcomes } from './step-outcome.js';
+import type { UnownedSteps } from './unowned-steps.js';
 import { eventBase, IDEMPOTENT, LOOKUP_ATTEMPTS, LOOKUP_PAUSE_MS, type ExecuteOptions, type Finalize, type Prepared, type PrepareResult } from './step-run.js';
 import type { WaitDeadline } from './wait-deadline.js';
 import type { WorkflowInstances } from './workflow-instances.js';
@@ -28,7 +29,8 @@ const SKIPPED = { state: 'skipped', outcome: 'skipped' } as const;
 
 /**
  * Phase 1 of a step execution: under the workflow + execution row locks, reject duplicate or late
- * jobs, check the workflow and its hero, evaluate cancelIf / skipIf / the signal gate, and mark the
+ * jobs, leave a job of a class or step this process does not have to another process (UnownedSteps),
+ * check the workflow and its hero, evaluate cancelIf / skipIf / the signal gate, and mark the
  * execution started — or, for a step that runs none of the application's code before its body,
  * without a transaction (prepareUnlocked). A failure is recorded in a transaction of its own
  * (recordPrepareFailure). What ends the execution here is written by StepOutcomes.
@@ -46,6 +48,8 @@ export class PreparePhase {
     private readonly logger: LoggerService,
     /** Phase 3, for an execution started without a transaction whose body cannot run (its hero unreadable or gone). */
     private readonly finalize: Finalize,
+    /** Jobs of a class or step this process does not have. */
+    private readonly unowned: UnownedSteps,
   ) {}
 
   async prepareSafely(executionId: string, workflowId: string, options: ExecuteOptions): Promise<PrepareResult> {
@@ -99,6 +103,11 @@ export class PreparePhase {
       return { done: true };
     }
     const definition = this.registry.findByName(workflow.type);
+    // A class or step this process does not have: another version's execution. Nothing is decided
+    // here — not even for a workflow no longer runnable — and the job goes to a process that has them.
+    if (!definition || lacksStep(definition, execution.stepName)) {
+      return { done: true, error: this.unowned.refuse(workflow.type, execution.stepName, workflow.id, execution.id)! };
+    }
     const logger = new ContextLogger(this.logger, workflow, execution);
     const target = { workflow, execution, definition };
     if (!isRunnable(workflow.state)) {
@@ -108,27 +117,22 @@ export class PreparePhase {
     }
 
     const hero = preloadedHero !== undefined ? preloadedHero : await this.store.readHero(manager, workflow.heroType, workflow.heroId);
-    if (hero === null && !definition?.mayProceedWithoutHero) {
+    if (hero === null && !definition.mayProceedWithoutHero) {
       logger.log('Hero is gone: workflow canceled');
       await this.outcomes.apply(manager, target, CANCELED, { workflow: 'canceled' });
       return { done: true };
     }
 
-    const step = definition?.step(execution.stepName);
-    if (definition?.removedStep(execution.stepName)) {
+    const step = definition.step(execution.stepName);
+    if (definition.removedStep(execution.stepName)) {
       logger.warn(`Step "${execution.stepName}" is one of ${definition.name}'s removedSteps: skipped`);
       await this.outcomes.skipRemoved(manager, target);
       return { done: true };
     }
-    if (definition && !step && definition.skipUndefinedSteps) {
+    if (!step) {
+      // Only a class with skipUndefinedSteps gets here without the step (lacksStep above).
       await this.skipUndefinedStep(manager, workflow, execution, definition, logger);
       return { done: true };
-    }
-    if (!definition || !step) {
-      const error = new StepNotDefinedError(workflow.type, execution.stepName, workflow.id, execution.id);
-      logger.error(error.message);
-      await this.outcomes.apply(manager, target, { state: 'failed', outcome: 'failed', columns: { errorClassName: error.name, errorMessage: error.message } }, { workflow: 'paused' });
-      return { done: true, error };
     }
 
     const instance = await this.instances.create(definition);
@@ -310,9 +314,11 @@ export class PreparePhase {
   private async recordPrepareFailure(manager: EntityManager, executionId: string, workflowId: string, error: unknown): Promise<void> {
     const { workflow, execution } = await this.store.lockStep(manager, workflowId, executionId);
     if (!execution || execution.state !== 'scheduled') return;
+    const definition = this.registry.findByName(workflow.type);
+    // Not this process's to record either: a process that has the class runs the job again.
+    if (!definition || lacksStep(definition, execution.stepName)) return;
     const logger = new ContextLogger(this.logger, workflow, execution);
     logger.error(`Preparing the step failed: ${String(error)}`);
-    const definition = this.registry.findByName(workflow.type);
     const step = definition?.step(execution.stepName);
     const policy = resolveExceptionPolicy(step, definition?.exceptionPolicies ?? [], error);
     await this.outcomes.applyPrepareFailure(manager, { workflow, execution, definition }, policy, error, logger);

@@ -7,6 +7,7 @@ import { latestRowsLock } from '../persistence/row-lock.js';
 import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
 import type { StepDefinition } from '../registry/workflow-definition.js';
+import { lacksStep } from '../registry/runnable-steps.js';
 import type { WorkflowRegistry } from '../registry/workflow.registry.js';
 import type { GenevaWorkflow } from '../workflow/geneva-workflow.js';
 import type { WorkflowInstances } from './workflow-instances.js';
@@ -99,14 +100,15 @@ export class SignalRendezvous {
   /**
    * `resume` of a workflow whose current execution is parked: run the rendezvous again with the
    * oldest attachable signal its matcher accepts (it may have been buffered while paused). A parked
-   * step that a deploy removed (or that no longer waits for a signal) is scheduled to run now
-   * instead, so the executor deals with it (`skipUndefinedSteps` skips it) rather than nothing ever
-   * waking it.
+   * step that no longer waits for a signal, or that a deploy removed from a class with
+   * `skipUndefinedSteps`, is scheduled to run now instead, so the executor deals with it rather than
+   * nothing ever waking it. A class or step this process does not have is another version's: the
+   * execution stays parked as it is (registry/runnable-steps.ts).
    */
   async redeliver(manager: EntityManager, workflow: WorkflowRecord, execution: StepExecution): Promise<number> {
     const definition = this.registry.findByName(workflow.type);
     const step = definition?.step(execution.stepName);
-    if (!definition) return 0;
+    if (!definition || lacksStep(definition, execution.stepName)) return 0;
     if (!step?.waitFor) {
       // An id of its own, like a signal's wake-up: the job that parked the execution may still be in the queue.
       const jobId = `${execution.id}-resume`;

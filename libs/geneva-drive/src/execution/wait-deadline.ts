@@ -3,6 +3,7 @@ import type { EntityManager } from 'typeorm';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { DeadlinesNotMigratedError } from '../errors/signal.errors.js';
+import { StepNotDefinedError } from '../errors/step-not-defined.error.js';
 import { withMetadata } from './error-record.js';
 import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
@@ -18,6 +19,7 @@ import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-de
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { SignalRendezvous } from './signal-rendezvous.js';
 import { StepOutcomes } from './step-outcome.js';
+import { UnownedSteps } from './unowned-steps.js';
 
 /**
  * A timer may fire a little early by the wall clock (Node's timers, clocks of two hosts): a deadline
@@ -57,6 +59,7 @@ export class WaitDeadline {
     private readonly rendezvous: SignalRendezvous,
     @Inject(GENEVA_DRIVE_OPTIONS) private readonly options: ResolvedGenevaDriveOptions,
     @Inject(GENEVA_DRIVE_LOGGER) private readonly logger: LoggerService,
+    private readonly unowned: UnownedSteps,
   ) {
     this.outcomes = new StepOutcomes(store, rendezvous);
   }
@@ -104,17 +107,23 @@ export class WaitDeadline {
   /**
    * The deadline job (or `expireWait`, with `force`, or housekeeping): times the wait out if the
    * execution is still parked, its workflow runnable and its deadline reached; otherwise a no-op
-   * (a signal won, the workflow is paused — resume applies the deadline — or stopped).
+   * (a signal won, the workflow is paused — resume applies the deadline — or stopped). Rejects with
+   * StepNotDefinedError, having decided nothing, when this process does not have the class or the
+   * step (UnownedSteps): the queue leaves the deadline job to a process that has them.
    */
   async fire(executionId: string, options: { force?: boolean } = {}): Promise<ExpiredWait | null> {
     const row = await this.transactions.dataSource.manager.findOne(StepExecution, { where: { id: executionId }, select: { id: true, workflowId: true } });
     if (!row) return null;
+    let refused = null as StepNotDefinedError | null; // set inside the transaction
     const expired = await this.transactions.run(
       (manager) =>
         // The phase's writes go out together, as the executor's do (WorkflowStore.batched).
         this.store.batched(manager, async () => {
+          refused = null; // a transaction run again after a lost connection decides afresh
           const { workflow, execution } = await this.store.lockStep(manager, row.workflowId, executionId);
           if (!execution || execution.state !== 'waiting' || workflow.state !== 'ready') return null;
+          refused = this.unowned.refuse(workflow.type, execution.stepName, workflow.id, execution.id, 'deadline job');
+          if (refused) return null;
           if (!options.force && !this.isDue(execution)) {
             this.logger.warn(`Deadline job of execution ${executionId} came before its deadline ${execution.timeoutAt?.toISOString() ?? '(none)'}: ignored`);
             return null;
@@ -124,6 +133,7 @@ export class WaitDeadline {
       undefined,
       { idempotent: true },
     );
+    if (refused) throw refused;
     if (expired) publish('signal', () => ({ ...expired, timedOut: true }));
     return expired;
   }
@@ -162,6 +172,8 @@ export class WaitDeadline {
         try {
           if (await this.fire(candidate.id)) sweep.recovered++;
         } catch (error) {
+          // Another version's step: not this process's to time out (housekeeping reports it as unrunnable if no live process has it).
+          if (error instanceof StepNotDefinedError) continue;
           sweep.unrecoverable.push(candidate.id);
           this.logger.error(`Housekeeping could not time out execution ${candidate.id}: ${String(error)}`);
         }

@@ -28,6 +28,14 @@ export interface HousekeepingSummary {
    * or its job could not be enqueued. They stay eligible and are retried by the next run.
    */
   unrecoverable: string[];
+  /**
+   * Scheduled or parked executions of ongoing workflows that no live process can run: no process
+   * that runs step jobs and was seen in the last 90 seconds registers their workflow class, or
+   * defines (or may skip) their step — a deploy that removed a class or step too early, or a rolling
+   * deploy that has not reached any worker yet. By workflow type, then step name; logged as a
+   * warning when not zero. Null without the process table (its migration, AddGenevaDriveProcesses1730000000005).
+   */
+  unrunnableExecutions: { total: number; byWorkflow: Record<string, Record<string, number>> } | null;
   gauges: {
     'geneva_drive.waiting_step_executions': Gauge;
     /** Absent when `waitingVisibilityThreshold` is null. */
@@ -54,6 +62,7 @@ export function emptySummary(): HousekeepingSummary {
     overdueDeadlinesRecovered: 0,
     pausedAtRecoveryLimit: [],
     unrecoverable: [],
+    unrunnableExecutions: null,
     gauges: null,
   };
 }

@@ -18,6 +18,7 @@ import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { WaitDeadline } from '../execution/wait-deadline.js';
 import { readHousekeepingGauges } from './gauges.js';
 import { emptySummary, type HousekeepingSummary } from './housekeeping-summary.js';
+import { ProcessRoster } from './process-roster.js';
 import { purgeStoppedWorkflows } from './purge.js';
 import { isRunnable } from '../state/workflow-state.js';
 
@@ -30,7 +31,7 @@ const NO_CUTOFF = new Date(8.64e15);
 /**
  * Deletes old finished/canceled workflows in batches, recovers executions stuck `in_progress` or
  * `scheduled` (a crashed worker, a lost enqueue), times out parked executions whose deadline job
- * was lost, and reads the waiting gauges. Never touches a paused workflow, nor a parked (`waiting`)
+ * was lost, reports executions no live process can run (ProcessRoster), and reads the waiting gauges. Never touches a paused workflow, nor a parked (`waiting`)
  * execution before its deadline, and always terminates: every sweep walks the candidates once, in id order.
  * With a Redis queue it also takes over the runs of dead worker processes as soon as the queue tells
  * (see takeOverRun), so that their steps need not wait for the stuck thresholds.
@@ -50,6 +51,7 @@ export class HousekeepingService implements OnModuleInit {
     private readonly deadline: WaitDeadline,
     @Inject(GENEVA_DRIVE_OPTIONS) private readonly options: ResolvedGenevaDriveOptions,
     @Inject(GENEVA_DRIVE_LOGGER) private readonly logger: LoggerService,
+    private readonly roster: ProcessRoster,
     @Optional() @Inject(STEP_JOB_GATE) private readonly gate?: StepJobGate,
   ) {}
 
@@ -65,8 +67,16 @@ export class HousekeepingService implements OnModuleInit {
     const deadlines = await this.deadline.recoverOverdue();
     summary.overdueDeadlinesRecovered = deadlines.recovered;
     summary.unrecoverable.push(...deadlines.unrecoverable);
+    summary.unrunnableExecutions = await this.roster.unrunnable();
     summary.gauges = await readHousekeepingGauges(this.manager, this.schema, this.options, this.deadline);
     this.logger.log(`Housekeeping: ${JSON.stringify({ ...summary, gauges: undefined })}`);
+    const unrunnable = summary.unrunnableExecutions;
+    if (unrunnable && unrunnable.total > 0) {
+      const steps = Object.entries(unrunnable.byWorkflow).flatMap(([type, bySteps]) => Object.entries(bySteps).map(([step, count]) => `${type}.${step} (${count})`));
+      this.logger.warn(
+        `Housekeeping: ${unrunnable.total} scheduled or parked execution(s) can be run by no live process — ${steps.join(', ')}: no worker seen lately registers the workflow class or defines the step; deploy one that does`,
+      );
+    }
     publish('housekeeping', () => summary);
     return summary;
   }

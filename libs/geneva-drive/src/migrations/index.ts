@@ -5,9 +5,11 @@ import { AddGenevaDriveSignals1730000000001 } from './1730000000001-add-geneva-d
 import { ExactGenevaDriveIdentifiers1730000000002 } from './1730000000002-exact-geneva-drive-identifiers.js';
 import { AddGenevaDriveListIndexes1730000000003 } from './1730000000003-add-geneva-drive-list-indexes.js';
 import { AddGenevaDriveWaitDeadlines1730000000004 } from './1730000000004-add-geneva-drive-wait-deadlines.js';
+import { AddGenevaDriveProcesses1730000000005 } from './1730000000005-add-geneva-drive-processes.js';
 
 export {
   AddGenevaDriveListIndexes1730000000003,
+  AddGenevaDriveProcesses1730000000005,
   AddGenevaDriveSignals1730000000001,
   AddGenevaDriveWaitDeadlines1730000000004,
   CreateGenevaDriveTables1730000000000,
@@ -26,6 +28,7 @@ export const GENEVA_DRIVE_MIGRATIONS = [
   ExactGenevaDriveIdentifiers1730000000002,
   AddGenevaDriveListIndexes1730000000003,
   AddGenevaDriveWaitDeadlines1730000000004,
+  AddGenevaDriveProcesses1730000000005,
 ];
 
 /** Options of {@link genevaDriveMigrations}. @publicApi */
@@ -35,8 +38,8 @@ export interface GenevaDriveMigrationsOptions {
 }
 
 /*
- * The same migrations configured for uuid keys (the exact-identifiers upgrade, the list indexes and
- * the wait deadlines do not depend on the key type: the same class serves both sets). TypeORM
+ * The same migrations configured for uuid keys (the exact-identifiers upgrade, the list indexes, the
+ * wait deadlines and the process table do not depend on the key type: the same class serves both sets). TypeORM
  * identifies a migration by its `name` (class name + 13-digit timestamp) — the subclasses inherit
  * the name of their parent, so the migrations table reads the same whichever set ran — and
  * instantiates the classes it is given without arguments, hence subclasses rather than constructor
@@ -70,6 +73,7 @@ export function genevaDriveMigrations(options: GenevaDriveMigrationsOptions = {}
         ExactGenevaDriveIdentifiers1730000000002,
         AddGenevaDriveListIndexes1730000000003,
         AddGenevaDriveWaitDeadlines1730000000004,
+        AddGenevaDriveProcesses1730000000005,
       ];
     default:
       throw new TypeError(`genevaDriveMigrations: primaryKey must be 'bigint' or 'uuid', got ${JSON.stringify(primaryKey)}`);

@@ -1,4 +1,5 @@
 import type { DataSource } from 'typeorm';
+import { ProcessRecord } from '../entities/process.entity.js';
 import { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
@@ -6,10 +7,13 @@ import { EntitiesNotRegisteredError } from '../errors/entities-not-registered.er
 import { SchemaNotMigratedError } from '../errors/schema-not-migrated.error.js';
 import { CreateGenevaDriveTables1730000000000 } from '../migrations/1730000000000-create-geneva-drive-tables.js';
 import { AddGenevaDriveSignals1730000000001 } from '../migrations/1730000000001-add-geneva-drive-signals.js';
+import { AddGenevaDriveProcesses1730000000005 } from '../migrations/1730000000005-add-geneva-drive-processes.js';
 import { canonicalKey, keyTypeOf, useUuidKeys, uuidv7, type PrimaryKeyType } from '../migrations/primary-keys.js';
 import { tableColumns } from '../migrations/schema-catalog.js';
 
 const TABLES = ['geneva_drive_workflows', 'geneva_drive_step_executions', 'geneva_drive_signals'];
+/** Optional, with a string key of its own (not part of the key-type check). */
+const PROCESSES_TABLE = 'geneva_drive_processes';
 const ENTITIES = [WorkflowRecord, StepExecution, Signal];
 
 /**
@@ -26,6 +30,7 @@ const ENTITIES = [WorkflowRecord, StepExecution, Signal];
 export class SchemaCapabilities {
   private signals = true;
   private deadlines = true;
+  private processes: 'ready' | 'not migrated' | 'entity not registered' = 'ready';
   private keys: PrimaryKeyType = 'bigint';
 
   get hasSignals(): boolean {
@@ -35,6 +40,15 @@ export class SchemaCapabilities {
   /** Whether the wait-deadlines migration ran (`timeout_at` on executions): steps with a `timeout` need it. */
   get hasDeadlines(): boolean {
     return this.deadlines;
+  }
+
+  /**
+   * Whether the process table can be used (its migration ran and `ProcessRecord` is registered with
+   * the DataSource), or why not: processes then record nothing, and housekeeping reports no
+   * unrunnable executions.
+   */
+  get processTable(): 'ready' | 'not migrated' | 'entity not registered' {
+    return this.processes;
   }
 
   /** The key type of the geneva-drive tables. */
@@ -56,15 +70,18 @@ export class SchemaCapabilities {
   /**
    * Reads the schema, and stops the boot when it cannot work: geneva-drive's entities unknown to the
    * DataSource, its tables or columns missing (the signals and wait-deadlines migrations alone may be missing), or
-   * tables that disagree on their key type. `dataSourceName` is for the messages.
+   * tables that disagree on their key type. The process table is optional too (see processTable).
+   * `dataSourceName` is for the messages.
    */
   async detect(dataSource: DataSource, dataSourceName = 'default'): Promise<void> {
     const missingEntities = ENTITIES.filter((entity) => !dataSource.hasMetadata(entity)).map((entity) => entity.name);
     if (missingEntities.length > 0) throw new EntitiesNotRegisteredError(dataSourceName, missingEntities);
     const runner = dataSource.createQueryRunner();
     const tables = new Map<string, Map<string, string> | null>();
+    let processes: Map<string, string> | null;
     try {
       for (const table of TABLES) tables.set(table, await tableColumns(runner, table));
+      processes = await tableColumns(runner, PROCESSES_TABLE);
     } finally {
       await runner.release();
     }
@@ -86,6 +103,13 @@ export class SchemaCapabilities {
       if (missingSignalColumns.length > 0) throw new SchemaNotMigratedError(missingSignalColumns, AddGenevaDriveSignals1730000000001.name);
     }
     this.deadlines = DEADLINE_COLUMNS.every((column) => executions.has(column));
+    if (processes === null) this.processes = 'not migrated';
+    else if (!dataSource.hasMetadata(ProcessRecord)) this.processes = 'entity not registered';
+    else {
+      const missingProcessColumns = missingColumns(PROCESSES_TABLE, processes, columnsOf(dataSource, ProcessRecord));
+      if (missingProcessColumns.length > 0) throw new SchemaNotMigratedError(missingProcessColumns, AddGenevaDriveProcesses1730000000005.name);
+      this.processes = 'ready';
+    }
     const absentProperties = [...(this.signals ? [] : ['signalId', 'waitingSince']), ...(this.deadlines ? [] : ['timeoutAt'])];
     const metadata = dataSource.getMetadata(StepExecution);
     for (const property of absentProperties) {

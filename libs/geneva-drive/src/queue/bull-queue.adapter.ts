@@ -3,6 +3,7 @@ import type Bull from 'bull';
 import type { BullQueueAdapterOptions } from '../interfaces/geneva-drive-options.interface.js';
 import type { DueJobStarter } from './due-job-starter.js';
 import type { QueuePort, StepJob, StepJobHandler } from '../interfaces/queue.port.js';
+import { releasedJob } from './released-job.js';
 import { RunLedger } from './run-ledger.js';
 import { stepJobData, stepJobOptions, takeoverJob, type StepJobData } from './step-job-data.js';
 import type { StepJobGate } from './step-job-gate.js';
@@ -33,6 +34,16 @@ export async function isStalledReturn(job: Bull.Job<StepJobData>): Promise<boole
   const queue = job.queue as BullWithSettings;
   if (Date.now() - (job.timestamp + (job.opts.delay ?? 0)) < queue.settings.lockDuration / 2) return false;
   return Number(await queue.client.hget(queue.toKey(String(job.id)), 'stalledCounter')) > 0;
+}
+
+/**
+ * Hands a job back to the queue, as a new delayed job (released-job.ts): this process does not have
+ * its execution's workflow class or step, and decided nothing about it. The step's priority stays.
+ */
+export async function releaseBullJob(job: Bull.Job<StepJobData>, engineJobId: string): Promise<void> {
+  const { id, data, delay } = releasedJob(job.data, engineJobId);
+  const priority = job.opts.priority === undefined ? {} : { priority: job.opts.priority };
+  await job.queue.add(data, { jobId: id, ...stepJobOptions({ executionId: data.executionId, runAt: new Date(Date.now() + delay), jobOptions: priority }) });
 }
 
 /** The RunLedger of a process that works a Bull queue: on the queue's own client, leased as long as Bull locks a job. */

@@ -5,7 +5,8 @@ import { Inject, type DynamicModule, type Provider, type Type } from '@nestjs/co
 import type { Job } from 'bull';
 import { DEFAULT_QUEUE_NAME } from '../geneva-drive.constants.js';
 import type { BullQueueAdapterOptions } from '../interfaces/geneva-drive-options.interface.js';
-import { isStalledReturn } from './bull-queue.adapter.js';
+import { StepNotDefinedError } from '../errors/step-not-defined.error.js';
+import { isStalledReturn, releaseBullJob } from './bull-queue.adapter.js';
 import { deliveredJob, type StepJobData } from './step-job-data.js';
 import { ENGINE_BULL_QUEUE, GenevaDriveBullQueueModule, STEP_JOB_GATE } from './queue.tokens.js';
 import { StepJobGate } from './step-job-gate.js';
@@ -45,10 +46,18 @@ function stepProcessor(name: string, concurrency: number): Type {
   class GenevaDriveStepProcessor {
     constructor(private readonly gate: StepJobGate) {}
 
-    /** A takeover job, or a job Bull hands back after a stall, takes over the run of a dead process (StepJobGate.run). */
+    /**
+     * A takeover job, or a job Bull hands back after a stall, takes over the run of a dead process
+     * (StepJobGate.run). A job of a class or step this process does not have goes back to the queue.
+     */
     async handle(job: Job<StepJobData>): Promise<void> {
       const { executionId, jobId, hints, takeover } = deliveredJob(job.data, String(job.id));
-      return this.gate.run(executionId, jobId, hints, { takeover: takeover || (await isStalledReturn(job)) });
+      try {
+        return await this.gate.run(executionId, jobId, hints, { takeover: takeover || (await isStalledReturn(job)) });
+      } catch (error) {
+        if (!(error instanceof StepNotDefinedError)) throw error;
+        await releaseBullJob(job, jobId);
+      }
     }
   }
   Inject(STEP_JOB_GATE)(GenevaDriveStepProcessor, undefined, 0);

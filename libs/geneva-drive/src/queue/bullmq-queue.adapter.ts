@@ -1,7 +1,8 @@
 import type { LoggerService } from '@nestjs/common';
-import type { Queue, Worker } from 'bullmq';
+import type { Job, Queue, Worker } from 'bullmq';
 import type { DueJobStarter } from './due-job-starter.js';
 import type { QueuePort, StepJob, StepJobHandler } from '../interfaces/queue.port.js';
+import { releasedJob } from './released-job.js';
 import { RunLedger } from './run-ledger.js';
 import { stepJobData, stepJobOptions, takeoverJob, type StepJobData } from './step-job-data.js';
 import type { StepJobGate } from './step-job-gate.js';
@@ -20,6 +21,16 @@ export function bullMqJobId(engineJobId: string): string {
 /** The engine job id a BullMQ job id stands for. */
 export function engineJobId(bullMqJobId: string): string {
   return bullMqJobId.startsWith(JOB_ID_PREFIX) ? bullMqJobId.slice(JOB_ID_PREFIX.length) : bullMqJobId;
+}
+
+/**
+ * Hands a job back to the queue, as a new delayed job (released-job.ts): this process does not have
+ * its execution's workflow class or step, and decided nothing about it. The step's priority stays.
+ */
+export async function releaseBullMqJob(queue: Queue<StepJobData>, job: Job<StepJobData>, engineJobId: string): Promise<void> {
+  const { id, data, delay } = releasedJob(job.data, engineJobId);
+  const priority = job.opts.priority ? { priority: job.opts.priority } : {};
+  await queue.add(STEP_JOB_NAME, data, { jobId: bullMqJobId(id), ...stepJobOptions({ executionId: data.executionId, runAt: new Date(Date.now() + delay), jobOptions: priority }) });
 }
 
 /** What the adapter needs of the engine's consumer (bullmq-queue.module.ts): its worker, and where repeated tasks go. */

@@ -2,10 +2,11 @@
 // bullmq are optional peers.
 import { BullModule, getQueueToken, Processor, WorkerHost, type RegisterQueueOptions } from '@nestjs/bullmq';
 import { Inject, type DynamicModule, type Provider, type Type } from '@nestjs/common';
-import type { Job } from 'bullmq';
+import type { Job, Queue } from 'bullmq';
+import { StepNotDefinedError } from '../errors/step-not-defined.error.js';
 import { DEFAULT_QUEUE_NAME } from '../geneva-drive.constants.js';
 import type { BullMqQueueAdapterOptions } from '../interfaces/geneva-drive-options.interface.js';
-import { engineJobId, STEP_JOB_NAME, type BullMqStepConsumer } from './bullmq-queue.adapter.js';
+import { engineJobId, releaseBullMqJob, STEP_JOB_NAME, type BullMqStepConsumer } from './bullmq-queue.adapter.js';
 import { ENGINE_BULLMQ_CONSUMER, ENGINE_BULLMQ_QUEUE, GenevaDriveBullMqQueueModule, STEP_JOB_GATE } from './queue.tokens.js';
 import { deliveredJob, type StepJobData } from './step-job-data.js';
 import { StepJobGate } from './step-job-gate.js';
@@ -44,16 +45,23 @@ function stepProcessor(name: string, workerOptions: Record<string, unknown>): Ty
   class GenevaDriveBullMqProcessor extends WorkerHost implements BullMqStepConsumer {
     readonly tasks = new Map<string, () => Promise<unknown>>();
 
-    constructor(private readonly gate: StepJobGate) {
+    constructor(
+      private readonly gate: StepJobGate,
+      private readonly queue: Queue<StepJobData>,
+    ) {
       super();
     }
 
     /** A repeated task whose job arrives in a process that did not schedule it fails, and runs where it is known next period. */
     process(job: Job<StepJobData>): Promise<unknown> {
       if (job.name === STEP_JOB_NAME) {
-        // A takeover job, or a job BullMQ hands back after a stall, takes over the run of a dead process (StepJobGate.run).
+        // A takeover job, or a job BullMQ hands back after a stall, takes over the run of a dead
+        // process (StepJobGate.run). A job of a class or step this process does not have goes back to the queue.
         const { executionId, jobId, hints, takeover } = deliveredJob(job.data, engineJobId(String(job.id)));
-        return this.gate.run(executionId, jobId, hints, { takeover: takeover || job.stalledCounter > 0 });
+        return this.gate.run(executionId, jobId, hints, { takeover: takeover || job.stalledCounter > 0 }).catch((error: unknown) => {
+          if (!(error instanceof StepNotDefinedError)) throw error;
+          return releaseBullMqJob(this.queue, job, jobId);
+        });
       }
       const task = this.tasks.get(job.name);
       if (!task) return Promise.reject(new Error(`No task named ${job.name} in this process`));
@@ -61,6 +69,7 @@ function stepProcessor(name: string, workerOptions: Record<string, unknown>): Ty
     }
   }
   Inject(STEP_JOB_GATE)(GenevaDriveBullMqProcessor, undefined, 0);
+  Inject(ENGINE_BULLMQ_QUEUE)(GenevaDriveBullMqProcessor, undefined, 1);
   Processor(name, workerOptions)(GenevaDriveBullMqProcessor);
   return GenevaDriveBullMqProcessor;
 }

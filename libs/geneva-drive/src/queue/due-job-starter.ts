@@ -1,5 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
+import { StepNotDefinedError } from '../errors/step-not-defined.error.js';
 import type { StepJob } from '../interfaces/queue.port.js';
+import { releaseDelayMs } from './released-job.js';
 import type { RunLedger } from './run-ledger.js';
 import type { StepJobGate } from './step-job-gate.js';
 
@@ -51,7 +53,7 @@ export class DueJobStarter {
     if (!this.gate.isAccepting || job.jobOptions.chain === false || job.runAt.getTime() > Date.now()) return false;
     if (this.gate.tryTake()) {
       this.ledger?.begin(job);
-      this.runHere(job);
+      this.runHere(job, add);
       return true;
     }
     if (this.held.size >= this.gate.slots) return false;
@@ -63,7 +65,7 @@ export class DueJobStarter {
           if (taken) this.gate.release(); // sent to Redis by settle() meanwhile
           return;
         }
-        if (taken) this.runHere(job);
+        if (taken) this.runHere(job, add);
         else this.addToQueue(job, add);
       }),
     );
@@ -88,12 +90,21 @@ export class DueJobStarter {
     await this.ledger?.stop();
   }
 
-  private runHere(job: StepJob): void {
+  /**
+   * Runs the job in a slot. One of a class or step this process does not have (StepNotDefinedError:
+   * nothing was decided) goes to Redis after all, delayed as a first hand-back (released-job.ts):
+   * it never was in Redis, so it keeps its own id there.
+   */
+  private runHere(job: StepJob, add: AddToQueue): void {
     const jobId = job.jobId ?? job.executionId;
     this.track(
       this.gate
         .run(job.executionId, jobId, job.hints, { slotTaken: true })
-        .catch((error) => this.logger.warn(`Step job ${jobId} (started in this process) ended with ${String(error)}`))
+        .catch((error) => {
+          if (error instanceof StepNotDefinedError) return add({ ...job, runAt: new Date(Date.now() + releaseDelayMs(0)) }).then(() => undefined);
+          this.logger.warn(`Step job ${jobId} (started in this process) ended with ${String(error)}`);
+        })
+        .catch((error) => this.logger.error(`Step job ${jobId} could not be handed back to the queue (${String(error)}); housekeeping's stuck-scheduled sweep enqueues it again`))
         .finally(() => this.ledger?.end(job)),
     );
   }

@@ -1,5 +1,8 @@
 import type { LoggerService } from '@nestjs/common';
-import { parkedWithDeadline, scheduledOfRunnable } from '../persistence/pending-jobs.js';
+import { StepNotDefinedError } from '../errors/step-not-defined.error.js';
+import { parkedWithDeadline, scheduledOfRunnable, type PendingExecution } from '../persistence/pending-jobs.js';
+import { missingHere } from '../registry/runnable-steps.js';
+import type { WorkflowRegistry } from '../registry/workflow.registry.js';
 import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import type { TransactionRunner } from '../persistence/transaction-runner.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
@@ -21,6 +24,12 @@ const MAX_TIMER_MS = 2_147_483_647;
  * is lost with the process. For the embedded default and development; use Bull to run several
  * processes. Its timers keep the process alive (a worker-only application context keeps running)
  * until the application is closed.
+ *
+ * Executions of a workflow class or step this process does not have (another version's: see
+ * registry/runnable-steps.ts) are left alone: the boot scan arms no timer for them, and a job of
+ * theirs enqueued here (the handler ends with StepNotDefinedError, having decided nothing) is
+ * dropped — no other process reads this queue, so handing it back would only loop here. A process
+ * that has the class runs them from its own boot scan, or housekeeping's stuck-scheduled sweep.
  */
 export class LocalQueueAdapter implements QueuePort {
   private readonly timers = new Map<string, NodeJS.Timeout>();
@@ -35,6 +44,7 @@ export class LocalQueueAdapter implements QueuePort {
     private readonly concurrency: number,
     private readonly logger: LoggerService,
     private readonly schema: SchemaCapabilities,
+    private readonly registry: WorkflowRegistry,
   ) {}
 
   async enqueue(job: StepJob): Promise<boolean> {
@@ -45,15 +55,33 @@ export class LocalQueueAdapter implements QueuePort {
   async start(handler: StepJobHandler): Promise<void> {
     this.handler = handler;
     this.stopped = false;
-    const due = await scheduledOfRunnable(this.transactions.dataSource.manager);
+    const due = this.ownedOnly(await scheduledOfRunnable(this.transactions.dataSource.manager), 'scheduled');
     // A woken execution keeps its wake-up job id; any other stands for its first job.
     for (const execution of due) {
       this.arm({ executionId: execution.id, jobId: execution.jobId ?? execution.id, hints: { workflowId: execution.workflowId } }, execution.scheduledFor.getTime());
     }
     if (this.schema.hasDeadlines) {
-      const parked = await parkedWithDeadline(this.transactions.dataSource.manager);
+      const parked = this.ownedOnly(await parkedWithDeadline(this.transactions.dataSource.manager), 'parked');
       for (const execution of parked) this.arm({ executionId: execution.id, jobId: deadlineJobId(execution.id) }, execution.timeoutAt!.getTime());
     }
+  }
+
+  /** The executions this process has the class and step of; one warning per class (or class and step) for the others, left untouched. */
+  private ownedOnly(pending: PendingExecution[], what: 'scheduled' | 'parked'): PendingExecution['execution'][] {
+    const left = new Map<string, number>();
+    const owned: PendingExecution['execution'][] = [];
+    for (const { execution, workflowType } of pending) {
+      const missing = missingHere(this.registry, workflowType, execution.stepName);
+      if (missing === null) owned.push(execution);
+      else {
+        const key = missing === 'class' ? `workflow ${workflowType} (not registered in this process)` : `step "${execution.stepName}" of workflow ${workflowType} (not defined in this process)`;
+        left.set(key, (left.get(key) ?? 0) + 1);
+      }
+    }
+    for (const [key, count] of left) {
+      this.logger.warn(`${count} ${what} execution(s) of ${key} left untouched at boot: a process that has it runs them`);
+    }
+    return owned;
   }
 
   async repeat(name: string, everyMs: number, task: () => Promise<unknown>): Promise<void> {
@@ -101,6 +129,8 @@ export class LocalQueueAdapter implements QueuePort {
       const { executionId, jobId, hints } = this.ready.shift()!;
       const run = this.handler(executionId, jobId, hints)
         .catch(async (error) => {
+          // Another version's execution, untouched: dropped (the warning was given once, not per job).
+          if (error instanceof StepNotDefinedError) return;
           const logger = await ContextLogger.forExecution(this.logger, this.transactions.dataSource.manager, executionId);
           logger.warn(`Step job ${jobId} ended with ${String(error)}`);
         })

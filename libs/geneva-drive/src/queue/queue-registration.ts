@@ -5,6 +5,7 @@ import { GENEVA_DRIVE_LOGGER, GENEVA_DRIVE_OPTIONS, QUEUE_PORT } from '../geneva
 import type { BullMqQueueAdapterOptions, BullQueueAdapterOptions, QueueAdapterOptions, ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
+import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { BullQueueAdapter, bullRunLedger } from './bull-queue.adapter.js';
 import { BullMqQueueAdapter, bullMqRunLedger, type BullMqStepConsumer } from './bullmq-queue.adapter.js';
 import { DueJobStarter } from './due-job-starter.js';
@@ -38,7 +39,16 @@ export function queueRegistration(declared: QueueAdapterOptions | undefined, che
     providers: [
       {
         provide: QUEUE_PORT,
-        useFactory: (options: ResolvedGenevaDriveOptions, transactions: TransactionRunner, logger: LoggerService, schema: SchemaCapabilities, registeredQueue?: unknown, gate?: StepJobGate, consumer?: BullMqStepConsumer | null): QueuePort => {
+        useFactory: (
+          options: ResolvedGenevaDriveOptions,
+          transactions: TransactionRunner,
+          logger: LoggerService,
+          schema: SchemaCapabilities,
+          registry: WorkflowRegistry,
+          registeredQueue?: unknown,
+          gate?: StepJobGate,
+          consumer?: BullMqStepConsumer | null,
+        ): QueuePort => {
           const queue = options.queue;
           if (typeof queue.adapter === 'object') return queue.adapter;
           switch (queue.adapter) {
@@ -59,10 +69,10 @@ export function queueRegistration(declared: QueueAdapterOptions | undefined, che
             case 'manual':
               return new ManualQueueAdapter();
             default:
-              return new LocalQueueAdapter(transactions, queue.concurrency ?? 1, logger, schema);
+              return new LocalQueueAdapter(transactions, queue.concurrency ?? 1, logger, schema, registry);
           }
         },
-        inject: [GENEVA_DRIVE_OPTIONS, TransactionRunner, GENEVA_DRIVE_LOGGER, SchemaCapabilities, ...registered],
+        inject: [GENEVA_DRIVE_OPTIONS, TransactionRunner, GENEVA_DRIVE_LOGGER, SchemaCapabilities, WorkflowRegistry, ...registered],
       },
     ],
     exports: bull ? [GenevaDriveBullQueueModule] : bullMq ? [GenevaDriveBullMqQueueModule] : [],

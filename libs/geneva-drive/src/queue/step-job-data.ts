@@ -8,6 +8,10 @@ export interface StepJobData extends StepJobHints {
    * runs again after recovering what the run left in progress.
    */
   takeoverOf?: string;
+  /** A job handed back by a process without the execution's class or step (released-job.ts): the engine job id it stands for. */
+  releasedFrom?: string;
+  /** How many times that job was handed back so far (its next delay grows with it). */
+  releases?: number;
 }
 
 /**
@@ -23,8 +27,8 @@ export function takeoverJob(job: StepJob): { id: string; data: StepJobData; opti
 
 /** The job's id, hints and whether it takes a dead process's run over, from what Redis handed over. */
 export function deliveredJob(data: StepJobData, queueJobId: string): { executionId: string; jobId: string; hints: StepJobHints; takeover: boolean } {
-  const { executionId, takeoverOf, ...hints } = data;
-  return { executionId, jobId: takeoverOf ?? queueJobId, hints, takeover: takeoverOf !== undefined };
+  const { executionId, takeoverOf, releasedFrom, releases: _, ...hints } = data;
+  return { executionId, jobId: takeoverOf ?? releasedFrom ?? queueJobId, hints, takeover: takeoverOf !== undefined };
 }
 
 /** The job's data: the execution and the hints the engine put on the StepJob. */
