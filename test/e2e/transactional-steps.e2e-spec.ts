@@ -10,7 +10,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/glo
 import { SignalService, StepExecution, WorkflowRecord, WorkflowService, type StepEvent } from 'geneva-drive';
 import { waitUntil } from '../src/bull-wait.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
-import { control, ensureEffectTable, HastyLedgerWorkflow, LedgerWorkflow, PaidLedgerWorkflow, TestEffect, TRANSACTIONAL_WORKFLOWS } from '../src/transactional-workflows.js';
+import { BatchLedgerWorkflow, control, ensureEffectTable, HastyLedgerWorkflow, LedgerWorkflow, PaidLedgerWorkflow, TestEffect, TRANSACTIONAL_WORKFLOWS } from '../src/transactional-workflows.js';
 import { REDIS_QUEUE_DRIVERS } from '../src/redis-queues.js';
 import { describeEachDatabase, redisAvailable, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
@@ -154,9 +154,32 @@ describeEachDatabase('transactional steps', (kind: DatabaseKind) => {
     await app.gd.performNextStep(kept);
     await expect(app.gd.performNextStep(undone)).rejects.toThrow('the notification failed');
     expect(await workflows.findForHero(LedgerWorkflow, hero)).toHaveLength(1);
-    // A resumable step of a transactional workflow is not transactional: it runs as ever.
+    // The class's resumable step is transactional too (the class default).
     await app.gd.speedrunWorkflow(kept);
     expect(control.journal).toContain('tally 1');
+  });
+
+  describe('a transactional resumable step', () => {
+    const items = async (wf: WorkflowRecord) => (await effects(wf)).map((e) => e.step).sort();
+    const ALL = ['item 1', 'item 2', 'item 3', 'item 4', 'item 5'];
+
+    it('commits each item with the checkpoint after it, across its executions: every item once', async () => {
+      const wf = await workflows.start(BatchLedgerWorkflow, hero);
+      await app.gd.runIterations(wf, 2); // items 1 and 2, then a successor
+      expect(await items(wf)).toEqual(['item 1', 'item 2']);
+      await app.gd.speedrunWorkflow(wf);
+      expect(await items(wf)).toEqual(ALL);
+      expect((await history(wf)).map(([, , outcome]) => outcome)).toEqual(['continued', 'success']);
+    });
+
+    it('an item that throws is rolled back with its segment; the retry goes on from the last checkpoint: every item once', async () => {
+      const wf = await workflows.start(BatchLedgerWorkflow, hero);
+      control.failAt = 2;
+      await app.gd.speedrunWorkflow(wf, { maxSteps: 10 }).catch(() => undefined);
+      await app.gd.speedrunWorkflow(wf, { maxSteps: 10 });
+      expect(await items(wf)).toEqual(ALL);
+      expect((await history(wf)).map(([, , outcome]) => outcome)).toContain('reattempted');
+    });
   });
 
   describe('no engine lock is held while the body runs', () => {
@@ -199,6 +222,17 @@ describeEachDatabase('transactional steps', (kind: DatabaseKind) => {
       expect(await effects(wf)).toEqual([]);
       expect(await heroName()).toBe('Ada');
       expect((await app.dataSource.getRepository(StepExecution).findOneByOrFail({ id: running.id })).outcome).toBe('recovered');
+    });
+
+    concurrent('a resumable run recovered while its body ran: its next checkpoint is refused, and only that segment rolls back', async () => {
+      const wf = await workflows.start(BatchLedgerWorkflow, hero);
+      const { run, release } = await bodyAtGate(wf); // at item 2: item 1 committed with its checkpoint
+      const running = (await workflows.currentExecution(wf))!;
+      await app.dataSource.getRepository(StepExecution).update(running.id, { state: 'failed', outcome: 'recovered' });
+      await app.dataSource.getRepository(WorkflowRecord).update(wf.id, { state: 'ready' });
+      release();
+      await run;
+      expect((await effects(wf)).map((e) => e.step)).toEqual(['item 1']);
     });
 
     concurrent('a workflow canceled while the body ran: the end is refused and the writes roll back', async () => {

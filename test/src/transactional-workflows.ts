@@ -48,7 +48,10 @@ export const control = {
   gate: null as null | { reached: () => void; release: Promise<void> },
   journal: [] as string[],
   reattempted: new Set<string>(),
+  /** The item of BatchLedgerWorkflow whose body throws once. */
+  failAt: null as number | null,
   reset(): void {
+    this.failAt = null;
     this.endings.clear();
     this.gate = null;
     this.journal.length = 0;
@@ -143,4 +146,23 @@ export class PaidLedgerWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
-export const TRANSACTIONAL_WORKFLOWS = [LedgerWorkflow, HastyLedgerWorkflow, PaidLedgerWorkflow];
+/** A transactional resumable step: one effect row per item, committed with the checkpoint after it. */
+@Workflow({ hero: () => TestHero })
+export class BatchLedgerWorkflow extends GenevaWorkflow<TestHero> {
+  @ResumableStep({ transactional: true, maxIterations: 2, onException: 'reattempt' })
+  async book(iteration: StepIteration<number>) {
+    for await (const item of iteration.over([1, 2, 3, 4, 5])) {
+      await this.manager.getRepository(TestEffect).insert({ workflowId: this.record.id, step: `item ${item}` });
+      if (control.gate && item === 2) {
+        control.gate.reached();
+        await control.gate.release;
+      }
+      if (control.failAt === item) {
+        control.failAt = null;
+        throw new Error(`item ${item} failed`);
+      }
+    }
+  }
+}
+
+export const TRANSACTIONAL_WORKFLOWS = [LedgerWorkflow, HastyLedgerWorkflow, PaidLedgerWorkflow, BatchLedgerWorkflow];

@@ -21,10 +21,11 @@ export class StepBody {
     private readonly shuttingDown: () => boolean,
   ) {}
 
-  async run(prepared: Prepared): Promise<BodyResult> {
+  /** `persist`: how a resumable step's checkpoints write the cursor, when not by one UPDATE of their own (a transactional step's). */
+  async run(prepared: Prepared, persist?: (encodedCursor: string) => Promise<void>): Promise<BodyResult> {
     const { instance, step, execution, logger } = prepared;
     const started = performance.now();
-    const iteration = step.resumable ? this.iterationFor(prepared) : undefined;
+    const iteration = step.resumable ? this.iterationFor(prepared, persist) : undefined;
     let thrown: { error: unknown } | undefined;
     // The body's own time, apart from the hooks around it (the step event reports both).
     let bodyMs = 0;
@@ -72,12 +73,12 @@ export class StepBody {
   }
 
   /** The iteration object of a resumable step: checkpoints write the cursor with one UPDATE, no lock. */
-  private iterationFor(prepared: Prepared): StepIteration {
+  private iterationFor(prepared: Prepared, persist?: (encodedCursor: string) => Promise<void>): StepIteration {
     const { execution, step, run } = prepared;
     const manager = this.transactions.dataSource.manager;
     return new StepIteration(execution.cursor ?? null, execution.continuesFromId !== null, {
       // Only while the row is still ours (see writeCursor).
-      persist: (encoded) => writeCursor(manager, execution.id, encoded),
+      persist: persist ?? ((encoded) => writeCursor(manager, execution.id, encoded)),
       shouldStop: async () => {
         if (this.shuttingDown()) return true;
         // Stop when the workflow was paused or canceled behind our back, or when this execution is no

@@ -4,6 +4,7 @@ import { resolveExceptionPolicy } from '../exception-policy/exception-policy.js'
 import { CommitOutcomeUnknownError } from '../errors/commit-outcome-unknown.error.js';
 import { isStaleStatement } from '../persistence/stale-statement.js';
 import { isConnectionError, isDeadlock, type TransactionOptions, type TransactionRunner } from '../persistence/transaction-runner.js';
+import { writeCursor } from '../persistence/sql/step-checkpoint.js';
 import type { WorkflowStore } from '../persistence/workflow-store.js';
 import { workflowInternals } from '../workflow/geneva-workflow.js';
 import type { FinalizePhase, Recorded } from './finalize-phase.js';
@@ -54,6 +55,7 @@ export class TransactionalStep {
   ) {}
 
   async run(prepared: Prepared): Promise<Prepared | null> {
+    if (prepared.step.resumable) return this.runInSegments(prepared);
     for (let attempt = 1; ; attempt++) {
       const started = performance.now();
       let undone: BodyResult | null = null;
@@ -112,6 +114,117 @@ export class TransactionalStep {
   }
 
   /**
+   * A transactional resumable step: the body runs in a chain of transactions (segments), each ended
+   * by a checkpoint, which writes the cursor in it, after checking under the row locks that the
+   * execution is still this run's, then commits it and begins the next: the writes between two
+   * checkpoints commit with the second one, so each item is done exactly once. The last segment
+   * ends with the outcome, as a plain transactional step's transaction does. A segment that cannot
+   * commit (an exception, a deadlock, a lost connection, a COMMIT whose answer was lost) is rolled
+   * back: the successor continues from the cursor that did commit.
+   */
+  private async runInSegments(prepared: Prepared): Promise<Prepared | null> {
+    const { step, definition, instance, workflow } = prepared;
+    const started = performance.now();
+    let segment: Segment;
+    let hero: object | null;
+    try {
+      segment = await this.openSegment(step.transactionTimeoutMs);
+      hero = await this.store.readHero(segment.manager, workflow.heroType, workflow.heroId);
+    } catch {
+      return this.finalize.finalize(prepared, CONTINUE);
+    }
+    if (hero === null && !definition.mayProceedWithoutHero) {
+      await segment.end(false);
+      prepared.logger.log('Hero is gone: workflow canceled');
+      return this.finalize.finalize(prepared, { kind: 'flow', intent: { kind: 'cancel' } });
+    }
+    /** Why the body must stop writing, once it must (a holder: the checkpoints set it). */
+    const run: { stopped: Stop | null } = { stopped: null };
+    const stop = async (reason: Stop): Promise<never> => {
+      run.stopped = reason;
+      workflowInternals.rebind(instance, { manager: undefined });
+      await segment.end(false).catch(() => undefined);
+      throw reason.why === 'timeout' ? reason.error : new RollBack();
+    };
+    const persist = async (encoded: string): Promise<void> => {
+      if (run.stopped) throw new RollBack();
+      const elapsedMs = performance.now() - segment.openedAt;
+      if (elapsedMs > step.transactionTimeoutMs) return stop({ why: 'timeout', error: new TransactionTimeoutError(step.name, step.transactionTimeoutMs, elapsedMs) });
+      try {
+        const { workflow: now, execution } = await this.store.lockStep(segment.manager, prepared.workflowId, prepared.executionId);
+        // A pause from outside stops the step at this checkpoint (StepIteration.shouldStop): its items so far are kept.
+        if (execution?.state !== 'in_progress' || (now.state !== 'performing' && now.state !== 'paused')) return stop({ why: 'refused' });
+        await writeCursor(segment.manager, prepared.executionId, encoded);
+        await segment.end(true);
+        segment = await this.openSegment(step.transactionTimeoutMs);
+      } catch (error) {
+        if (error instanceof RollBack) throw error;
+        return stop({ why: 'lost' });
+      }
+      workflowInternals.rebind(instance, { manager: segment.manager });
+    };
+
+    workflowInternals.rebind(instance, { hero, manager: segment.manager });
+    const result = await this.body.run(prepared, persist);
+    const reason = run.stopped;
+    if (reason?.why === 'refused') return this.finalize.finalize(prepared, result); // the rows moved on: phase 3 finds them so
+    if (reason?.why === 'timeout') return this.finalize.finalize(prepared, { kind: 'exception', error: reason.error, policy: resolveExceptionPolicy(step, definition.exceptionPolicies, reason.error) });
+    const lost = reason?.why === 'lost' || (result.kind === 'exception' && isTransient(result.error));
+    const kept = !lost && (keepsWrites(result) || (result.kind === 'flow' && result.intent.kind === 'continue'));
+    const recorded = kept ? await this.store.batched(segment.manager, () => this.finalize.recordWithBody(segment.manager, prepared, result)).catch(() => null) : null;
+    workflowInternals.rebind(instance, { manager: undefined });
+    if (!recorded) {
+      await segment.end(false).catch(() => undefined);
+      return this.finalize.finalize(prepared, lost ? CONTINUE : result);
+    }
+    try {
+      await segment.end(true);
+    } catch (error) {
+      // A COMMIT whose answer was lost: stuck recovery settles the execution. Any other failure wrote nothing.
+      if (error instanceof CommitOutcomeUnknownError) throw error;
+      return this.finalize.finalize(prepared, CONTINUE);
+    }
+    return this.finalize.report(prepared, result, recorded, started);
+  }
+
+  /**
+   * A transaction held open across part of a body (a segment of a resumable step), begun now and
+   * ended on demand: committed, or rolled back. It runs through the TransactionRunner like any
+   * other (SQLite's writer queue, a lost COMMIT's jobs).
+   */
+  private async openSegment(timeoutMs: number): Promise<Segment> {
+    let opened!: (manager: EntityManager) => void;
+    let failed!: (error: unknown) => void;
+    const ready = new Promise<EntityManager>((resolve, reject) => {
+      opened = resolve;
+      failed = reject;
+    });
+    let finish!: (commit: boolean) => void;
+    const ending = new Promise<boolean>((resolve) => (finish = resolve));
+    const done = this.transactions.run(
+      async (manager) => {
+        await this.boundStatements(manager, timeoutMs);
+        opened(manager);
+        if (!(await ending)) throw new RollBack();
+      },
+      undefined,
+      ONCE,
+    );
+    done.catch(failed);
+    const manager = await ready;
+    return {
+      manager,
+      openedAt: performance.now(),
+      end: async (commit) => {
+        finish(commit);
+        await done.catch((error: unknown) => {
+          if (!(error instanceof RollBack)) throw error;
+        });
+      },
+    };
+  }
+
+  /**
    * PostgreSQL bounds every statement of the transaction, and every gap between them, by the step's
    * `transactionTimeout` (both settings end with the transaction). Other databases have no such
    * per-transaction settings: the elapsed time is checked when the body returns.
@@ -122,6 +235,19 @@ export class TransactionalStep {
     await manager.query(`SET LOCAL statement_timeout = ${ms}; SET LOCAL idle_in_transaction_session_timeout = ${ms}`);
   }
 }
+
+/** Why a resumable step's body must stop writing: the rows moved on, its segment outlasted its timeout, or a segment was lost. */
+type Stop = { why: 'refused' | 'lost' } | { why: 'timeout'; error: TransactionTimeoutError };
+
+/** A transaction of a resumable step's body, between two checkpoints. */
+interface Segment {
+  manager: EntityManager;
+  openedAt: number;
+  end(commit: boolean): Promise<void>;
+}
+
+/** A resumable step whose segment was lost hands on to a successor, which continues from the cursor that committed. */
+const CONTINUE: BodyResult = { kind: 'flow', intent: { kind: 'continue', waitMs: undefined } };
 
 /** Whether the body's writes commit with this outcome (see TransactionalStep). */
 function keepsWrites(result: BodyResult): boolean {

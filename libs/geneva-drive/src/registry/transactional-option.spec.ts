@@ -34,14 +34,15 @@ describe('transactional steps in a definition', () => {
     ]);
   });
 
-  it('the class default applies to its @Steps, which may opt out, and never to resumable steps', () => {
+  it('the class default applies to its steps, resumable ones included, which may opt out', () => {
     @Workflow({ transactional: true })
     class Booked extends GenevaWorkflow {
       @Step() async one() {}
       @Step({ transactional: false }) async two() {}
       @ResumableStep() async three(_iteration: StepIteration) {}
+      @ResumableStep({ transactional: false }) async four(_iteration: StepIteration) {}
     }
-    expect(buildWorkflowDefinition(Booked).steps.map((s) => s.transactional)).toEqual([true, false, false]);
+    expect(buildWorkflowDefinition(Booked).steps.map((s) => s.transactional)).toEqual([true, false, true, false]);
   });
 
   it('refuses what cannot work, at boot', () => {
@@ -55,15 +56,6 @@ describe('transactional steps in a definition', () => {
     expect(refusal(bad({ transactionTimeout: '5s' }))).toMatch(/transactionTimeout needs transactional: true/);
     expect(refusal(bad({ transactional: true, transactionTimeout: 0 }))).toMatch(/transactionTimeout must be a positive duration/);
     expect(refusal(bad({ transactional: 'yes' }))).toMatch(/transactional must be true or false/);
-    expect(
-      refusal(() => {
-        @Workflow()
-        class Resumable extends GenevaWorkflow {
-          @ResumableStep({ transactional: true } as object) async one(_iteration: StepIteration) {}
-        }
-        return buildWorkflowDefinition(Resumable);
-      }),
-    ).toMatch(/transactional is an option of @Step only: a resumable step commits at each checkpoint/);
     expect(
       refusal(() => {
         @Workflow({ transactional: 1 } as object)

@@ -121,8 +121,7 @@ export class WorkflowDefinition {
 }
 
 const STEP_OPTION_KEYS = ['name', 'wait', 'waitFor', 'timeout', 'onTimeout', 'skipIf', 'onException', 'maxReattempts', 'terminalAction', 'maxRecoveries', 'before', 'after', 'jobOptions'];
-/** Options of `@Step` only: a resumable step commits at its checkpoints, so it is never transactional. */
-const PLAIN_STEP_OPTION_KEYS = ['transactional', 'transactionTimeout'];
+const TRANSACTIONAL_OPTION_KEYS = ['transactional', 'transactionTimeout'];
 const RESUMABLE_OPTION_KEYS = ['maxIterations', 'maxRuntime'];
 const WORKFLOW_OPTION_KEYS = ['name', 'hero', 'cancelIf', 'onException', 'jobOptions', 'mayProceedWithoutHero', 'skipUndefinedSteps', 'removedSteps', 'transactional'];
 const REMOVED_STEP_KEYS = ['name', 'after', 'before'];
@@ -275,11 +274,8 @@ function stepNameOf(declaration: StepDeclaration, taken: Set<string>, reserved: 
 
 function buildStep(name: string, declaration: StepDeclaration, target: Function, fail: (problem: string) => never, transactionalByDefault: boolean): StepDefinition {
   const options = declaration.options as Record<string, unknown> & StepDeclaration['options'];
-  const allowed = declaration.resumable ? [...STEP_OPTION_KEYS, ...RESUMABLE_OPTION_KEYS] : [...STEP_OPTION_KEYS, ...PLAIN_STEP_OPTION_KEYS];
-  for (const key of Object.keys(options)) {
-    if (declaration.resumable && PLAIN_STEP_OPTION_KEYS.includes(key)) fail(`${key} is an option of @Step only: a resumable step commits at each checkpoint`);
-    if (!allowed.includes(key)) fail(`unknown step option "${key}"`);
-  }
+  const allowed = [...STEP_OPTION_KEYS, ...TRANSACTIONAL_OPTION_KEYS, ...(declaration.resumable ? RESUMABLE_OPTION_KEYS : [])];
+  for (const key of Object.keys(options)) if (!allowed.includes(key)) fail(`unknown step option "${key}"`);
   if (options.name !== undefined && (typeof options.name !== 'string' || options.name.trim() === '')) fail('name must be a non-empty string');
 
   let invoke: StepDefinition['invoke'];
@@ -344,7 +340,7 @@ function buildStep(name: string, declaration: StepDeclaration, target: Function,
     }
   }
 
-  const { transactional, transactionTimeoutMs } = buildTransactional(options, !declaration.resumable && transactionalByDefault, fail);
+  const { transactional, transactionTimeoutMs } = buildTransactional(options, transactionalByDefault, fail);
 
   return Object.freeze({
     name,

@@ -60,7 +60,8 @@ export interface StepOptions<W = any> {
   /**
    * Run the body in a database transaction that commits only together with the step's outcome:
    * what the body writes through `this.manager` (and `this.hero`, read through it) is in the
-   * database exactly when the step's completion is. @default the workflow's `transactional`, else false
+   * database exactly when the step's completion is. In a resumable step, the writes between two
+   * checkpoints commit with the second one. @default the workflow's `transactional`, else false
    */
   transactional?: boolean;
   /**

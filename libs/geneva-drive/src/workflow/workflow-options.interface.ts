@@ -39,7 +39,7 @@ export interface WorkflowOptions<W = any> {
    * `removedSteps` instead. @default false
    */
   skipUndefinedSteps?: boolean;
-  /** The default of `transactional` for this class's `@Step`s (resumable steps are never transactional). @default false */
+  /** The default of `transactional` for this class's steps. @default false */
   transactional?: boolean;
   /** Steps deleted from the class whose executions may still be in flight (see RemovedStepOptions). */
   removedSteps?: RemovedStepOptions[];
