@@ -151,8 +151,12 @@ describe('the geneva-drive package, installed into a Nest app', () => {
     const created = await call('POST', '/orders', { sku: 'BOOK-1' });
     expect(created.status).toBe(201);
     const { orderId, workflowId } = created.body as { orderId: number; workflowId: string };
-    await waitFor(async () => ((await call('GET', `/orders/${orderId}`)).body.status === 'reserved' ? true : undefined), () => output);
-    expect((await call('GET', `/orders/${orderId}`)).body).toEqual({ status: 'reserved', workflowState: 'ready' });
+    // The body writes the status and commits before the step's outcome does: wait for the park too.
+    const parked = await waitFor(async () => {
+      const { body } = await call('GET', `/orders/${orderId}`);
+      return body.status === 'reserved' && body.workflowState === 'ready' ? body : undefined;
+    }, () => output);
+    expect(parked).toEqual({ status: 'reserved', workflowState: 'ready' });
 
     const event = { id: 'evt_1NqXaB', workflowId, amountCents: 1250 };
     const first = await call('POST', '/webhooks/payments', event);
