@@ -134,11 +134,11 @@ function effectsSuite(kind: DatabaseKind, entry: () => string, children: Set<Chi
     const plain = effectTally(snap, ofClass(PlainLedgerProofWorkflow.name), EFFECT_STEPS);
     const extra = (tally: typeof plain) => Object.values(tally.extraByOutcome).reduce((sum, n) => sum + n, 0);
     const recovered = snap.executions.filter((e) => e.outcome === 'recovered').length;
-    // A plain body's error is re-thrown to its job once its reattempt is recorded; any other failed
-    // job is an engine error surfacing (a COMMIT whose answer was lost: stuck recovery's case).
-    const outcomes = new Map(snap.executions.map((e) => [e.id, e.outcome]));
-    const failedJobs = everyone.flatMap((c) => c.of('job')).filter((j) => j.event === 'failed');
-    const engineFailures = failedJobs.filter((j) => outcomes.get(j.executionId) !== 'reattempted');
+    // Jobs that failed, by error: a plain body's error (its own statement met a killed session) is
+    // re-thrown to the job that ran it, its step's or the one a chain started it from, once its
+    // reattempt is recorded; a COMMIT whose answer was lost leaves its step to be taken over.
+    const failedJobs: Record<string, number> = {};
+    for (const job of everyone.flatMap((c) => c.of('job')).filter((j) => j.event === 'failed')) failedJobs[job.error ?? '?'] = (failedJobs[job.error ?? '?'] ?? 0) + 1;
     const terminations = faults.filter((f) => f.kind === 'sessions');
     proofFigures(
       `transactional-effects [${kind}] ${WORKFLOWS} workflows: ${sigkills()} SIGKILLs (${faults.filter((f) => f.kind === 'sigkill' && f.transactionalBodies > 0).length} in a transactional body), ` +
@@ -146,7 +146,7 @@ function effectsSuite(kind: DatabaseKind, entry: () => string, children: Set<Chi
         `${runAgain()} transactional bodies run again after a lost transaction; ` +
         `transactional steps: ${transactional.rows} rows = ${transactional.successes} successful executions; ` +
         `plain steps: ${plain.rows} rows for ${plain.successes} successful executions, ${extra(plain)} duplicates ${JSON.stringify(plain.extraByOutcome)}; ` +
-        `${recovered} executions recovered (housekeeping ${hk.inProgressRecovered} in progress, ${hk.scheduledRecovered} scheduled, ${hk.runs} runs), ${failedJobs.length} jobs failed (${engineFailures.length} not by a body's error${engineFailures.length > 0 ? `: ${[...new Set(engineFailures.map((j) => j.error))].join('; ')}` : ''}), ${sampled.samples} samples; ` +
+        `${recovered} executions recovered (housekeeping ${hk.inProgressRecovered} in progress, ${hk.scheduledRecovered} scheduled, ${hk.runs} runs), jobs failed ${JSON.stringify(failedJobs)}, ${sampled.samples} samples; ` +
         `boot ${booted - began} ms, chaos ${chaosMs} ms, total ${Date.now() - began} ms`,
     );
 
