@@ -1,14 +1,14 @@
 /**
- * The application the benchmarks run: a hero entity, two workflows, and the probe through which the
+ * The application the benchmarks run: a hero entity, the workflows, and the probe through which the
  * step bodies (and the engine's diagnostics events) report back to the measuring code. Wired like a
  * user's app: TypeOrmModule.forRoot with the geneva-drive entities and migrations, GenevaDriveModule
  * with a real queue adapter (local, Bull or BullMQ), workflows listed among the providers.
  */
 import 'reflect-metadata';
 import { type LoggerService, Module, type DynamicModule } from '@nestjs/common';
-import { TypeOrmModule, type TypeOrmModuleOptions } from '@nestjs/typeorm';
-import { subscribe } from 'node:diagnostics_channel';
-import { Column, Entity, PrimaryGeneratedColumn, Table, type Logger as TypeOrmLogger, type MigrationInterface, type QueryRunner } from 'typeorm';
+import { InjectDataSource, TypeOrmModule, type TypeOrmModuleOptions } from '@nestjs/typeorm';
+import { channel, subscribe } from 'node:diagnostics_channel';
+import { Column, DataSource, Entity, PrimaryGeneratedColumn, Table, type Logger as TypeOrmLogger, type MigrationInterface, type QueryRunner } from 'typeorm';
 import {
   GENEVA_DRIVE_CHANNELS,
   GENEVA_DRIVE_ENTITIES,
@@ -30,11 +30,16 @@ export const SIGNAL_WORKFLOW = 'BenchSignalWorkflow';
 export const PAYMENT_WORKFLOW = 'BenchPaymentWorkflow';
 /** The same shape whose waiting step has a deadline (`timeout`), for the idle window. */
 export const DEADLINE_PAYMENT_WORKFLOW = 'BenchDeadlinePaymentWorkflow';
+/** The same shape whose `b` writes one row: through its transaction (a transactional step), or through the DataSource (a plain one). */
+export const LEDGER_PAYMENT_WORKFLOW = 'BenchLedgerPaymentWorkflow';
+export const PLAIN_LEDGER_PAYMENT_WORKFLOW = 'BenchPlainLedgerPaymentWorkflow';
 /** The signal BenchPaymentWorkflow's second step waits for. */
 export const PAYMENT_SIGNAL = 'payment_confirmed';
 /** The parked step of BenchSignalWorkflow. */
 export const PARKED_STEP = 'park';
 export const HERO_TABLE = 'bench_heroes';
+/** The rows the ledger shapes' `b` writes. */
+export const EFFECT_TABLE = 'bench_effects';
 
 @Entity({ name: HERO_TABLE })
 export class BenchHero {
@@ -63,6 +68,41 @@ export class CreateBenchHeroes1600000000000 implements MigrationInterface {
 
   async down(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.dropTable(HERO_TABLE, true);
+  }
+}
+
+/** One row a ledger shape's `b` wrote. */
+@Entity({ name: EFFECT_TABLE })
+export class BenchEffect {
+  @PrimaryGeneratedColumn({ type: 'integer' })
+  id: number;
+
+  @Column({ name: 'workflow_id', type: 'varchar', length: 64 })
+  workflowId: string;
+
+  @Column({ type: 'varchar', length: 64 })
+  step: string;
+}
+
+/** Creates the effect table (no unique key besides its id: a row written twice would show). */
+export class CreateBenchEffects1600000000001 implements MigrationInterface {
+  name = 'CreateBenchEffects1600000000001';
+
+  async up(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.createTable(
+      new Table({
+        name: EFFECT_TABLE,
+        columns: [
+          { name: 'id', type: 'integer', isPrimary: true, isGenerated: true, generationStrategy: 'increment' },
+          { name: 'workflow_id', type: 'varchar', length: '64' },
+          { name: 'step', type: 'varchar', length: '64' },
+        ],
+      }),
+    );
+  }
+
+  async down(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.dropTable(EFFECT_TABLE, true);
   }
 }
 
@@ -131,16 +171,19 @@ export const probe = {
   paymentFinished: new Arrivals<FinalizeEvent>(),
 };
 
+/** The workflows of the shape whose parks and ends the probe reports. */
+const PARKING_SHAPES = new Set([PAYMENT_WORKFLOW, DEADLINE_PAYMENT_WORKFLOW, LEDGER_PAYMENT_WORKFLOW, PLAIN_LEDGER_PAYMENT_WORKFLOW]);
+const FINISHING_SHAPES = new Set([PAYMENT_WORKFLOW, LEDGER_PAYMENT_WORKFLOW, PLAIN_LEDGER_PAYMENT_WORKFLOW]);
+
 subscribe(GENEVA_DRIVE_CHANNELS.precondition, (message) => {
   const event = message as PreconditionEvent;
-  const payment = event.workflowClass === PAYMENT_WORKFLOW || event.workflowClass === DEADLINE_PAYMENT_WORKFLOW;
-  if (payment && event.outcome === 'waiting') probe.paymentParked.arrive(event.workflowId, performance.now());
+  if (PARKING_SHAPES.has(event.workflowClass) && event.outcome === 'waiting') probe.paymentParked.arrive(event.workflowId, performance.now());
 });
 
 subscribe(GENEVA_DRIVE_CHANNELS.finalize, (message) => {
   const event = message as FinalizeEvent;
   if (event.workflowClass === SIGNAL_WORKFLOW) probe.finalized.arrive(event.workflowId, event);
-  if (event.workflowClass === PAYMENT_WORKFLOW && event.workflowState === 'finished') probe.paymentFinished.arrive(event.workflowId, event);
+  if (FINISHING_SHAPES.has(event.workflowClass) && event.workflowState === 'finished') probe.paymentFinished.arrive(event.workflowId, event);
 });
 
 // ------------------------------------------------------------------ workflows
@@ -203,6 +246,61 @@ export class BenchDeadlinePaymentWorkflow extends GenevaWorkflow<BenchHero> {
   }
 }
 
+/**
+ * Published by the ledger shapes' `b` as its body begins (an ExecutionEvent's fields), so that the
+ * statement count by phase tells the body's statements from those the engine issues around it.
+ */
+export const BENCH_BODY_CHANNEL = 'geneva-drive-bench:body';
+const bodyChannel = channel(BENCH_BODY_CHANNEL);
+
+function bodyBegins(wf: GenevaWorkflow<BenchHero>, workflowClass: string): void {
+  if (bodyChannel.hasSubscribers) bodyChannel.publish({ workflowClass, workflowId: wf.record.id, executionId: wf.currentExecution.id, stepName: wf.currentExecution.stepName });
+}
+
+/**
+ * The shape with a real write: `b`, transactional, inserts one row through its transaction
+ * (`this.manager`), which commits with the step's completion.
+ */
+@Workflow({ name: LEDGER_PAYMENT_WORKFLOW, hero: () => BenchHero })
+export class BenchLedgerPaymentWorkflow extends GenevaWorkflow<BenchHero> {
+  @Step()
+  async a() {}
+
+  @Step({ waitFor: PAYMENT_SIGNAL, transactional: true })
+  async b() {
+    bodyBegins(this, LEDGER_PAYMENT_WORKFLOW);
+    await this.manager.insert(BenchEffect, { workflowId: this.record.id, step: 'b' });
+  }
+}
+
+/** The same write from a plain `b`, through the DataSource: the row commits on its own, before the step's outcome. */
+@Workflow({ name: PLAIN_LEDGER_PAYMENT_WORKFLOW, hero: () => BenchHero })
+export class BenchPlainLedgerPaymentWorkflow extends GenevaWorkflow<BenchHero> {
+  constructor(@InjectDataSource() private readonly dataSource: DataSource) {
+    super();
+  }
+
+  @Step()
+  async a() {}
+
+  @Step({ waitFor: PAYMENT_SIGNAL })
+  async b() {
+    bodyBegins(this, PLAIN_LEDGER_PAYMENT_WORKFLOW);
+    await this.dataSource.manager.insert(BenchEffect, { workflowId: this.record.id, step: 'b' });
+  }
+}
+
+/** A workflow class of the shape (a → b waiting for `payment_confirmed`), its stored type name, and whether `b` writes a row. */
+export interface PaymentShape {
+  workflowClass: typeof BenchPaymentWorkflow | typeof BenchLedgerPaymentWorkflow | typeof BenchPlainLedgerPaymentWorkflow;
+  name: string;
+  writesEffect: boolean;
+}
+
+export const PAYMENT_SHAPE: PaymentShape = { workflowClass: BenchPaymentWorkflow, name: PAYMENT_WORKFLOW, writesEffect: false };
+export const LEDGER_SHAPE: PaymentShape = { workflowClass: BenchLedgerPaymentWorkflow, name: LEDGER_PAYMENT_WORKFLOW, writesEffect: true };
+export const PLAIN_LEDGER_SHAPE: PaymentShape = { workflowClass: BenchPlainLedgerPaymentWorkflow, name: PLAIN_LEDGER_PAYMENT_WORKFLOW, writesEffect: true };
+
 // ------------------------------------------------------------------ logging
 
 /** Engine log lines are dropped (they would dominate the timings); errors and warnings are kept for the report. */
@@ -254,8 +352,8 @@ export class BenchModule {
       imports: [
         TypeOrmModule.forRoot({
           ...config.database,
-          entities: [BenchHero, ...GENEVA_DRIVE_ENTITIES],
-          migrations: [CreateBenchHeroes1600000000000, ...GENEVA_DRIVE_MIGRATIONS],
+          entities: [BenchHero, BenchEffect, ...GENEVA_DRIVE_ENTITIES],
+          migrations: [CreateBenchHeroes1600000000000, CreateBenchEffects1600000000001, ...GENEVA_DRIVE_MIGRATIONS],
           migrationsRun: true,
           synchronize: false,
         } as TypeOrmModuleOptions),
@@ -263,7 +361,7 @@ export class BenchModule {
         // No housekeeping: nothing but the measured work runs.
         GenevaDriveModule.forRoot({ queue: config.queue, housekeeping: false, logger: config.logger }),
       ],
-      providers: [BenchStepsWorkflow, BenchSignalWorkflow, BenchPaymentWorkflow, BenchDeadlinePaymentWorkflow],
+      providers: [BenchStepsWorkflow, BenchSignalWorkflow, BenchPaymentWorkflow, BenchDeadlinePaymentWorkflow, BenchLedgerPaymentWorkflow, BenchPlainLedgerPaymentWorkflow],
     };
   }
 }

@@ -12,8 +12,8 @@ import type { QueueAdapterOptions } from 'geneva-drive';
 export type DatabaseKind = 'sqlite' | 'postgres' | 'mysql';
 export type QueueKind = 'local' | RedisQueueKind;
 export type RedisQueueKind = 'bull' | 'bullmq';
-export type Scenario = 'engine' | 'shape' | 'scale' | 'dashboard';
-const SCENARIOS: readonly Scenario[] = ['engine', 'shape', 'scale', 'dashboard'];
+export type Scenario = 'engine' | 'shape' | 'ledger' | 'scale' | 'dashboard';
+const SCENARIOS: readonly Scenario[] = ['engine', 'shape', 'ledger', 'scale', 'dashboard'];
 
 export interface BenchOptions {
   db: DatabaseKind;
@@ -21,7 +21,7 @@ export interface BenchOptions {
   quick: boolean;
   /** Step jobs run at once by this process (the queue adapter's `concurrency`). */
   concurrency: number;
-  /** Print the query plans of the statements one signal() issues at the large population. */
+  /** Print the query plans of the statements one signal() issues at the large population, and every statement of one ledger workflow. */
   explain: boolean;
   seed: number;
   /** Timed runs of each shape and scale measurement; the reported figure is their median. */
@@ -62,9 +62,10 @@ export function sizesFor(quick: boolean): Sizes {
     : { throughputWorkflows: 2_000, latencySignals: 500, latencyWarmup: 20, smallPopulation: 1_000, largePopulation: 100_000, populationSignals: 200, populationWarmup: 20, shapeWorkflows: 2_000, sequentialSignals: 200, simultaneousSignals: 200, costWorkflows: 100, idleParked: 10_000, idleSeconds: 30, dashboardWorkflows: 100_000, dashboardRequests: 100 };
 }
 
-const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull|bullmq] [--quick] [--concurrency=N] [--runs=N] [--explain] [--seed=N] [--scenarios=engine,shape,scale,dashboard]
+const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull|bullmq] [--quick] [--concurrency=N] [--runs=N] [--explain] [--seed=N] [--scenarios=engine,shape,ledger,scale,dashboard]
   engine: steps/second, signal → step start, signal() against the parked population
   shape:  a → b (waitFor) in both arrival orders, signals one at a time and at once, statements (by kind and phase) and Redis commands per workflow, CPU per workflow, idle cost
+  ledger: the shape whose b writes one row, transactional (through this.manager) beside plain (through the DataSource): statements and CPU per workflow
   scale:  the shape with 1 sender process and 2 worker processes (PostgreSQL or MySQL with --queue=bull|bullmq; skipped otherwise)
   dashboard: the operator dashboard's workflow list page over 100k workflows
   --runs=N      timed runs of each shape and scale measurement, median reported (default 3)

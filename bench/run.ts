@@ -4,12 +4,12 @@
  * in the test suite.
  *
  *   npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull|bullmq] [--quick] [--concurrency=N] [--runs=N] [--explain]
- *                    [--scenarios=engine,shape,scale,dashboard]
+ *                    [--scenarios=engine,shape,ledger,scale,dashboard]
  *
  * Prints a table and writes bench/results/latest.json. Exits non-zero when a check fails (the work
  * was not all done), when signal() got markedly slower with the parked population (see
- * MAX_POPULATION_RATIO), or when the comparison shape exceeds its statement or Redis command budget
- * (shape.ts). Its timing goals are reported, never gated (goals.ts).
+ * MAX_POPULATION_RATIO), or when the comparison shape, or its transactional ledger variant, exceeds its
+ * statement or Redis command budget (shape.ts). Its timing goals are reported, never gated (goals.ts).
  */
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
@@ -18,13 +18,13 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { DataSource } from 'typeorm';
 import { SignalService, WorkflowService } from 'geneva-drive';
-import { BenchLogger, BenchModule, QueryRecorder } from './app.js';
+import { BenchLogger, BenchModule, LEDGER_SHAPE, PLAIN_LEDGER_SHAPE, QueryRecorder } from './app.js';
 import { BulkWriter } from './bulk.js';
 import { databaseOptions, describeDatabase, parseArgs, PROJECT_ROOT, recreateDatabase, redisQueue, redisUrl, removeKeys, sizesFor, UsageError, type BenchOptions } from './config.js';
 import { measureScale } from './scale.js';
 import { BenchCheckError, measureLatency, measurePopulation, measureThroughput, type BenchContext } from './scenarios.js';
 import { LIST_PAGE_P50_GOAL_MS, measureListPage } from './dashboard.js';
-import { countCost, countPhases, measureIdle, REDIS_BUDGET, runSequential, runSignalAfter, runSignalFirst, runSimultaneous, STATEMENT_BUDGET, type RedisTarget, type ShapeRun } from './shape.js';
+import { countCost, countPhases, LEDGER_STATEMENT_BUDGET, measureIdle, REDIS_BUDGET, runSequential, runSignalAfter, runSignalFirst, round, runSimultaneous, STATEMENT_BUDGET, type RedisTarget, type ShapeRun } from './shape.js';
 import { evaluateGoals, figure, goalsTable, loads, type ShapeTimings } from './goals.js';
 import { median, ms, seededRandom, table } from './stats.js';
 
@@ -133,6 +133,7 @@ async function runMeasurements(
   const failures: Array<BenchCheckError | undefined> = [];
   if (options.scenarios.includes('engine')) failures.push(await runEngineScenarios(ctx, results));
   if (options.scenarios.includes('shape')) failures.push(await runShapeScenarios(ctx, results, bull));
+  if (options.scenarios.includes('ledger')) failures.push(await runLedgerScenario(ctx, results, bull));
   if (options.scenarios.includes('scale')) failures.push(await runScaleScenario(ctx, results));
   if (options.scenarios.includes('dashboard')) failures.push(await runDashboardScenario(ctx, results));
   if (logger.errors.length > 0) return new BenchCheckError(`the engine logged ${logger.errors.length} error(s); first: ${logger.errors[0]}`);
@@ -247,9 +248,90 @@ async function runShapeScenarios(ctx: BenchContext, results: Record<string, unkn
   return over.length > 0 ? new BenchCheckError(`over budget: ${over.join('; ')}`) : undefined;
 }
 
-function printPerWorkflow(title: string, first: Record<string, number>, after: Record<string, number>): void {
-  console.log(`\n${title} (signal first | signal after):`);
+function printPerWorkflow(title: string, first: Record<string, number>, after: Record<string, number>, columns = 'signal first | signal after'): void {
+  console.log(`\n${title} (${columns}):`);
   for (const key of new Set([...Object.keys(first), ...Object.keys(after)])) console.log(`  ${key.padEnd(40)} ${String(first[key] ?? 0).padStart(6)} | ${String(after[key] ?? 0).padStart(6)}`);
+}
+
+/**
+ * The shape whose `b` writes one row, side by side: transactional (`b` inserts through its
+ * transaction, `this.manager`) and plain (`b` inserts through the DataSource). Statements per
+ * workflow in both arrival orders (the transactional one gated by LEDGER_STATEMENT_BUDGET) and by
+ * phase, then `--runs` timed runs of both, interleaved: CPU per workflow and workflows/s, medians.
+ * `--explain` lists every statement of one workflow of each.
+ */
+async function runLedgerScenario(ctx: BenchContext, results: Record<string, unknown>, bull: RedisTarget | undefined): Promise<BenchCheckError | undefined> {
+  const { sizes, options } = ctx;
+  const variants = { plain: PLAIN_LEDGER_SHAPE, transactional: LEDGER_SHAPE } as const;
+  const orders = ['signalFirst', 'signalAfter'] as const;
+  type Variant = keyof typeof variants;
+  type Order = (typeof orders)[number];
+  const each = async <T>(measure: (variant: Variant, order: Order) => Promise<T>): Promise<Record<Variant, Record<Order, T>>> => {
+    const out = {} as Record<Variant, Record<Order, T>>;
+    for (const variant of ['plain', 'transactional'] as const) {
+      out[variant] = {} as Record<Order, T>;
+      for (const order of orders) out[variant][order] = await measure(variant, order);
+    }
+    return out;
+  };
+  console.log(`ledger shape a → b (waitFor; b writes one row), plain and transactional: counting statements over ${sizes.costWorkflows} workflows per arrival order ...`);
+  const cost = await each((variant, order) => countCost(ctx, order, sizes.costWorkflows, bull, variants[variant]));
+  console.log(`ledger shape: statements by phase, ${sizes.costWorkflows} workflows one at a time per arrival order ...`);
+  const phases = await each((variant, order) => countPhases(ctx, order, sizes.costWorkflows, variants[variant]));
+  const timings: Record<Variant, Record<Order, ShapeRun[]>> = { plain: { signalFirst: [], signalAfter: [] }, transactional: { signalFirst: [], signalAfter: [] } };
+  for (let run = 1; run <= options.runs; run++) {
+    console.log(`ledger shape, run ${run} of ${options.runs}: ${sizes.shapeWorkflows} workflows of each variant signal first, then signal after (load ${loadavg()[0].toFixed(2)}) ...`);
+    for (const order of orders) {
+      for (const variant of ['plain', 'transactional'] as const) {
+        timings[variant][order].push(await (order === 'signalFirst' ? runSignalFirst : runSignalAfter)(ctx, sizes.shapeWorkflows, variants[variant]));
+      }
+    }
+  }
+  const budget = LEDGER_STATEMENT_BUDGET[options.db];
+  results.ledger = { cost, phases: mapPhases(phases), timings, budget };
+
+  const mid = (runs: ShapeRun[], pick: (run: ShapeRun) => number | undefined) => figure(medianOf(runs.map(pick)));
+  const perRun = (runs: ShapeRun[], pick: (run: ShapeRun) => number | undefined) => runs.map((run) => figure(pick(run))).join(' / ');
+  const orderLabel = (order: Order) => (order === 'signalFirst' ? 'signal first' : 'signal after');
+  const rows: string[][] = [];
+  for (const order of orders) {
+    const plain = cost.plain[order].statementsPerWorkflow;
+    const transactional = cost.transactional[order].statementsPerWorkflow;
+    rows.push([`statements / workflow, ${orderLabel(order)}`, String(plain), String(transactional), `${transactional - plain >= 0 ? '+' : ''}${round(transactional - plain)}; budget ${budget[order]}`]);
+    if (cost.plain[order].redisCommandsPerWorkflow !== undefined) {
+      rows.push([`Redis commands / workflow, ${orderLabel(order)}`, String(cost.plain[order].redisCommandsPerWorkflow), String(cost.transactional[order].redisCommandsPerWorkflow), '']);
+    }
+  }
+  const server = options.db === 'postgres' ? 'PostgreSQL' : options.db === 'mysql' ? 'mariadbd (whole server)' : undefined;
+  for (const order of orders) {
+    const [plain, transactional] = [timings.plain[order], timings.transactional[order]];
+    rows.push([`Node CPU ms / workflow, ${orderLabel(order)}`, mid(plain, (r) => r.nodeCpuMsPerWorkflow), mid(transactional, (r) => r.nodeCpuMsPerWorkflow), `runs ${perRun(plain, (r) => r.nodeCpuMsPerWorkflow)} | ${perRun(transactional, (r) => r.nodeCpuMsPerWorkflow)}`]);
+    if (server) rows.push([`${server} CPU ms / workflow, ${orderLabel(order)}`, mid(plain, (r) => r.serverCpuMsPerWorkflow), mid(transactional, (r) => r.serverCpuMsPerWorkflow), `runs ${perRun(plain, (r) => r.serverCpuMsPerWorkflow)} | ${perRun(transactional, (r) => r.serverCpuMsPerWorkflow)}`]);
+    rows.push([`workflows/s, ${orderLabel(order)}`, mid(plain, (r) => r.workflowsPerSecond), mid(transactional, (r) => r.workflowsPerSecond), `load ${loads(plain.map((r) => r.load))} | ${loads(transactional.map((r) => r.load))}`]);
+  }
+  console.log('');
+  console.log(table([[`ledger shape (b writes one row), medians of ${options.runs}`, 'plain b', 'transactional b', 'detail (transactional − plain; runs plain | transactional)'], ...rows]));
+  for (const order of orders) {
+    printPerWorkflow(`statements per workflow by kind, ${orderLabel(order)}`, cost.plain[order].statementsByKind, cost.transactional[order].statementsByKind, 'plain | transactional');
+    printPerWorkflow(`statements per workflow by phase, ${orderLabel(order)}, one workflow at a time`, phases.plain[order].byPhase, phases.transactional[order].byPhase, 'plain | transactional');
+  }
+  if (options.explain) {
+    for (const order of orders) {
+      for (const variant of ['plain', 'transactional'] as const) {
+        console.log(`\nevery statement of one ${variants[variant].name} workflow, ${orderLabel(order)}:`);
+        for (const { phase, sql } of phases[variant][order].firstWorkflow) console.log(`  [${phase}] ${sql.replace(/\s+/g, ' ')}`);
+      }
+    }
+  }
+  const over = orders
+    .filter((order) => cost.transactional[order].statementsPerWorkflow > budget[order])
+    .map((order) => `${cost.transactional[order].statementsPerWorkflow} statements per workflow of the transactional ledger shape (${order}), budget ${budget[order]}`);
+  return over.length > 0 ? new BenchCheckError(`over budget: ${over.join('; ')}`) : undefined;
+}
+
+/** The by-phase counts for the results file (the statement listing stays out of it). */
+function mapPhases<T extends { firstWorkflow: unknown }>(phases: Record<string, Record<string, T>>): Record<string, Record<string, Omit<T, 'firstWorkflow'>>> {
+  return Object.fromEntries(Object.entries(phases).map(([variant, byOrder]) => [variant, Object.fromEntries(Object.entries(byOrder).map(([order, { firstWorkflow: _, ...rest }]) => [order, rest]))]));
 }
 
 /**

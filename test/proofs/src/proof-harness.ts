@@ -70,6 +70,27 @@ export class ProofChild extends ChildHandle<ProofChildMessage, ProofParentMessag
     return [...running];
   }
 
+  /** The executions whose body runs in this worker now in its step's transaction (a transactional step). */
+  transactionalBodiesInFlight(): string[] {
+    const running = new Set<string>();
+    for (const body of this.of('body')) {
+      if (body.event === 'start' && body.transactional) running.add(body.executionId);
+      else running.delete(body.executionId);
+    }
+    return [...running];
+  }
+
+  /**
+   * The executions whose transactional body this worker began more than once: the transaction of
+   * the first run was lost before it committed (a deadlock, its connection killed) and the whole
+   * transaction ran again, body included.
+   */
+  transactionalBodiesRunAgain(): string[] {
+    const starts = new Map<string, number>();
+    for (const body of this.of('body')) if (body.event === 'start' && body.transactional) starts.set(body.executionId, (starts.get(body.executionId) ?? 0) + 1);
+    return [...starts].filter(([, n]) => n > 1).map(([id]) => id);
+  }
+
   /** What a SIGKILL now interrupts: the executions of the worker's Redis jobs and those whose body runs. */
   activeExecutions(): string[] {
     return [...new Set([...this.activeJobExecutions(), ...this.bodiesInFlight()])];
@@ -440,6 +461,51 @@ export function sideEffectProblems(snap: ProofSnapshot, workflowIds: string[], s
     }
   }
   return { problems, duplicates };
+}
+
+/** The side effect rows of some steps against their executions (see effectTally). */
+export interface EffectTally {
+  rows: number;
+  /** Executions of those steps with outcome `success`. */
+  successes: number;
+  /** Rows beyond one per successful execution, by the outcome of the execution that wrote them (`success` when one execution wrote two). */
+  extraByOutcome: Record<string, number>;
+  /** Each workflow and step without exactly one successful execution and exactly one row, that execution's. */
+  problems: string[];
+}
+
+/**
+ * The side effect rows of `steps` in `workflowIds` against the executions that wrote them. Exactly
+ * once — what a transactional step promises for its writes through `this.manager` — is `problems`
+ * empty: per workflow and step one successful execution and one row, that execution's, so rows =
+ * successes. A plain step shows its at-least-once rows in `extraByOutcome`.
+ */
+export function effectTally(snap: ProofSnapshot, workflowIds: string[], steps: string[]): EffectTally {
+  const wanted = new Set(workflowIds);
+  const ofSteps = <T extends { workflowId: string }>(items: T[], step: (item: T) => string) => items.filter((item) => wanted.has(item.workflowId) && steps.includes(step(item)));
+  const rows = ofSteps(snap.sideEffects, (r) => r.step);
+  const executions = ofSteps(snap.executions, (e) => e.stepName);
+  const outcomeOf = new Map(snap.executions.map((e) => [e.id, e.outcome ?? e.state]));
+  const extraByOutcome: Record<string, number> = {};
+  for (const [executionId, written] of groupBy(rows, (r) => r.executionId)) {
+    const outcome = outcomeOf.get(executionId) ?? 'no such execution';
+    const extra = outcome === 'success' ? written.length - 1 : written.length;
+    if (extra > 0) extraByOutcome[outcome] = (extraByOutcome[outcome] ?? 0) + extra;
+  }
+  const problems: string[] = [];
+  const rowsByStep = groupBy(rows, (r) => `${r.workflowId}/${r.step}`);
+  const executionsByStep = groupBy(executions, (e) => `${e.workflowId}/${e.stepName}`);
+  for (const id of workflowIds) {
+    for (const step of steps) {
+      const succeeded = (executionsByStep.get(`${id}/${step}`) ?? []).filter((e) => e.outcome === 'success');
+      const written = rowsByStep.get(`${id}/${step}`) ?? [];
+      if (succeeded.length !== 1 || written.length !== 1 || written[0].executionId !== succeeded[0].id) {
+        const history = (executionsByStep.get(`${id}/${step}`) ?? []).map((e) => `${e.id}:${e.state}/${e.outcome}`).join(', ');
+        problems.push(`workflow ${id} step ${step}: executions ${history}; rows of ${JSON.stringify(written.map((r) => r.executionId))}`);
+      }
+    }
+  }
+  return { rows: rows.length, successes: executions.filter((e) => e.outcome === 'success').length, extraByOutcome, problems };
 }
 
 /** Calls that failed for good (every attempt failed) or hung, and attempts that failed on the way. */

@@ -6,7 +6,8 @@
  *  - `worker`: a geneva-drive application consuming the Bull queue (GD_PROOF_CONCURRENCY jobs at
  *    once). Reports every job it takes and finishes, so the spec can kill it while it runs steps.
  *  - `sender`: an enqueue-only application (Bull at concurrency 0) that, on { type: 'run' }, creates
- *    heroes and starts workflows, then signals each one once with its idempotency key after a random
+ *    heroes and starts workflows (ProofWorkflow, or the classes the plan names, in turn), then
+ *    signals each one once with its idempotency key after a random
  *    delay (and a share of them a second time: a redelivery). Every call is bounded by a timeout (a
  *    call that does not return in time is reported as hung) and retried with the same key when it
  *    fails; each attempt is reported.
@@ -41,6 +42,8 @@ export interface SendPlan {
   /** Tries per call (the same idempotency key each time), with a pause in between. */
   maxAttempts: number;
   retryPauseMs: number;
+  /** The workflow classes started, by class name, one after the other in turn (default: ProofWorkflow alone). */
+  classes?: string[];
 }
 
 /** One attempt of one call, as the sender saw it. */
@@ -190,10 +193,16 @@ async function main(): Promise<void> {
 
   const run = async (plan: SendPlan) => {
     const deliveries: Promise<unknown>[] = [];
+    const classes = (plan.classes ?? [ProofWorkflow.name]).map((name) => {
+      const found = PROOF_WORKFLOWS.find((cls) => cls.name === name);
+      if (!found) throw new Error(`proof-process: no proof workflow class named ${name}`);
+      return found;
+    });
     for (let i = 0; i < plan.workflows; i++) {
       // A hero row and its workflow; a start that failed is tried again for the same hero.
       const hero = await heroes.save(heroes.create({ name: `proof ${process.pid} ${i}` }));
-      const wf = await withRetries(plan, 'start', null, () => workflows.start(ProofWorkflow, hero), (record) => ({ workflowId: record.id }));
+      const workflowClass = classes[i % classes.length];
+      const wf = await withRetries(plan, 'start', null, () => workflows.start(workflowClass, hero), (record) => ({ workflowId: record.id }));
       if (wf) {
         const index = i;
         deliveries.push(

@@ -12,9 +12,13 @@
  * In a proof's worker process (GD_PROOF_ROLE=worker) each body reports its start and its end to the
  * spec, so that a kill knows the steps it interrupts, those a Redis job runs and those the process
  * runs without one (chained inline, or started in-process) alike.
+ *
+ * LedgerProofWorkflow and PlainLedgerProofWorkflow are the pair of the transactional effects proof:
+ * the same steps writing the same rows, through a transactional step's `this.manager` in the first
+ * (each row commits with its step's completion) and through the DataSource in the second.
  */
 import { InjectDataSource } from '@nestjs/typeorm';
-import type { DataSource } from 'typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
 import { GenevaWorkflow, Step, Workflow } from '../../../libs/geneva-drive/src/index.js';
 import { TestHero } from '../../utils/fixtures.js';
 
@@ -66,10 +70,22 @@ export interface BodyReport {
   pid: number;
   event: 'start' | 'end';
   executionId: string;
+  /** The body runs in its step's transaction (a transactional step). */
+  transactional?: boolean;
 }
 
-function reportBody(event: BodyReport['event'], executionId: string): void {
-  if (process.env.GD_PROOF_ROLE === 'worker') process.send?.({ type: 'body', pid: process.pid, event, executionId } satisfies BodyReport);
+function reportBody(event: BodyReport['event'], executionId: string, transactional = false): void {
+  if (process.env.GD_PROOF_ROLE === 'worker') process.send?.({ type: 'body', pid: process.pid, event, executionId, ...(transactional ? { transactional } : {}) } satisfies BodyReport);
+}
+
+/** Inserts a step's side effect row through `runner` (the DataSource, or a transaction's EntityManager). */
+async function insertSideEffect(runner: DataSource | EntityManager, wf: GenevaWorkflow<TestHero>, step: string): Promise<void> {
+  const type = 'connection' in runner ? runner.connection.options.type : runner.options.type;
+  const p = (i: number) => (type === 'postgres' ? `$${i}` : '?');
+  await runner.query(
+    `INSERT INTO ${SIDE_EFFECTS_TABLE} (workflow_id, execution_id, step, signal_id, pid, at) VALUES (${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)})`,
+    [wf.record.id, wf.currentExecution.id, step, wf.receivedSignal?.id ?? null, process.pid, Date.now()],
+  );
 }
 
 /**
@@ -115,13 +131,76 @@ export class ProofWorkflow extends GenevaWorkflow<TestHero> {
 
   private async write(step: string): Promise<void> {
     await sleep(random(5, 40));
-    const p = (i: number) => (this.dataSource.options.type === 'postgres' ? `$${i}` : '?');
-    await this.dataSource.query(
-      `INSERT INTO ${SIDE_EFFECTS_TABLE} (workflow_id, execution_id, step, signal_id, pid, at) VALUES (${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)})`,
-      [this.record.id, this.currentExecution.id, step, this.receivedSignal?.id ?? null, process.pid, Date.now()],
-    );
+    await insertSideEffect(this.dataSource, this, step);
     await sleep(random(5, 40));
   }
 }
 
-export const PROOF_WORKFLOWS = [ProofWorkflow];
+/**
+ * The steps of the effects proof's pair: prepare → awaitGo (waitFor 'go') → book. `awaitGo` and
+ * `book` each write one side effect row, between two random sleeps, through the runner the subclass
+ * gives (`effects()`); `prepare` writes nothing. Each subclass keeps reattempting a step whose body
+ * failed (its own statement met a killed connection), so that every workflow runs to its end
+ * whatever the faults.
+ */
+abstract class LedgerProofSteps extends GenevaWorkflow<TestHero> {
+  @Step({ transactional: false })
+  async prepare() {}
+
+  @Step({ waitFor: GO })
+  async awaitGo() {
+    await this.effect('awaitGo');
+  }
+
+  @Step()
+  async book() {
+    await this.effect('book');
+  }
+
+  /** Where the side effect rows are written. */
+  protected abstract effects(): DataSource | EntityManager;
+
+  /** Whether the body runs in its step's transaction. */
+  protected abstract readonly transactional: boolean;
+
+  private async effect(step: string): Promise<void> {
+    reportBody('start', this.currentExecution.id, this.transactional);
+    try {
+      await sleep(random(5, 40));
+      await insertSideEffect(this.effects(), this, step);
+      // In a transactional step the row is written and not yet committed: a fault now must lose it.
+      await sleep(random(20, 80));
+    } finally {
+      reportBody('end', this.currentExecution.id, this.transactional);
+    }
+  }
+}
+
+/** A step whose body failed runs again, as often as it takes. */
+const REATTEMPT_ALWAYS = [{ action: 'reattempt' as const, maxReattempts: null }];
+
+/** `awaitGo` and `book` are transactional: each row commits with its step's completion, or not at all. */
+@Workflow({ hero: () => TestHero, jobOptions: { lifo: true }, transactional: true, onException: REATTEMPT_ALWAYS })
+export class LedgerProofWorkflow extends LedgerProofSteps {
+  protected readonly transactional = true;
+
+  protected effects(): EntityManager {
+    return this.manager;
+  }
+}
+
+/** The same steps, plain: each row commits on its own, before the step's outcome. */
+@Workflow({ hero: () => TestHero, jobOptions: { lifo: true }, onException: REATTEMPT_ALWAYS })
+export class PlainLedgerProofWorkflow extends LedgerProofSteps {
+  protected readonly transactional = false;
+
+  constructor(@InjectDataSource() private readonly dataSource: DataSource) {
+    super();
+  }
+
+  protected effects(): DataSource {
+    return this.dataSource;
+  }
+}
+
+export const PROOF_WORKFLOWS = [ProofWorkflow, LedgerProofWorkflow, PlainLedgerProofWorkflow];
