@@ -69,12 +69,23 @@ export class FinalizePhase {
    * and records the outcome with `finalize`, which deals with the rows as they are.
    */
   async recordWithBody(manager: EntityManager, prepared: Prepared, result: BodyResult): Promise<Recorded | null> {
-    const { workflow, execution } = await this.store.lockStep(manager, prepared.workflowId, prepared.executionId);
-    if (!execution || execution.state !== 'in_progress' || workflow.state !== 'performing') return null;
-    prepared.workflow = workflow;
-    prepared.execution = execution;
-    await this.recordOutcome(manager, prepared, result);
-    return { states: { workflowState: workflow.state, stepState: execution.state }, next: null };
+    // Where the dialect allows, one statement that locks, checks and writes, as recordUnlocked's (a
+    // resumable step's checkpoints rewrote its row: it is read again under the locks).
+    if (!prepared.step.resumable) {
+      const { workflow, execution } = prepared;
+      const expected = { workflowId: workflow.id, workflowState: 'performing', executionId: execution.id, executionState: 'in_progress' };
+      if (workflow.state === expected.workflowState && execution.state === expected.executionState && (await this.store.writeIfUnchanged(manager, expected, () => this.recordOutcome(manager, prepared, result)))) {
+        return { states: { workflowState: workflow.state, stepState: execution.state }, next: null };
+      }
+    }
+    return this.store.batched(manager, async () => {
+      const { workflow, execution } = await this.store.lockStep(manager, prepared.workflowId, prepared.executionId);
+      if (!execution || execution.state !== 'in_progress' || workflow.state !== 'performing') return null;
+      prepared.workflow = workflow;
+      prepared.execution = execution;
+      await this.recordOutcome(manager, prepared, result);
+      return { states: { workflowState: workflow.state, stepState: execution.state }, next: null };
+    });
   }
 
   /** What every phase 3 ends with: the finalize event, the log line, and the step's own exception re-thrown once its outcome is recorded. */

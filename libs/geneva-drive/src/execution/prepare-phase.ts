@@ -230,20 +230,23 @@ export class PreparePhase {
     }
     // Started: from here on nothing may send the job to the locked phase, which would not run it.
     const { workflow, execution, instance, logger } = prepared;
-    let hero: object | null;
-    try {
-      hero = await this.readHeroOutsideTransaction(manager, heroType, heroId);
-    } catch (error) {
-      // The body cannot run without its hero: the attempt fails as one whose body raised would.
-      return this.finalize(prepared, { kind: 'exception', error, policy: resolveExceptionPolicy(step, definition.exceptionPolicies, error) }).then(
-        () => ({ done: true }),
-        (raised: unknown) => ({ done: true, error: raised }),
-      );
-    }
-    if (hero === null && !definition.mayProceedWithoutHero) {
-      logger.log('Hero is gone: workflow canceled');
-      await this.finalize(prepared, { kind: 'flow', intent: { kind: 'cancel' } });
-      return { done: true };
+    // A transactional step's transaction reads the hero (TransactionalStep), and cancels the workflow when it is gone.
+    let hero: object | null = null;
+    if (!step.transactional) {
+      try {
+        hero = await this.readHeroOutsideTransaction(manager, heroType, heroId);
+      } catch (error) {
+        // The body cannot run without its hero: the attempt fails as one whose body raised would.
+        return this.finalize(prepared, { kind: 'exception', error, policy: resolveExceptionPolicy(step, definition.exceptionPolicies, error) }).then(
+          () => ({ done: true }),
+          (raised: unknown) => ({ done: true, error: raised }),
+        );
+      }
+      if (hero === null && !definition.mayProceedWithoutHero) {
+        logger.log('Hero is gone: workflow canceled');
+        await this.finalize(prepared, { kind: 'flow', intent: { kind: 'cancel' } });
+        return { done: true };
+      }
     }
     workflowInternals.bind(instance, { hero, record: workflow, execution, signal: step.waitFor ? signal : null, logger });
     publish('precondition', () => ({ ...eventBase(prepared, started), ...dueKeys(prepared.execution), outcome: 'passed' }));

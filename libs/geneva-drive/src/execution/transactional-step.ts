@@ -63,7 +63,7 @@ export class TransactionalStep {
         const { result, recorded } = await this.transactions.run(
           async (manager): Promise<{ result: BodyResult; recorded: Recorded }> => {
             const result = await this.runBody(manager, prepared);
-            const recorded = keepsWrites(result) ? await this.store.batched(manager, () => this.finalize.recordWithBody(manager, prepared, result)) : null;
+            const recorded = keepsWrites(result) ? await this.finalize.recordWithBody(manager, prepared, result) : null;
             if (recorded) return { result, recorded };
             undone = result;
             throw new RollBack();
@@ -171,7 +171,7 @@ export class TransactionalStep {
     if (reason?.why === 'timeout') return this.finalize.finalize(prepared, { kind: 'exception', error: reason.error, policy: resolveExceptionPolicy(step, definition.exceptionPolicies, reason.error) });
     const lost = reason?.why === 'lost' || (result.kind === 'exception' && isTransient(result.error));
     const kept = !lost && (keepsWrites(result) || (result.kind === 'flow' && result.intent.kind === 'continue'));
-    const recorded = kept ? await this.store.batched(segment.manager, () => this.finalize.recordWithBody(segment.manager, prepared, result)).catch(() => null) : null;
+    const recorded = kept ? await this.finalize.recordWithBody(segment.manager, prepared, result).catch(() => null) : null;
     workflowInternals.rebind(instance, { manager: undefined });
     if (!recorded) {
       await segment.end(false).catch(() => undefined);

@@ -85,7 +85,8 @@ export class WorkflowStore {
    * (PostgreSQL: HotPathSql.writeIfUnchanged); the jobs it scheduled are sent once that has
    * committed. False, with nothing written or sent, when the rows had moved on, when `work` needed a
    * read, or when the dialect cannot write a batch in one statement: the caller then runs the phase
-   * under the locks. `manager` must be one of no transaction, used by nothing else meanwhile.
+   * under the locks. `manager` must be one of no transaction, or of a transaction whose phase this is
+   * (a transactional step's end), used by nothing else meanwhile.
    */
   async writeIfUnchanged(manager: EntityManager, expected: ExpectedStates, work: () => Promise<void>): Promise<boolean> {
     if (!this.sql(manager).writesIfUnchanged) return false;
