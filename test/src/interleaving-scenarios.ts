@@ -381,6 +381,11 @@ export const WITH_FAULTS: Array<Scenario<any>> = [
   'two signals with one key',
   'the unlocked phase 1 × a duplicate job × pause',
   'a transactional step × signal',
+  'a transactional step × pause',
+  'a transactional step × a takeover of its run',
+  'signal × resumeAt the parked step',
+  'signal × resumeAt the next step',
+  'resumeAt × pause',
 ].map((name) => {
   const scenario = SCENARIOS.find((candidate) => candidate.name === name)!;
   return { ...scenario, name: `${name}, with a connection killed`, faults: 1 };

@@ -93,15 +93,10 @@ export class TransactionalStep {
    * transaction (a deadlock, a lost connection) throws, so that the whole transaction runs again.
    */
   private async runBody(manager: EntityManager, prepared: Prepared): Promise<BodyResult> {
-    const { step, definition, instance, workflow } = prepared;
+    const { step, definition } = prepared;
     const started = performance.now();
     await this.boundStatements(manager, step.transactionTimeoutMs);
-    const hero = await this.store.readHero(manager, workflow.heroType, workflow.heroId);
-    if (hero === null && !definition.mayProceedWithoutHero) {
-      prepared.logger.log('Hero is gone: workflow canceled');
-      return { kind: 'flow', intent: { kind: 'cancel' } };
-    }
-    workflowInternals.rebind(instance, { hero, manager });
+    if (!(await this.bindTo(manager, prepared))) return CANCEL;
     const result = await this.body.run(prepared);
     const elapsedMs = performance.now() - started;
     if (elapsedMs > step.transactionTimeoutMs) {
@@ -114,6 +109,21 @@ export class TransactionalStep {
   }
 
   /**
+   * Binds the body to the transaction: `this.manager`, and the hero read through it. False when the
+   * hero is gone (and the workflow may not proceed without it): the workflow is to be canceled.
+   */
+  private async bindTo(manager: EntityManager, prepared: Prepared): Promise<boolean> {
+    const { definition, instance, workflow } = prepared;
+    const hero = await this.store.readHero(manager, workflow.heroType, workflow.heroId);
+    if (hero === null && !definition.mayProceedWithoutHero) {
+      prepared.logger.log('Hero is gone: workflow canceled');
+      return false;
+    }
+    workflowInternals.rebind(instance, { hero, manager });
+    return true;
+  }
+
+  /**
    * A transactional resumable step: the body runs in a chain of transactions (segments), each ended
    * by a checkpoint, which writes the cursor in it, after checking under the row locks that the
    * execution is still this run's, then commits it and begins the next: the writes between two
@@ -123,20 +133,19 @@ export class TransactionalStep {
    * back: the successor continues from the cursor that did commit.
    */
   private async runInSegments(prepared: Prepared): Promise<Prepared | null> {
-    const { step, definition, instance, workflow } = prepared;
+    const { step, definition, instance } = prepared;
     const started = performance.now();
     let segment: Segment;
-    let hero: object | null;
+    let heroThere: boolean;
     try {
       segment = await this.openSegment(step.transactionTimeoutMs);
-      hero = await this.store.readHero(segment.manager, workflow.heroType, workflow.heroId);
+      heroThere = await this.bindTo(segment.manager, prepared);
     } catch {
       return this.finalize.finalize(prepared, CONTINUE);
     }
-    if (hero === null && !definition.mayProceedWithoutHero) {
+    if (!heroThere) {
       await segment.end(false);
-      prepared.logger.log('Hero is gone: workflow canceled');
-      return this.finalize.finalize(prepared, { kind: 'flow', intent: { kind: 'cancel' } });
+      return this.finalize.finalize(prepared, CANCEL);
     }
     /** Why the body must stop writing, once it must (a holder: the checkpoints set it). */
     const run: { stopped: Stop | null } = { stopped: null };
@@ -164,7 +173,6 @@ export class TransactionalStep {
       workflowInternals.rebind(instance, { manager: segment.manager });
     };
 
-    workflowInternals.rebind(instance, { hero, manager: segment.manager });
     const result = await this.body.run(prepared, persist);
     const reason = run.stopped;
     if (reason?.why === 'refused') return this.finalize.finalize(prepared, result); // the rows moved on: phase 3 finds them so
@@ -245,6 +253,8 @@ interface Segment {
   openedAt: number;
   end(commit: boolean): Promise<void>;
 }
+
+const CANCEL: BodyResult = { kind: 'flow', intent: { kind: 'cancel' } };
 
 /** A resumable step whose segment was lost hands on to a successor, which continues from the cursor that committed. */
 const CONTINUE: BodyResult = { kind: 'flow', intent: { kind: 'continue', waitMs: undefined } };
