@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { stepsInFlight } from '../persistence/steps-in-flight.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
+import { missingHere } from '../registry/runnable-steps.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 
 /**
@@ -55,9 +56,9 @@ export class DeployCheck {
     const inFlight = await stepsInFlight(this.transactions.dataSource.manager);
     const stranded: StrandedStep[] = [];
     for (const { workflowType, stepName, workflows } of inFlight) {
-      const definition = this.registry.findByName(workflowType);
-      if (!definition) stranded.push({ workflowType, stepName, workflows, reason: 'class-not-registered' });
-      else if (!definition.knowsStep(stepName) && !definition.skipUndefinedSteps) stranded.push({ workflowType, stepName, workflows, reason: 'step-not-defined' });
+      // The rule of what a process runs (registry/runnable-steps.ts), applied to the code being checked.
+      const missing = missingHere(this.registry, workflowType, stepName);
+      if (missing) stranded.push({ workflowType, stepName, workflows, reason: missing === 'class' ? 'class-not-registered' : 'step-not-defined' });
     }
     return {
       ok: stranded.length === 0,

@@ -21,6 +21,7 @@ import { unfinishedChainOf } from '../persistence/step-history.js';
 import { isUniqueViolation } from '../persistence/unique-violation.js';
 import { idOf, jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
 import type { WorkflowDefinition } from '../registry/workflow-definition.js';
+import { lacksStep } from '../registry/runnable-steps.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { SignalRendezvous } from '../execution/signal-rendezvous.js';
 import { SignalIntake } from './signal-intake.js';
@@ -191,7 +192,7 @@ export class WorkflowService {
         return;
       }
       // A step deleted without a gravestone: nothing this code could run. resumeAt moves the workflow.
-      if (definition && stepName !== null && !definition.step(stepName) && !definition.skipUndefinedSteps) {
+      if (definition && stepName !== null && lacksStep(definition, stepName)) {
         throw new StepNotDefinedError(record.type, stepName, record.id, current?.id ?? null, { definedSteps: definition.stepNames });
       }
       await this.store.transitionWorkflow(manager, record, 'ready');
