@@ -7,7 +7,7 @@
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
-import { SignalService, StepExecution, WorkflowRecord, WorkflowService, type StepEvent } from 'geneva-drive';
+import { QUEUE_PORT, SignalService, StepExecution, WorkflowRecord, WorkflowService, type StepEvent } from 'geneva-drive';
 import { waitUntil } from '../src/bull-wait.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { BatchLedgerWorkflow, control, ensureEffectTable, HastyLedgerWorkflow, LedgerWorkflow, PaidLedgerWorkflow, TestEffect, TRANSACTIONAL_WORKFLOWS } from '../src/transactional-workflows.js';
@@ -281,24 +281,17 @@ for (const driver of Object.values(REDIS_QUEUE_DRIVERS)) {
     continue;
   }
   describeEachDatabase(title, (kind: DatabaseKind) => {
-    const prefix = `gd-tx-${driver.adapter}-${process.pid}-${kind}`;
+    // A prefix of this run's own: nothing to clear before, and no handle of the test's own on Redis
+    // (a second client closed mid-connect rejects later, in whichever test runs then).
+    const prefix = `gd-tx-${driver.adapter}-${process.pid}-${Date.now().toString(36)}-${kind}`;
     let app: TestApp;
-    const obliterate = async () => {
-      const queue = driver.handle('gd-transactional', prefix);
-      try {
-        await queue.obliterate();
-      } finally {
-        await queue.close();
-      }
-    };
     beforeAll(async () => {
-      await obliterate();
       app = await createTestApp(kind, TRANSACTIONAL_WORKFLOWS, { entities: [TestEffect], queue: driver.options({ name: 'gd-transactional', prefix, concurrency: 2 }) });
       await ensureEffectTable(app.dataSource);
     });
     afterAll(async () => {
+      if (app) await driver.view(app.moduleRef.get(QUEUE_PORT)).removePending();
       await app?.close();
-      await obliterate();
     });
 
     it('runs the workflow to its end with one effect for the committed step, one rolled back by a reattempt', async () => {
