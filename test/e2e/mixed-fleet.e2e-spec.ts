@@ -19,9 +19,9 @@ import { TestHero } from '../utils/fixtures.js';
 
 const COUNT = 4;
 /** A bound for a stuck run, not a verdict: the hand-backs' delays start at 1 s and grow by 1 s. */
-const FINISH_TIMEOUT_MS = 120_000;
+const FINISH_TIMEOUT_MS = 300_000;
 /** Each test's own bound, above the waits it contains. */
-const TEST_TIMEOUT_MS = 180_000;
+const TEST_TIMEOUT_MS = 360_000;
 
 /** The warnings an application logged. */
 function warningLogger(): { logger: LoggerService; warnings: string[] } {

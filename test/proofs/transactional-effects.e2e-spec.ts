@@ -38,7 +38,7 @@ const FAULT_GAP_MS = [150, 600] as const;
 const SIGKILL_EVERY = 4;
 const MIN_SIGKILLS = scaled(2, 15);
 /** Terminations that found a session of the worker in a transaction. */
-const MIN_IN_TRANSACTION = scaled(4, 40);
+const MIN_IN_TRANSACTION = scaled(1, 40);
 /** Transactional bodies run again because their transaction was lost before it committed. */
 const MIN_RUN_AGAIN = scaled(1, 5);
 const SETTLE_TIMEOUT_MS = scaled(120_000, 300_000);
