@@ -96,9 +96,9 @@ for (const driver of Object.values(REDIS_QUEUE_DRIVERS)) {
     });
 
     if (driver.adapter === 'bull') {
-      it('a queue closed while Bull still sets up the repeated task leaves no unhandled rejection (which would end the process)', async () => {
-        // In a process of its own: jest keeps unhandled rejections from a test's process.on. The
-        // adapter on a real Bull queue; repeat() uses neither the gate nor the starter.
+      // In a process of its own: jest keeps unhandled rejections from a test's process.on. The
+      // adapter on a real Bull queue; repeat() uses neither the gate nor the starter.
+      const exitsCleanly = (steps: string) => {
         const adapterModule = path.join(ROOT, 'libs/geneva-drive/dist/queue/bull-queue.adapter.js');
         const script = `
           import Bull from 'bull';
@@ -106,12 +106,31 @@ for (const driver of Object.values(REDIS_QUEUE_DRIVERS)) {
           const queue = new Bull('geneva-drive', ${JSON.stringify(redisUrl())}, { prefix: ${JSON.stringify(prefix)} });
           const logger = { log() {}, warn() {}, error(line) { console.error(line); } };
           const adapter = new BullQueueAdapter(queue, undefined, { adapter: 'bull', concurrency: 1 }, logger, undefined);
-          const scheduled = adapter.repeat('geneva-drive-housekeeping', 60000, async () => undefined);
-          await queue.close();
-          await scheduled.catch(() => undefined);
+          ${steps}
           setTimeout(() => { console.log('exited cleanly'); process.exit(0); }, 300);`;
         const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 });
-        expect({ status: child.status, stdout: child.stdout.trim(), unhandled: /unhandled|UnhandledPromiseRejection/i.test(child.stderr) }).toEqual({ status: 0, stdout: 'exited cleanly', unhandled: false });
+        expect({ status: child.status, stdout: child.stdout.trim(), unhandled: /unhandled|UnhandledPromiseRejection|Connection is closed/i.test(child.stderr) }).toEqual({
+          status: 0,
+          stdout: 'exited cleanly',
+          unhandled: false,
+        });
+      };
+
+      it('a queue closed while Bull still sets up the repeated task leaves no unhandled rejection (which would end the process)', () => {
+        exitsCleanly(`
+          const scheduled = adapter.repeat('geneva-drive-housekeeping', 60000, async () => undefined);
+          await queue.close();
+          await scheduled.catch(() => undefined);`);
+      });
+
+      it('a queue closed while the repeated task’s worker name waits behind the step processor’s blocking read leaves no unhandled rejection', () => {
+        // The step processor blocks its connection in BRPOPLPUSH (up to Bull's drainDelay); the
+        // repeated task's processor names the worker on that connection, so the name waits.
+        exitsCleanly(`
+          queue.process('step', 1, async () => undefined);
+          while (!queue.bclient.blocked) await new Promise((resolve) => setTimeout(resolve, 10));
+          await adapter.repeat('geneva-drive-housekeeping', 60000, async () => undefined);
+          await queue.close();`);
       });
     }
 

@@ -62,6 +62,20 @@ export function bullRunLedger(queue: Bull.Queue<StepJobData>, logger: LoggerServ
 }
 
 /**
+ * Bull's process() names the worker on the blocking connection (CLIENT SETNAME) and drops the
+ * promise. A second processor (housekeeping's repeated task) queues that command behind the first
+ * one's BRPOPLPUSH, which blocks up to Bull's drainDelay; a queue closed meanwhile rejects it with
+ * "Connection is closed." and, unhandled, the rejection ends a Node process. The name only labels
+ * the connection in CLIENT LIST, so a failure to set it is dropped.
+ */
+function nameWorkerQuietly(queue: Bull.Queue<StepJobData>): void {
+  const named = queue as unknown as { setWorkerName?: () => Promise<unknown> };
+  const setWorkerName = named.setWorkerName;
+  if (typeof setWorkerName !== 'function') return;
+  named.setWorkerName = () => setWorkerName.call(queue).catch(() => undefined);
+}
+
+/**
  * Step jobs on Bull (Redis): any number of worker processes and hosts. The queue is the one
  * @nestjs/bull registered (see bull-queue.module.ts), consumed by a Nest-managed `@Processor` that
  * hands jobs to the engine through `gate`. The job id is the execution id, so enqueuing the same
@@ -79,7 +93,9 @@ export class BullQueueAdapter implements QueuePort {
     private readonly logger: LoggerService,
     /** Starts a job due now in this process instead (see DueJobStarter). */
     private readonly starter: DueJobStarter,
-  ) {}
+  ) {
+    nameWorkerQuietly(queue);
+  }
 
   /**
    * Bull's add of an existing job id is a silent no-op that answers with the old job, so whether a
