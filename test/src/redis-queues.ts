@@ -64,6 +64,10 @@ export interface QueueView {
   strand(engineJobId: string): Promise<void>;
   /** Adds a step job as the engine would (one attempt, removed once done) under an id of the test's choosing. */
   addStepJob(data: { executionId: string }, engineJobId: string): Promise<void>;
+  /** Pauses the queue for every worker (a flag in Redis, which a server without persistence loses when killed): jobs added meanwhile wait. */
+  pause(): Promise<void>;
+  /** Jobs waiting for a worker, a paused queue's included. */
+  waitingCount(): Promise<number>;
   /** Removes waiting and delayed jobs, hashes included. */
   removePending(): Promise<void>;
   /** Closes the queue's Redis connection (the lost-enqueue proofs make enqueues fail with it). */
@@ -125,6 +129,8 @@ function bullView(queue: Bull.Queue): QueueView {
     async addStepJob(data, id) {
       await queue.add(data, { jobId: id, attempts: 1, removeOnComplete: true, removeOnFail: true });
     },
+    pause: () => queue.pause(),
+    waitingCount: () => queue.getWaitingCount(),
     async removePending() {
       await queue.clean(0, 'delayed');
       await queue.clean(0, 'wait');
@@ -185,6 +191,12 @@ function bullMqView(queue: BullMqQueue): QueueView {
     },
     async addStepJob(data, id) {
       await queue.add(STEP_JOB_NAME, data, { jobId: bullMqJobId(id), attempts: 1, removeOnComplete: true, removeOnFail: true });
+    },
+    pause: () => queue.pause(),
+    async waitingCount() {
+      // A paused BullMQ queue keeps its jobs in the wait list; those with a priority stand apart.
+      const counts = await queue.getJobCounts('waiting', 'prioritized');
+      return counts.waiting + counts.prioritized;
     },
     async removePending() {
       await queue.clean(0, 0, 'delayed');
