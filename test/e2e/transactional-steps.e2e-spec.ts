@@ -133,6 +133,40 @@ describeEachDatabase('transactional steps', (kind: DatabaseKind) => {
     expect([failed.state, failed.errorClassName]).toEqual(['failed', 'TransactionTimeoutError']);
   });
 
+  (kind === 'postgres' ? it : it.skip)('PostgreSQL bounds each statement of the body and each pause between two by transactionTimeout', async () => {
+    const wf = await atB('show-timeouts');
+    await app.gd.performNextStep(wf);
+    expect(control.journal.at(-1)).toBe('timeouts 10s 10s');
+  });
+
+  it('a transactional waitFor step whose signal came first reads its hero once, through its transaction', async () => {
+    const wf = await workflows.start(PaidLedgerWorkflow, hero);
+    await app.moduleRef.get(SignalService).signal(wf, 'paid', { payload: { cents: 700 } });
+    // Every statement that reads the hero's table, as TypeORM logs it.
+    const heroTable = app.dataSource.getMetadata(TestHero).tableName;
+    const heroReads: string[] = [];
+    const logger = app.dataSource.logger;
+    const counting = Object.assign(Object.create(logger) as typeof logger, {
+      logQuery: (query: string) => void (new RegExp(`(^|;)\\s*SELECT [^;]*FROM \\W?${heroTable}\\W`, 'i').test(query) && heroReads.push(query)),
+    });
+    Object.assign(app.dataSource, { logger: counting });
+    try {
+      await app.gd.performNextStep(wf); // the locked phase 1 attaches the signal; the step's transaction reads the hero
+    } finally {
+      Object.assign(app.dataSource, { logger });
+    }
+    expect([heroReads.length, (await effects(wf)).map((e) => e.step)]).toEqual([1, ['paid 700']]);
+    expect(await heroName()).toBe('paid 700 wrote');
+  });
+
+  it('a transactional step whose hero is gone when it runs cancels the workflow and writes nothing', async () => {
+    const wf = await workflows.start(PaidLedgerWorkflow, hero);
+    await app.moduleRef.get(SignalService).signal(wf, 'paid', { payload: { cents: 700 } });
+    await app.dataSource.getRepository(TestHero).delete(hero.id);
+    await app.gd.performNextStep(wf);
+    expect([(await workflows.find(wf.id)).state, await effects(wf)]).toEqual(['canceled', []]);
+  });
+
   it('a transactional waitFor step has its payload, and consumes its signal in the commit that keeps its writes', async () => {
     const wf = await workflows.start(PaidLedgerWorkflow, hero);
     await app.gd.performNextStep(wf); // parks

@@ -7,7 +7,7 @@ import { CommitOutcomeUnknownError, HousekeepingService, SignalService, Workflow
 import { WaitDeadline } from '../../libs/geneva-drive/src/execution/wait-deadline.js';
 import type { ExplorerHarness, Scenario } from '../utils/explorer/harness.js';
 import { TestHero } from '../utils/fixtures.js';
-import { bodyRuns, DeadlineWorkflow, GatedWorkflow, HeroMatchedWorkflow, LedgerGatedWorkflow, PlainWorkflow } from './interleaving-workflows.js';
+import { bodyRuns, DeadlineWorkflow, GatedWorkflow, HeroMatchedWorkflow, LedgerGatedWorkflow, LedgerWaitingWorkflow, PlainWorkflow } from './interleaving-workflows.js';
 import { ensureEffectTable, TestEffect } from './transactional-workflows.js';
 
 export interface Parked {
@@ -265,6 +265,24 @@ export const SCENARIOS: Array<Scenario<any>> = [
     }),
   ),
   {
+    // The transactional waitFor step attaches the signal in the locked phase 1 or is woken by it; its
+    // transaction reads the hero, writes its row and records the outcome: one row, the signal in hand.
+    name: 'signal × a transactional waitFor gate',
+    setup: async (h) => {
+      await ensureEffectTable(h.app.dataSource);
+      return atStepB(h, LedgerWaitingWorkflow);
+    },
+    operations: (h, at: Parked) => [
+      { name: 'signal', run: () => signals(h).signal(at.workflow.id, 'go') },
+      { name: 'job', run: () => h.runJob(at.job!) },
+    ],
+    check: async (h, at: Parked) => [
+      ...(await effectsMatchCompletions(h, at.workflow)),
+      ...runsOf(at.workflow, 't').flatMap((run) => (run.signalId === null ? ['step t ran without the signal it waited for'] : [])),
+      ...(await finalState(h, at.workflow, ['finished'])),
+    ],
+  },
+  {
     name: 'signal × a deadline firing',
     setup: async (h) => {
       const workflow = await workflows(h).start(DeadlineWorkflow, await hero(h));
@@ -384,6 +402,7 @@ export const WITH_FAULTS: Array<Scenario<any>> = [
   'a transactional step × signal',
   'a transactional step × pause',
   'a transactional step × a takeover of its run',
+  'signal × a transactional waitFor gate',
   'signal × resumeAt the parked step',
   'signal × resumeAt the next step',
   'resumeAt × pause',

@@ -127,4 +127,24 @@ export class LedgerGatedWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
-export const INTERLEAVING_WORKFLOWS = [GatedWorkflow, HeroMatchedWorkflow, PlainWorkflow, DeadlineWorkflow, LedgerGatedWorkflow];
+/** `a → t (transactional, waitFor go: one effect row per committed run) → c`. */
+@Workflow({ hero: () => TestHero })
+export class LedgerWaitingWorkflow extends GenevaWorkflow<TestHero> {
+  @Step()
+  async a() {
+    record(this, 'a');
+  }
+
+  @Step({ transactional: true, waitFor: 'go' })
+  async t() {
+    record(this, 't');
+    await this.manager.getRepository(TestEffect).insert({ workflowId: this.record.id, step: 't' });
+  }
+
+  @Step()
+  async c() {
+    record(this, 'c');
+  }
+}
+
+export const INTERLEAVING_WORKFLOWS = [GatedWorkflow, HeroMatchedWorkflow, PlainWorkflow, DeadlineWorkflow, LedgerGatedWorkflow, LedgerWaitingWorkflow];

@@ -40,7 +40,7 @@ export async function ensureEffectTable(dataSource: DataSource): Promise<void> {
 }
 
 /** What the transactional step `b` does after its writes, per workflow id (default: completes). */
-export type Ending = 'complete' | 'throw' | 'finished' | 'skip' | 'reattempt-once' | 'pause' | 'cancel' | 'sleep';
+export type Ending = 'complete' | 'throw' | 'finished' | 'skip' | 'reattempt-once' | 'pause' | 'cancel' | 'sleep' | 'show-timeouts';
 
 export const control = {
   endings: new Map<string, Ending>(),
@@ -103,6 +103,12 @@ export class LedgerWorkflow extends GenevaWorkflow<TestHero> {
         return this.cancel();
       case 'sleep':
         await new Promise((resolve) => setTimeout(resolve, 200));
+        break;
+      case 'show-timeouts': {
+        // PostgreSQL's bounds of the transaction, as the body's own statements run under them.
+        const show = async (setting: string) => ((await this.manager.query(`SHOW ${setting}`)) as Array<Record<string, string>>)[0][setting];
+        control.journal.push(`timeouts ${await show('statement_timeout')} ${await show('idle_in_transaction_session_timeout')}`);
+      }
     }
   }
 

@@ -28,6 +28,17 @@ const CANCELED = { state: 'canceled', outcome: 'canceled' } as const;
 const SKIPPED = { state: 'skipped', outcome: 'skipped' } as const;
 
 /**
+ * Whether the locked phase 1 reads the hero: something it runs may decide on it (cancelIf, skipIf, a
+ * signal matcher that looks at the workflow), or the body takes it from there. A transactional
+ * step's body reads it through its own transaction (TransactionalStep), which also cancels the
+ * workflow when it is gone: read here as well, it would be read twice.
+ */
+function phaseOneReadsHero(definition: WorkflowDefinition, step: StepDefinition | undefined): boolean {
+  if (!step?.transactional) return true;
+  return definition.cancelIf.length > 0 || step.skipIf !== undefined || (step.waitFor !== undefined && step.waitFor.needsWorkflow !== false);
+}
+
+/**
  * Phase 1 of a step execution: under the workflow + execution row locks, reject duplicate or late
  * jobs, leave a job of a class or step this process does not have to another process (UnownedSteps),
  * check the workflow and its hero, evaluate cancelIf / skipIf / the signal gate, and mark the
@@ -116,14 +127,16 @@ export class PreparePhase {
       return { done: true };
     }
 
-    const hero = preloadedHero !== undefined ? preloadedHero : await this.store.readHero(manager, workflow.heroType, workflow.heroId);
-    if (hero === null && !definition.mayProceedWithoutHero) {
+    const step = definition.step(execution.stepName);
+    // Unknown here (a transactional step's transaction reads it), not gone: no verdict on it.
+    const heroKnown = preloadedHero !== undefined || phaseOneReadsHero(definition, step);
+    const hero = preloadedHero !== undefined ? preloadedHero : heroKnown ? await this.store.readHero(manager, workflow.heroType, workflow.heroId) : null;
+    if (heroKnown && hero === null && !definition.mayProceedWithoutHero) {
       logger.log('Hero is gone: workflow canceled');
       await this.outcomes.apply(manager, target, CANCELED, { workflow: 'canceled' });
       return { done: true };
     }
 
-    const step = definition.step(execution.stepName);
     if (definition.removedStep(execution.stepName)) {
       logger.warn(`Step "${execution.stepName}" is one of ${definition.name}'s removedSteps: skipped`);
       await this.outcomes.skipRemoved(manager, target);

@@ -11,8 +11,14 @@ import type { FinalizePhase, Recorded } from './finalize-phase.js';
 import type { StepBody } from './step-body.js';
 import type { BodyResult, Prepared } from './step-run.js';
 
-/** The transaction is run again here, not by the runner: a re-run must re-run the body with it. */
-const ONCE: TransactionOptions = { once: true };
+/** How a step's transaction opens, and how its body gets the hero (WorkflowStore.stepTransaction). */
+type Opening = ReturnType<WorkflowStore['stepTransaction']>;
+
+/**
+ * The step's transaction: run again here, not by the runner (a re-run must re-run the body with it),
+ * begun as `opening` says (bounded by the step's `transactionTimeout` where the database can).
+ */
+const stepTransaction = (opening: Opening): TransactionOptions => ({ once: true, begin: opening.begin });
 /** Runs of a transaction lost to a deadlock or a connection before COMMIT, body included. */
 const TRANSIENT_TRIES = 4;
 
@@ -58,18 +64,19 @@ export class TransactionalStep {
     if (prepared.step.resumable) return this.runInSegments(prepared);
     for (let attempt = 1; ; attempt++) {
       const started = performance.now();
+      const opening = this.opening(prepared, true);
       let undone: BodyResult | null = null;
       try {
         const { result, recorded } = await this.transactions.run(
           async (manager): Promise<{ result: BodyResult; recorded: Recorded }> => {
-            const result = await this.runBody(manager, prepared);
+            const result = await this.runBody(manager, prepared, opening);
             const recorded = keepsWrites(result) ? await this.finalize.recordWithBody(manager, prepared, result) : null;
             if (recorded) return { result, recorded };
             undone = result;
             throw new RollBack();
           },
           undefined,
-          ONCE,
+          stepTransaction(opening),
         );
         return this.finalize.report(prepared, result, recorded, started);
       } catch (error) {
@@ -92,11 +99,10 @@ export class TransactionalStep {
    * `transactionTimeout` fails with TransactionTimeoutError; one whose statement lost the
    * transaction (a deadlock, a lost connection) throws, so that the whole transaction runs again.
    */
-  private async runBody(manager: EntityManager, prepared: Prepared): Promise<BodyResult> {
+  private async runBody(manager: EntityManager, prepared: Prepared, opening: Opening): Promise<BodyResult> {
     const { step, definition } = prepared;
     const started = performance.now();
-    await this.boundStatements(manager, step.transactionTimeoutMs);
-    if (!(await this.bindTo(manager, prepared))) return CANCEL;
+    if (!(await this.bindTo(manager, prepared, opening))) return CANCEL;
     const result = await this.body.run(prepared);
     const elapsedMs = performance.now() - started;
     if (elapsedMs > step.transactionTimeoutMs) {
@@ -112,15 +118,21 @@ export class TransactionalStep {
    * Binds the body to the transaction: `this.manager`, and the hero read through it. False when the
    * hero is gone (and the workflow may not proceed without it): the workflow is to be canceled.
    */
-  private async bindTo(manager: EntityManager, prepared: Prepared): Promise<boolean> {
-    const { definition, instance, workflow } = prepared;
-    const hero = await this.store.readHero(manager, workflow.heroType, workflow.heroId);
+  private async bindTo(manager: EntityManager, prepared: Prepared, opening: Opening): Promise<boolean> {
+    const { definition, instance } = prepared;
+    const hero = await opening.hero(manager);
     if (hero === null && !definition.mayProceedWithoutHero) {
       prepared.logger.log('Hero is gone: workflow canceled');
       return false;
     }
     workflowInternals.rebind(instance, { hero, manager });
     return true;
+  }
+
+  /** How the step's transaction opens; `withHero`: the hero read in it (the first of a resumable step's segments, or a plain step's one). */
+  private opening(prepared: Prepared, withHero: boolean): Opening {
+    const { workflow, step } = prepared;
+    return this.store.stepTransaction(this.transactions.dataSource.manager, step.transactionTimeoutMs, withHero ? { type: workflow.heroType, id: workflow.heroId } : undefined);
   }
 
   /**
@@ -138,8 +150,9 @@ export class TransactionalStep {
     let segment: Segment;
     let heroThere: boolean;
     try {
-      segment = await this.openSegment(step.transactionTimeoutMs);
-      heroThere = await this.bindTo(segment.manager, prepared);
+      const opening = this.opening(prepared, true);
+      segment = await this.openSegment(opening);
+      heroThere = await this.bindTo(segment.manager, prepared, opening);
     } catch {
       return this.finalize.finalize(prepared, CONTINUE);
     }
@@ -165,7 +178,7 @@ export class TransactionalStep {
         if (execution?.state !== 'in_progress' || (now.state !== 'performing' && now.state !== 'paused')) return stop({ why: 'refused' });
         await writeCursor(segment.manager, prepared.executionId, encoded);
         await segment.end(true);
-        segment = await this.openSegment(step.transactionTimeoutMs);
+        segment = await this.openSegment(this.opening(prepared, false));
       } catch (error) {
         if (error instanceof RollBack) throw error;
         return stop({ why: 'lost' });
@@ -200,7 +213,7 @@ export class TransactionalStep {
    * ended on demand: committed, or rolled back. It runs through the TransactionRunner like any
    * other (SQLite's writer queue, a lost COMMIT's jobs).
    */
-  private async openSegment(timeoutMs: number): Promise<Segment> {
+  private async openSegment(opening: Opening): Promise<Segment> {
     let opened!: (manager: EntityManager) => void;
     let failed!: (error: unknown) => void;
     const ready = new Promise<EntityManager>((resolve, reject) => {
@@ -211,12 +224,11 @@ export class TransactionalStep {
     const ending = new Promise<boolean>((resolve) => (finish = resolve));
     const done = this.transactions.run(
       async (manager) => {
-        await this.boundStatements(manager, timeoutMs);
         opened(manager);
         if (!(await ending)) throw new RollBack();
       },
       undefined,
-      ONCE,
+      stepTransaction(opening),
     );
     done.catch(failed);
     const manager = await ready;
@@ -230,17 +242,6 @@ export class TransactionalStep {
         });
       },
     };
-  }
-
-  /**
-   * PostgreSQL bounds every statement of the transaction, and every gap between them, by the step's
-   * `transactionTimeout` (both settings end with the transaction). Other databases have no such
-   * per-transaction settings: the elapsed time is checked when the body returns.
-   */
-  private async boundStatements(manager: EntityManager, timeoutMs: number): Promise<void> {
-    if (manager.connection.options.type !== 'postgres') return;
-    const ms = Math.ceil(timeoutMs);
-    await manager.query(`SET LOCAL statement_timeout = ${ms}; SET LOCAL idle_in_transaction_session_timeout = ${ms}`);
   }
 }
 

@@ -66,6 +66,12 @@ export interface TransactionOptions {
   idempotent?: boolean;
   /** Never run the work again: the caller decides what a transient error means (a transactional step's body must not re-run behind its back). */
   once?: boolean;
+  /**
+   * Sends the BEGIN itself, with what rides on it in the same round trip (a transactional step's time
+   * bounds and hero read on PostgreSQL: WorkflowStore.stepTransaction). TypeORM is told the
+   * transaction is open before it goes out, so a failure of any part of it rolls back.
+   */
+  begin?: (runner: QueryRunner) => Promise<void>;
 }
 
 /**
@@ -153,7 +159,7 @@ export class TransactionRunner {
       let committing = false;
       let runner: QueryRunner | undefined;
       try {
-        return await this.dataSource.transaction(async (manager) => {
+        return await this.transaction(options.begin, async (manager) => {
           runner = manager.queryRunner!;
           ownRunners.add(runner);
           const result = await work(manager);
@@ -179,6 +185,26 @@ export class TransactionRunner {
           throw error;
         }
       }
+    }
+  }
+
+  /** TypeORM's DataSource.transaction, or one begun by `begin` (TransactionOptions.begin). */
+  private async transaction<T>(begin: TransactionOptions['begin'], work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    if (!begin) return this.dataSource.transaction(work);
+    const runner = this.dataSource.createQueryRunner();
+    // As runImmediate: TypeORM then treats it as a transaction it began itself.
+    Object.assign(runner, { isTransactionActive: true, transactionDepth: 1 });
+    try {
+      await begin(runner);
+      const result = await work(runner.manager);
+      await runner.commitTransaction();
+      return result;
+    } catch (error) {
+      // A failed rollback (a dead connection) leaves the server to roll back; the work's error is the one to report.
+      if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
+      throw error;
+    } finally {
+      await runner.release();
     }
   }
 

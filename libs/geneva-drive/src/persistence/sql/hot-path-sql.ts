@@ -135,6 +135,23 @@ export abstract class HotPathSql {
     return { sql: (bind) => `SELECT ${codec.selectList('h')} FROM ${codec.table} h WHERE ${this.heroMatch(codec, bind(codec.param(codec.primaryKey, heroId)))}` };
   }
 
+  /**
+   * Begins a transactional step's transaction with its time bounds and `read` in one round trip, and
+   * answers the read's rows; null where the dialect has no such BEGIN (the transaction then begins as
+   * any, and the hero is read in it). PostgreSQL's (see there).
+   */
+  async beginStep(_manager: EntityManager, _timeoutMs: number, _read?: TrailingRead): Promise<Array<Record<string, unknown>> | null> {
+    return null;
+  }
+
+  /** Whether {@link beginStep} sends a BEGIN of its own. */
+  readonly beginsSteps: boolean = false;
+
+  /** Whether `value` (a bound parameter) can ride on {@link beginStep}'s read. */
+  inlines(_value: unknown): boolean {
+    return false;
+  }
+
   /** The hero an `heroRead` row holds, or null for no row. */
   heroFrom(codec: EntityCodec<ObjectLiteral>, rows: Array<Record<string, unknown>>): object | null {
     const row = rows[0];

@@ -42,6 +42,28 @@ export class PostgresHotPathSql extends HotPathSql {
 
   readonly writesIfUnchanged = true;
 
+  readonly beginsSteps = true;
+
+  inlines(value: unknown): boolean {
+    return isSqlLiteral(value);
+  }
+
+  /**
+   * START TRANSACTION, the bounds of `transactionTimeout` (every statement, and every pause between
+   * two: settings that end with the transaction) and `read`, as one message of the simple protocol:
+   * one round trip where the BEGIN, the SET LOCAL and the hero read took three. That protocol carries
+   * no parameters, so the read's values go in as literals ({@link sqlLiteral}).
+   */
+  async beginStep(manager: EntityManager, timeoutMs: number, read?: TrailingRead): Promise<Array<Record<string, unknown>>> {
+    const ms = Math.ceil(timeoutMs);
+    const statements = ['START TRANSACTION', `SET LOCAL statement_timeout = ${ms}`, `SET LOCAL idle_in_transaction_session_timeout = ${ms}`];
+    if (read) statements.push(read.sql(sqlLiteral));
+    const sql = statements.join('; ');
+    // Several statements in one message: the driver answers with one result each.
+    const results = await this.onConnection(manager, sql, [], (client: PgClient) => client.query({ text: sql }) as unknown as Promise<Array<{ rows: Array<Record<string, unknown>> }>>);
+    return read ? results[results.length - 1].rows : [];
+  }
+
   /**
    * A named prepared statement (see HotPathSql.onConnection): PostgreSQL's parsing and planning of
    * each statement was half of its CPU per step. As TypeORM's query(), UPDATE and DELETE answer
@@ -192,4 +214,21 @@ export class PostgresHotPathSql extends HotPathSql {
     const unchanged = `SELECT 1 FROM l WHERE workflow_state = ${this.bind(params, expected.workflowState)} AND execution_state = ${this.bind(params, expected.executionState)}`;
     return [`l AS (${locked})`, `g AS (${unchanged})`];
   }
+}
+
+/** Whether {@link sqlLiteral} writes `value`: a finite number, a bigint or a string. */
+function isSqlLiteral(value: unknown): value is number | bigint | string {
+  return (typeof value === 'number' && Number.isFinite(value)) || typeof value === 'bigint' || typeof value === 'string';
+}
+
+/**
+ * A number or a string as a literal of PostgreSQL's SQL, for a statement of the simple protocol: a
+ * string quoted with its quotes doubled, and in the E'' form with its backslashes doubled when it has
+ * any, so that it reads the same whatever `standard_conforming_strings` says. Anything else is refused.
+ */
+export function sqlLiteral(value: unknown): string {
+  if (!isSqlLiteral(value)) throw new TypeError(`geneva-drive: no SQL literal for a ${typeof value}`);
+  if (typeof value !== 'string') return String(value);
+  const quoted = `'${value.replace(/'/g, "''")}'`;
+  return value.includes('\\') ? ` E${quoted.replace(/\\/g, '\\\\')}` : quoted;
 }
