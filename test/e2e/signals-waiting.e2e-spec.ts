@@ -22,7 +22,7 @@ import {
   WorkflowRecord,
   WorkflowService,
 } from 'geneva-drive';
-import { buildWorkflowDefinition } from '../../libs/geneva-drive/src/registry/workflow-definition.js';
+import { buildWorkflowDefinition } from '../../libs/geneva-drive/src/registry/build-definition.js';
 import { assertExecutionTransition, type StepExecutionState } from '../../libs/geneva-drive/src/state/step-execution-state.js';
 import {
   ALL_INVOICES,

@@ -26,7 +26,7 @@ import {
   WorkflowService,
   type WorkflowRecord,
 } from 'geneva-drive';
-import { buildWorkflowDefinition } from '../../libs/geneva-drive/src/registry/workflow-definition.js';
+import { buildWorkflowDefinition } from '../../libs/geneva-drive/src/registry/build-definition.js';
 import { WaitDeadline } from '../../libs/geneva-drive/src/execution/wait-deadline.js';
 import {
   CancelOnTimeoutWorkflow,

@@ -3,6 +3,8 @@
  * step_level_exception_policy_test.rb, class_level_on_exception_test.rb and step_ordering_test.rb,
  * adapted). Boot-time refusals already covered end to end by test/e2e/definition-validation.e2e-spec.ts
  * are not repeated here; the remaining refusals are checked on the definition builder directly.
+ * Kept whole (over 400 lines): it follows the upstream tests it adapts, one describe each, so that
+ * each upstream rule is found beside its port.
  */
 import 'reflect-metadata';
 import { describe, expect, it } from '@jest/globals';
@@ -12,7 +14,7 @@ import { Step } from '../workflow/step.decorator.js';
 import { StepConfigurationError } from '../errors/step-configuration.error.js';
 import type { StepOptions } from '../workflow/step-options.interface.js';
 import type { ClassExceptionPolicy } from '../workflow/workflow-options.interface.js';
-import { buildWorkflowDefinition } from '../registry/workflow-definition.js';
+import { buildWorkflowDefinition } from '../registry/build-definition.js';
 import { GenevaWorkflow } from '../workflow/geneva-workflow.js';
 import { DEFAULT_MAX_REATTEMPTS, ExceptionPolicy, PAUSE_POLICY, resolveExceptionPolicy, type ExceptionAction } from './exception-policy.js';
 

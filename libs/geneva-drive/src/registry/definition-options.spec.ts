@@ -11,7 +11,8 @@ import type { StepIteration } from '../workflow/step-iteration.js';
 import { Step } from '../workflow/step.decorator.js';
 import { Workflow } from '../workflow/workflow.decorator.js';
 import type { WorkflowOptions } from '../workflow/workflow-options.interface.js';
-import { buildWorkflowDefinition, DEFAULT_TRANSACTION_TIMEOUT_MS } from './workflow-definition.js';
+import { buildWorkflowDefinition } from './build-definition.js';
+import { DEFAULT_TRANSACTION_TIMEOUT_MS } from './workflow-definition.js';
 
 function threeSteps(options: WorkflowOptions, extra?: (cls: Function) => void): Function {
   @Workflow(options)

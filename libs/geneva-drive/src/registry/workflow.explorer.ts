@@ -3,7 +3,7 @@ import { DiscoveryService } from '@nestjs/core';
 import { WORKFLOW_METADATA } from '../geneva-drive.constants.js';
 import { StepConfigurationError } from '../errors/step-configuration.error.js';
 import { GenevaWorkflow } from '../workflow/geneva-workflow.js';
-import { buildWorkflowDefinition } from './workflow-definition.js';
+import { buildWorkflowDefinition } from './build-definition.js';
 import { WorkflowRegistry } from './workflow.registry.js';
 
 /** Finds every `@Workflow` provider at module init, validates it and fills the registry. */
