@@ -1,8 +1,9 @@
 /**
  * The code before a deploy, for the deploy-check specs: the same stored names as the classes of
  * cli-workflows.ts (the code after it), with the steps that deploy deletes — InvoiceFlow's `sendFax`
- * (deleted without a gravestone), ShippingFlow's `printLabel` (declared removed after it) — and
- * ArchiveFlow, a class the deploy deletes altogether.
+ * and ShippingFlow's `awaitCourier`, which parks for a signal (both deleted without a gravestone),
+ * ShippingFlow's `printLabel` (declared removed after it) — and ArchiveFlow, a class the deploy
+ * deletes altogether.
  */
 import { GenevaWorkflow, Step, Workflow } from '../../libs/geneva-drive/src/index.js';
 import { TestHero } from '../utils/fixtures.js';
@@ -29,6 +30,9 @@ export class ShippingFlowBeforeDeploy extends GenevaWorkflow<TestHero> {
 
   @Step()
   async printLabel() {}
+
+  @Step({ waitFor: 'courier_booked' })
+  async awaitCourier() {}
 
   @Step()
   async ship() {}
