@@ -56,6 +56,17 @@ class PositionedWorkflow extends GenevaWorkflow<TestHero> {
   @Step({ after: 'sendFax' }) async ship() { ran.push('ship'); }
 }
 
+/** `sendFax` used to sit between reserveStock and ship; a class-level policy skips a step that throws. */
+@Workflow({ onException: [{ action: 'skip' }], removedSteps: [{ name: 'sendFax', after: 'reserveStock' }] })
+class SkipPolicyWorkflow extends GenevaWorkflow<TestHero> {
+  @Step() async reserveStock() {
+    ran.push('reserveStock');
+    throw new Error('out of stock');
+  }
+  @Step() async ship() { ran.push('ship'); }
+  @Step() async bill() { ran.push('bill'); }
+}
+
 describeEachDatabase('removed steps and resumeAt', (kind) => {
   let app: TestApp;
   let workflows: WorkflowService;
@@ -63,7 +74,7 @@ describeEachDatabase('removed steps and resumeAt', (kind) => {
   let hero: TestHero;
 
   beforeAll(async () => {
-    app = await createTestApp(kind, [FulfilmentWorkflow, FaxWorkflow, PositionedWorkflow]);
+    app = await createTestApp(kind, [FulfilmentWorkflow, FaxWorkflow, PositionedWorkflow, SkipPolicyWorkflow]);
     workflows = app.moduleRef.get(WorkflowService);
     signals = app.moduleRef.get(SignalService);
   });
@@ -85,6 +96,11 @@ describeEachDatabase('removed steps and resumeAt', (kind) => {
   }
   const execution = (id: string) => app.dataSource.getRepository(StepExecution).findOneByOrFail({ id });
   const history = async (wf: WorkflowRecord) => (await workflows.executionHistory(wf)).map((e) => [e.stepName, e.state]);
+  /** The step and state of the workflow's current execution. */
+  const current = async (wf: WorkflowRecord) => {
+    const e = await workflows.currentExecution(wf);
+    return e && [e.stepName, e.state];
+  };
   const signalRow = (id: string) => app.dataSource.getRepository(Signal).findOneByOrFail({ id });
 
   describe('an execution scheduled on a gravestone before the deploy', () => {
@@ -136,13 +152,45 @@ describeEachDatabase('removed steps and resumeAt', (kind) => {
   });
 
   describe('nothing schedules a gravestone', () => {
-    it('a step positioned at a gravestone runs there, and a skip policy on the step before goes past the gravestone', async () => {
-      const wf = await workflows.start(PositionedWorkflow, hero);
+    it.each([
+      ['a step-level skip policy, the next step positioned at the gravestone', PositionedWorkflow],
+      ['a class-level skip policy', SkipPolicyWorkflow],
+    ])('%s: the step right before a gravestone fails and is skipped, the workflow goes on with the step after its position', async (_, workflowClass) => {
+      const wf = await workflows.start(workflowClass, hero);
       await expect(app.gd.performNextStep(wf)).rejects.toThrow('out of stock'); // recorded as skipped, then re-thrown to the queue
+      expect(await current(wf)).toEqual(['ship', 'scheduled']);
       expect((await app.gd.speedrunWorkflow(wf)).state).toBe('finished');
       expect(ran).toEqual(['reserveStock', 'ship', 'bill']);
       expect(await history(wf)).toEqual([
         ['reserveStock', 'skipped'],
+        ['ship', 'completed'],
+        ['bill', 'completed'],
+      ]);
+    });
+
+    it('an operator skip of the step right before a gravestone schedules the step after its position; of the last step, finishes', async () => {
+      const wf = await workflows.start(FulfilmentWorkflow, hero);
+      expect((await workflows.skip(wf)).state).toBe('ready'); // reserveStock, before sendFax
+      expect(await current(wf)).toEqual(['ship', 'scheduled']);
+      await app.gd.performNextStep(wf); // ship
+      expect((await workflows.skip(wf)).state).toBe('finished'); // bill, before archive
+      expect(ran).toEqual(['ship']);
+      expect(await history(wf)).toEqual([
+        ['reserveStock', 'skipped'],
+        ['ship', 'completed'],
+        ['bill', 'skipped'],
+      ]);
+    });
+
+    it('an operator skip of a workflow paused right before a gravestone resumes it at the step after its position', async () => {
+      const wf = await workflows.start(FulfilmentWorkflow, hero);
+      await workflows.pause(wf);
+      expect((await workflows.skip(wf)).state).toBe('ready');
+      expect(await current(wf)).toEqual(['ship', 'scheduled']);
+      expect((await app.gd.speedrunWorkflow(wf)).state).toBe('finished');
+      expect(ran).toEqual(['ship', 'bill']);
+      expect(await history(wf)).toEqual([
+        ['reserveStock', 'canceled'],
         ['ship', 'completed'],
         ['bill', 'completed'],
       ]);
