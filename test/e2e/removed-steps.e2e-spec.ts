@@ -197,6 +197,68 @@ describeEachDatabase('removed steps and resumeAt', (kind) => {
     });
   });
 
+  describe('removedStepsInFlight', () => {
+    /** An ongoing FulfilmentWorkflow whose scheduled execution names `gravestone` (sendFax after reserveStock ran, legacyAudit before it). */
+    async function atGravestone(gravestone: 'sendFax' | 'legacyAudit'): Promise<WorkflowRecord> {
+      const wf = await workflows.start(FulfilmentWorkflow, hero, { allowMultiple: true });
+      if (gravestone === 'sendFax') await app.gd.performNextStep(wf);
+      await renameCurrentStep(wf.id, gravestone);
+      return wf;
+    }
+
+    it('counts the ongoing workflows at each gravestone, not the finished or canceled ones, and empties as they move on', async () => {
+      // Finished after its execution at sendFax was skipped.
+      const finished = await atGravestone('sendFax');
+      expect((await app.gd.speedrunWorkflow(finished)).state).toBe('finished');
+      expect(await history(finished)).toContainEqual(['sendFax', 'skipped']);
+      // Canceled with its execution at sendFax kept.
+      const canceled = await atGravestone('sendFax');
+      await workflows.cancel(canceled);
+      expect(await history(canceled)).toEqual([
+        ['reserveStock', 'completed'],
+        ['sendFax', 'canceled'],
+      ]);
+      // Canceled while paused by a failed attempt at sendFax: no execution left, nextStepName names it.
+      const failed = await atGravestone('sendFax');
+      const attempt = (await workflows.currentExecution(failed))!;
+      await app.dataSource.getRepository(StepExecution).update(attempt.id, { state: 'failed', outcome: 'failed' });
+      await app.dataSource.getRepository(WorkflowRecord).update(failed.id, { state: 'paused' });
+      await workflows.cancel(failed);
+      expect(await workflows.find(failed.id)).toMatchObject({ state: 'canceled', nextStepName: 'sendFax' });
+      expect(await workflows.removedStepsInFlight(FulfilmentWorkflow)).toEqual([]);
+
+      const [first, second] = [await atGravestone('sendFax'), await atGravestone('sendFax')];
+      const paused = await atGravestone('sendFax');
+      await workflows.pause(paused);
+      const beforeFirst = await atGravestone('legacyAudit');
+      expect(await workflows.removedStepsInFlight(FulfilmentWorkflow)).toEqual([
+        { stepName: 'legacyAudit', workflows: 1 },
+        { stepName: 'sendFax', workflows: 3 },
+      ]);
+
+      await app.gd.performNextStep(first); // its sendFax execution skipped, ship scheduled
+      expect(await workflows.removedStepsInFlight(FulfilmentWorkflow)).toEqual([
+        { stepName: 'legacyAudit', workflows: 1 },
+        { stepName: 'sendFax', workflows: 2 },
+      ]);
+      await workflows.resume(paused); // released: skipped, ship scheduled
+      expect(await workflows.removedStepsInFlight(FulfilmentWorkflow)).toEqual([
+        { stepName: 'legacyAudit', workflows: 1 },
+        { stepName: 'sendFax', workflows: 1 },
+      ]);
+      await app.gd.performNextStep(beforeFirst); // its legacyAudit execution skipped, reserveStock scheduled
+      expect(await workflows.removedStepsInFlight(FulfilmentWorkflow)).toEqual([{ stepName: 'sendFax', workflows: 1 }]);
+      expect((await app.gd.speedrunWorkflow(second)).state).toBe('finished');
+      expect(await workflows.removedStepsInFlight(FulfilmentWorkflow)).toEqual([]);
+      // The three that moved on stand at live steps, still ongoing.
+      expect(await Promise.all([first, paused, beforeFirst].map(current))).toEqual([
+        ['ship', 'scheduled'],
+        ['ship', 'scheduled'],
+        ['reserveStock', 'scheduled'],
+      ]);
+    });
+  });
+
   describe('an execution parked on a gravestone', () => {
     async function parkedOnGravestone(): Promise<{ wf: WorkflowRecord; parkedId: string }> {
       const wf = await workflows.start(FaxWorkflow, hero);
