@@ -5,7 +5,7 @@ import { isStaleStatement } from '../persistence/stale-statement.js';
 import { isConnectionError, isDeadlock, type TransactionRunner } from '../persistence/transaction-runner.js';
 import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
 import type { WorkflowDefinition } from '../registry/workflow-definition.js';
-import type { PreparePhase } from './prepare-phase.js';
+import { phaseOneReadsHero, type PreparePhase } from './prepare-phase.js';
 import type { StepOutcomes } from './step-outcome.js';
 import { eventBase, IDEMPOTENT, type BodyResult, type Chain, type Prepared } from './step-run.js';
 
@@ -171,8 +171,11 @@ export class FinalizePhase {
       if (due) {
         const states = { workflowState: workflow.state, stepState: execution.state };
         try {
-          // The hero's read writes this outcome and the new row with it, in one statement where the dialect allows.
-          const hero = await this.store.readHero(manager, workflow.heroType, workflow.heroId);
+          // The hero's read writes this outcome and the new row with it (its id is needed next), in one
+          // statement where the dialect allows; a step whose own transaction reads its hero is left to it.
+          const readsHero = phaseOneReadsHero(prepared.definition, prepared.definition.step(due.stepName));
+          const hero = readsHero ? await this.store.readHero(manager, workflow.heroType, workflow.heroId) : undefined;
+          if (!readsHero) await this.store.flush(manager);
           const started = await this.prepare.prepareLocked(manager, workflow, due, due.id, { ...prepared.run, jobId: undefined }, null, hero);
           if ('run' in started) next = started.run;
         } catch (error) {

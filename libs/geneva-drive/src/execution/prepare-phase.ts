@@ -33,7 +33,7 @@ const SKIPPED = { state: 'skipped', outcome: 'skipped' } as const;
  * step's body reads it through its own transaction (TransactionalStep), which also cancels the
  * workflow when it is gone: read here as well, it would be read twice.
  */
-function phaseOneReadsHero(definition: WorkflowDefinition, step: StepDefinition | undefined): boolean {
+export function phaseOneReadsHero(definition: WorkflowDefinition, step: StepDefinition | undefined): boolean {
   if (!step?.transactional) return true;
   return definition.cancelIf.length > 0 || step.skipIf !== undefined || (step.waitFor !== undefined && step.waitFor.needsWorkflow !== false);
 }
