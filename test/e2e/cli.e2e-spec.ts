@@ -2,10 +2,13 @@
  * `geneva-drive --data-source <file> <command>` as a child process, on SQLite and PostgreSQL: every
  * command, its --json output, and the exit codes of the typed errors. With the application's Bull
  * queue in the data source file, a signal sent from the shell wakes the step in the application's worker.
+ * A database server that accepts the connection and never answers is reported in time on the
+ * PostgreSQL and MySQL drivers.
  */
 import { jest } from '@jest/globals';
 import { execFile } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
@@ -219,6 +222,53 @@ describeEachDatabase('geneva-drive CLI', (kind) => {
     expect(elapsed - startUp).toBeLessThan(5_000);
     const text = await cli(kind, ['list'], unreachable);
     expect(text.stderr.split('\n').filter(Boolean)).toEqual([expect.stringMatching(/^geneva-drive: CliConnectionError: Cannot connect to the /)]);
+  });
+});
+
+describeEachDatabase('geneva-drive CLI against a database server that never answers', (kind) => {
+  if (kind === 'sqlite') return; // the PostgreSQL and MySQL drivers: SQLite opens a file
+  let silent: Server;
+  let port: number;
+  const sockets = new Set<Socket>();
+  let accepted = 0;
+
+  // Accepts every connection and never writes a byte: no refusal for the driver to report at once.
+  beforeAll(async () => {
+    silent = createServer((socket) => {
+      accepted++;
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    port = (silent.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    for (const socket of sockets) socket.destroy();
+    await new Promise<void>((resolve) => silent.close(() => resolve()));
+  });
+
+  it('reports it within 5 s of its own start-up: one JSON line with --json, exit 1', async () => {
+    const url: Record<string, string> = kind === 'postgres' ? { GD_PG_URL: `postgres://postgres@127.0.0.1:${port}/nowhere` } : { GD_MYSQL_URL: `mysql://root@127.0.0.1:${port}/nowhere` };
+    // What starting the CLI costs on this machine without a connection, the faster of two runs.
+    let startUp = Infinity;
+    for (let i = 0; i < 2; i++) {
+      const startedBare = Date.now();
+      const bare = await cli(kind, ['list', '--json'], {}, path.join(path.dirname(dataSourceFile), 'cli-workflows.js'));
+      startUp = Math.min(startUp, Date.now() - startedBare);
+      expect(bare.code).toBe(2);
+    }
+    const started = Date.now();
+    const run = await cli(kind, ['list', '--json'], url);
+    const elapsed = Date.now() - started;
+    expect(accepted).toBeGreaterThan(0); // the driver connected, and waited for an answer
+    expect(run.code).toBe(1);
+    expect(run.stdout).toBe('');
+    const lines = run.stderr.split('\n').filter(Boolean);
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0])).toEqual({ error: 'CliConnectionError', message: expect.stringMatching(/^Cannot connect to the (postgres|mysql) database of the data source file: /), exitCode: 1 });
+    // The connect timeout (3 s) bounds the wait. At 5 s the report came 5.2 s after start-up on
+    // PostgreSQL, and 10 s on MySQL, whose driver kept mysql2's own timeout.
+    expect(elapsed - startUp).toBeLessThan(5_000);
   });
 });
 
