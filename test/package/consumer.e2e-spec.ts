@@ -2,10 +2,10 @@
  * The published package, installed as a user installs it: `npm pack` of libs/geneva-drive, the tarball
  * installed into a Nest app outside the workspace (test/package/consumer-app, copied to a temporary
  * directory) whose Nest and TypeORM versions differ from the workspace's but sit inside the peer ranges.
- * The app is compiled with `tsc` (skipLibCheck off, so every shipped declaration is checked), booted on
- * PostgreSQL (a database of its own), driven through its controller (a workflow with a `waitFor` step,
- * a redelivered webhook, a late one and a malformed one), and its own jest spec runs with
- * `geneva-drive/testing` under the ESM jest setup the quick start shows.
+ * The app is compiled with TypeScript 7's `tsc` (skipLibCheck off, so every shipped declaration is
+ * checked), booted on PostgreSQL (a database of its own), driven through its controller (a workflow
+ * with a `waitFor` step, a redelivered webhook, a late one and a malformed one), and its own jest spec
+ * runs with `geneva-drive/testing` under the ESM jest setup the quick start shows (SWC, not ts-jest).
  * The app installs none of the optional peers (bull, @nestjs/terminus, prom-client, @opentelemetry/api), so its boot shows
  * the main entry point needs none of them. It fails when the tarball lacks a file, a type or a peer,
  * or ships something it should not.
@@ -67,7 +67,7 @@ describe('the geneva-drive package, installed into a Nest app', () => {
       private: true,
       type: 'module',
       dependencies: { ...CONSUMER_VERSIONS, pg: PG, 'geneva-drive': `file:../${packed.filename}` },
-      devDependencies: { '@jest/globals': '30.5.2', '@nestjs/testing': '12.1.0', '@types/node': '20.19.25', jest: '30.5.2', 'ts-jest': '29.4.15', typescript: '6.0.3' },
+      devDependencies: { '@jest/globals': '30.5.2', '@nestjs/testing': '12.1.0', '@swc/core': '1.16.22', '@swc/jest': '0.2.39', '@types/node': '20.19.25', jest: '30.5.2', typescript: '7.0.2' },
     };
     writeFileSync(join(app, 'package.json'), JSON.stringify(manifest, null, 2));
     await run('npm', ['install', '--ignore-scripts', '--no-audit', '--no-fund'], app);
