@@ -284,7 +284,7 @@ describeEachDatabase('transactional steps in a chain', (kind: DatabaseKind) => {
     const heroes = app.dataSource.getRepository(TestHero);
     const hero = await heroes.save(heroes.create({ name: 'Ada' }));
     const workflows = app.moduleRef.get(WorkflowService);
-    let wf!: LedgerWorkflow;
+    let wf!: WorkflowRecord;
     // One hero read per step: the chain does not read b's for it, b's transaction does.
     const heroReads = await heroReadsDuring(app, async () => {
       wf = await workflows.start(LedgerWorkflow, hero);
