@@ -13,6 +13,14 @@ import { describeEachDatabase } from '../utils/databases.js';
 
 const AUTH = { Authorization: `Bearer ${DASHBOARD_TOKEN}` };
 
+/** The headers every dashboard response carries (security-headers.ts). */
+function expectSecurityHeaders(response: { headers: Record<string, string | undefined> }): void {
+  expect(response.headers['content-security-policy']).toBe("default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'");
+  expect(response.headers['x-frame-options']).toBe('DENY');
+  expect(response.headers['x-content-type-options']).toBe('nosniff');
+  expect(response.headers['referrer-policy']).toBe('same-origin');
+}
+
 /** Lets in two operators, each with a token of their own. */
 @Injectable()
 class TwoOperatorsGuard implements CanActivate {
@@ -123,12 +131,22 @@ describeEachDatabase('dashboard under attack, over HTTP', (kind) => {
       await request(d.url).get('/geneva').expect(401),
       await request(d.url).post(`/geneva/workflows/${workflow.id}/pause`).set(ALICE).expect(403),
     ];
-    for (const response of responses) {
-      expect(response.headers['content-security-policy']).toBe("default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'");
-      expect(response.headers['x-frame-options']).toBe('DENY');
-      expect(response.headers['x-content-type-options']).toBe('nosniff');
-      expect(response.headers['referrer-policy']).toBe('same-origin');
-    }
+    for (const response of responses) expectSecurityHeaders(response);
+  });
+
+  it("sends them on Nest's own answers under the mount too: an unknown path, a method no route has, a parameter that does not decode", async () => {
+    const responses = [
+      await request(d.url).get('/geneva/nope').set(ALICE).expect(404),
+      await request(d.url).get('/geneva/nope').expect(404),
+      await request(d.url).get('/geneva/assets/nope.js').expect(404),
+      await request(d.url).delete('/geneva/workflows/1').set(ALICE).expect(404),
+      await request(d.url).get('/geneva/workflows/%E0%A4%A').set(ALICE).expect(400),
+      await request(d.url).get('/geneva/api/workflows/%E0%A4%A/signals/%ff').expect(400),
+    ];
+    expect(responses[4].text).toContain('Failed to decode param');
+    for (const response of responses) expectSecurityHeaders(response);
+    // The application's own paths are its own: a sibling whose name starts like the mount's, too.
+    for (const path of ['/elsewhere', '/genevan', '/geneva-other/x']) expect((await request(d.url).get(path).expect(404)).headers['content-security-policy']).toBeUndefined();
   });
 
   it('makes the CSRF cookie __Host- and Secure when the request is secure (behind a trusted TLS proxy)', async () => {
@@ -276,5 +294,6 @@ describeEachDatabase('dashboard mounted at the root', (kind) => {
     const token = /name="_csrf" value="([^"]+)"/.exec(page.text)![1];
     const done = await request(d.url).post(`/workflows/${workflow.id}/pause`).set(AUTH).set('Cookie', cookie).type('form').send({ _csrf: token }).expect(303);
     expect(done.headers.location).toBe(`/workflows/${workflow.id}?done=pause`);
+    expectSecurityHeaders(await request(d.url).get('/nope').expect(404)); // the whole application is under the mount
   });
 });

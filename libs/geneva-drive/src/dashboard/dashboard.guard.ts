@@ -4,7 +4,7 @@ import { DASHBOARD_OPTIONS, DASHBOARD_USER_GUARD } from './dashboard.constants.j
 import type { ResolvedDashboardOptions } from './dashboard.options.js';
 import { hasValidCsrfToken, type CsrfRequest } from './csrf.js';
 import { isSameOrigin, type OriginRequest } from './request-origin.js';
-import { SECURITY_HEADERS } from './security-headers.js';
+import { setSecurityHeaders } from './security-headers.js';
 
 /**
  * Runs on every dashboard route: the security headers first (so refusals carry them too), the
@@ -19,8 +19,7 @@ export class DashboardGuard implements CanActivate {
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
-    const response = context.switchToHttp().getResponse<{ setHeader(name: string, value: string): unknown }>();
-    for (const [name, value] of Object.entries(SECURITY_HEADERS)) response.setHeader(name, value);
+    setSecurityHeaders(context.switchToHttp().getResponse());
     if (this.userGuard) {
       const verdict = this.userGuard.canActivate(context);
       const allowed = isObservable(verdict) ? await lastValueFrom(verdict) : await verdict;

@@ -1,4 +1,4 @@
-import { Controller, Module, type CanActivate, type DynamicModule, type Provider, type Type } from '@nestjs/common';
+import { Controller, Inject, Module, type CanActivate, type DynamicModule, type MiddlewareConsumer, type NestModule, type Provider, type Type } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { OPERATOR_DATA_SOURCE } from '../operator/operator.constants.js';
@@ -6,6 +6,7 @@ import { DASHBOARD_OPTIONS, DASHBOARD_USER_GUARD } from './dashboard.constants.j
 import { DashboardController } from './dashboard.controller.js';
 import { DashboardGuard } from './dashboard.guard.js';
 import { normalizePath, resolveDashboardOptions, type ResolvedDashboardOptions } from './dashboard.options.js';
+import { securityHeadersMiddleware } from './security-headers.js';
 import type { GenevaDriveDashboardModuleAsyncOptions, GenevaDriveDashboardModuleOptions, GenevaDriveDashboardOptions } from './dashboard-options.interface.js';
 import { WorkflowActions } from '../operator/workflow-actions.js';
 import { WorkflowCatalog } from '../operator/workflow-catalog.js';
@@ -19,7 +20,16 @@ import { WorkflowReader } from '../operator/workflow-reader.js';
  * @publicApi
  */
 @Module({})
-export class GenevaDriveDashboardModule {
+export class GenevaDriveDashboardModule implements NestModule {
+  constructor(@Inject(DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions) {}
+
+  /** The security headers on every response under the mount path, Nest's own 404s and 400s included. */
+  configure(consumer: MiddlewareConsumer): void {
+    // A path given as a string is mounted with Express's use(), ahead of the routes: on its sub-paths
+    // too, and with no parameter to decode (a route's `:id` that does not decode is a 400 after it).
+    consumer.apply(securityHeadersMiddleware).forRoutes(this.options.path);
+  }
+
   static forRoot(options: GenevaDriveDashboardModuleOptions = {}): DynamicModule {
     const { path, dataSource, ...rest } = options;
     const mount = normalizePath(path);

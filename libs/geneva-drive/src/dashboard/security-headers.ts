@@ -10,3 +10,22 @@ export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
   'X-Content-Type-Options': 'nosniff',
   'Referrer-Policy': 'same-origin',
 };
+
+/** The parts of Express's response the headers need. */
+interface HeaderResponse {
+  setHeader(name: string, value: string): unknown;
+}
+
+/** Sets {@link SECURITY_HEADERS} on the response. */
+export function setSecurityHeaders(response: HeaderResponse): void {
+  for (const [name, value] of Object.entries(SECURITY_HEADERS)) response.setHeader(name, value);
+}
+
+/**
+ * Middleware for the whole mount path, before Nest looks for a route: Nest's own answers there (an
+ * unknown path or method, 404; a parameter that does not decode, 400) carry the headers too.
+ */
+export function securityHeadersMiddleware(_request: unknown, response: HeaderResponse, next: () => void): void {
+  setSecurityHeaders(response);
+  next();
+}
