@@ -2,10 +2,13 @@
  * The dashboard over HTTP against what an attacker sends, on every database: planted and borrowed
  * CSRF tokens, cross-origin posts, malformed cookies, the security headers, the root mount, hostile
  * list filters and signal fields (each a 4xx with a message, never a 500, nothing written), and a
- * workflow page that stays small however many signals the workflow has.
+ * workflow page that stays small however many signals the workflow has, and reads and renders as
+ * much (so takes as long) however large their payloads.
  */
 import { Injectable, UnauthorizedException, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import request from 'supertest';
+import type { DataSource, QueryRunner } from 'typeorm';
+import { StepExecution } from 'geneva-drive';
 import { DashboardPathError, GenevaDriveDashboardModule } from 'geneva-drive/dashboard';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
 import { createDashboardApp, csrfFor, parkedInvoice as parkInvoice, DASHBOARD_TOKEN, InvoiceFlow, LoudFlow, saveHero, TokenGuard, type DashboardApp } from '../src/dashboard-app.js';
@@ -19,6 +22,44 @@ function expectSecurityHeaders(response: { headers: Record<string, string | unde
   expect(response.headers['x-frame-options']).toBe('DENY');
   expect(response.headers['x-content-type-options']).toBe('nosniff');
   expect(response.headers['referrer-policy']).toBe('same-origin');
+}
+
+/** The size of what a query returned: strings by their UTF-8 bytes, buffers by their length, any other value 8. */
+function sizeOf(value: unknown): number {
+  if (value === null || value === undefined) return 0;
+  if (typeof value === 'string') return Buffer.byteLength(value);
+  if (Buffer.isBuffer(value)) return value.length;
+  if (Array.isArray(value)) return value.reduce((sum: number, item) => sum + sizeOf(item), 0);
+  if (typeof value === 'object' && !(value instanceof Date)) return Object.values(value).reduce((sum: number, item) => sum + sizeOf(item), 0);
+  return 8;
+}
+
+/** How many bytes the database returned to the queries `dataSource` ran while `work` ran (every query goes through a query runner). */
+async function bytesRead(dataSource: DataSource, work: () => Promise<void>): Promise<number> {
+  let bytes = 0;
+  const driver = dataSource.driver;
+  const create = driver.createQueryRunner;
+  const wrapped = new Set<QueryRunner>();
+  driver.createQueryRunner = function (this: unknown, ...args: Parameters<typeof create>) {
+    const runner = create.apply(this, args);
+    if (!wrapped.has(runner)) {
+      wrapped.add(runner); // SQLite's driver hands out one runner again and again
+      const query = runner.query;
+      runner.query = async function (this: QueryRunner, ...queryArgs: Parameters<typeof query>) {
+        const result = await query.apply(this, queryArgs);
+        bytes += sizeOf((result as { records?: unknown } | undefined)?.records ?? result);
+        return result;
+      } as typeof query;
+    }
+    return runner;
+  };
+  try {
+    await work();
+  } finally {
+    driver.createQueryRunner = create;
+    for (const runner of wrapped) delete (runner as Partial<QueryRunner>).query;
+  }
+  return bytes;
 }
 
 /** Lets in two operators, each with a token of their own. */
@@ -266,6 +307,59 @@ describeEachDatabase('dashboard under attack, over HTTP', (kind) => {
     const overview = await request(d.url).get('/geneva').set(ALICE).expect(200);
     expect(overview.text.length).toBeLessThan(40_000);
   });
+});
+
+describeEachDatabase('the workflow page of a flooded workflow', (kind) => {
+  let d: DashboardApp;
+  let gd: GenevaDriveTesting;
+
+  beforeAll(async () => {
+    d = await createDashboardApp(kind); // the default page size: 50 rows a list
+    gd = GenevaDriveTesting.create(d.app);
+  });
+  afterAll(() => d.close());
+
+  /** A parked invoice with 150 signals of `size` characters, its executions' cursor, metadata and error as large. */
+  async function flooded(name: string, size: number): Promise<string> {
+    const workflow = await parkInvoice(d, gd, name);
+    const blob = 'x'.repeat(size);
+    for (let i = 0; i < 150; i++) await d.signals.signal(workflow, 'payment_confirmed', { payload: { i, blob }, idempotencyKey: `evt-${i}` });
+    const text = 'e'.repeat(Math.min(size, 60_000)); // MySQL's text columns hold 64 KB
+    await d.dataSource.getRepository(StepExecution).update(
+      { workflowId: workflow.id },
+      { cursor: { blob }, metadata: { reattemptReason: 'flow_control', exception: { class: 'Error', message: blob, backtrace: [blob] } }, errorClassName: 'Error', errorMessage: text, errorBacktrace: text },
+    );
+    return workflow.id;
+  }
+
+  /** What showing the workflow's page reads from the database, and the page. */
+  async function showPage(workflowId: string): Promise<{ read: number; html: string }> {
+    let html = '';
+    const read = await bytesRead(d.dataSource, async () => {
+      html = (await request(d.url).get(`/geneva/workflows/${workflowId}`).set(AUTH).expect(200)).text;
+    });
+    return { read, html };
+  }
+
+  // The page's time is bounded by its work, measured here without a clock (the machine's speed varies):
+  // what it reads from the database and what it renders stay under the same bounds whatever the size
+  // of the payloads. 150 signals of 120 KB read 6 MB of payloads for one page of 50 before.
+  it('reads and renders as much for 150 signals of 120 KB as for 150 of 1 KB, so its time is bounded too', async () => {
+    const small = await showPage(await flooded('small', 1_000));
+    const large = await showPage(await flooded('large', 120_000));
+    for (const page of [small, large]) {
+      expect(page.read).toBeLessThan(200_000);
+      expect(Buffer.byteLength(page.html)).toBeLessThan(300_000);
+      expect(page.html.match(/data-signal-id=/g)).toHaveLength(50);
+      expect(page.html.match(/data-execution-id=/g)).toHaveLength(2);
+      expect(page.html).toContain('flow_control'); // the reattempt reason, read out of the metadata
+    }
+    expect(large.html.match(/full payload<\/a>/g)).toHaveLength(50);
+    expect(large.html.match(/full cursor<\/a>/g)).toHaveLength(2);
+    expect(large.html.match(/full error<\/a>/g)).toHaveLength(2);
+    expect(large.html).toContain(`<pre class="payload">{\n  &quot;i&quot;: 0,\n  &quot;blob&quot;: &quot;xxxxxxxx`);
+    expect(small.html).not.toContain('full payload</a>');
+  }, 180_000);
 });
 
 describeEachDatabase('dashboard mounted at the root', (kind) => {

@@ -5,13 +5,13 @@ import { StepExecution } from '../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { waitingGauges } from '../persistence/gauges.js';
 import { countStuck } from '../persistence/recovery-queries.js';
-import { claimedBy, countsByTypeAndState, executionsIn, listWorkflows, pageOfWorkflow, typeStateIndexUsable, type WorkflowListQuery } from '../persistence/workflow-list.js';
+import { activeExecutionState, claimedBy, countsByTypeAndState, executionsIn, listWorkflows, pageOfWorkflow, typeStateIndexUsable, type WorkflowListQuery } from '../persistence/workflow-list.js';
 import { WorkflowService } from '../client/workflow.service.js';
 import { OPERATOR_DATA_SOURCE } from './operator.constants.js';
 import { DashboardInputError } from '../errors/dashboard-input.error.js';
 import { EngineView } from './engine-view.js';
 import { checkFilterText, parseDateFilter } from './filter-text.js';
-import { clipText, previewOf, PREVIEW_CHARS, type ValuePreview } from './value-preview.js';
+import { clipText, previewOf, previewOfStored, PREVIEW_CHARS, type ValuePreview } from './value-preview.js';
 import { WorkflowCatalog, type StepStatus, type StepSummary } from './workflow-catalog.js';
 import { WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
 
@@ -214,19 +214,23 @@ export class WorkflowReader {
 
   /**
    * Everything the workflow page shows, its executions (oldest first) and signals (in arrival order)
-   * one page each from the given cursors, with payloads and cursors cut to a preview: the page's size
-   * does not grow with the workflow's history. Throws WorkflowNotFoundError for an unknown id,
-   * DashboardInputError for a malformed cursor.
+   * one page each from the given cursors, with payloads, cursors and errors cut to a preview: the page's
+   * size does not grow with the workflow's history, nor what it reads with the size of the payloads
+   * (only the preview's characters and one more are read of each, the reattempt reason alone of the
+   * metadata). Throws WorkflowNotFoundError for an unknown id, DashboardInputError for a malformed cursor.
    */
   async detail(id: string, pageSize: number, page: DetailCursors = {}): Promise<WorkflowDetail> {
     const record = await this.workflows.find(id);
     const manager = this.dataSource.manager;
     const executionsAfter = page.executionsAfter ? this.cursor('executionsAfter', page.executionsAfter) : null;
     const signalsAfter = page.signalsAfter ? this.cursor('signalsAfter', page.signalsAfter) : null;
-    const executions = await pageOfWorkflow(manager, StepExecution, record.id, executionsAfter, pageSize);
-    const signals = this.engine.hasSignals ? await pageOfWorkflow(manager, Signal, record.id, signalsAfter, pageSize) : { rows: [], nextAfter: null };
-    const attached = await claimedBy(manager, record.id, signals.rows.map((signal) => signal.id));
-    const current = await this.workflows.currentExecution(record);
+    const executions = await pageOfWorkflow<StepExecution>(manager, StepExecution, record.id, executionsAfter, pageSize, {
+      heads: { cursor: PREVIEW_CHARS, errorMessage: PREVIEW_CHARS, errorBacktrace: BACKTRACE_CHARS },
+      members: { metadata: 'reattemptReason' },
+    });
+    const signals = this.engine.hasSignals ? await pageOfWorkflow<Signal>(manager, Signal, record.id, signalsAfter, pageSize, { heads: { payload: PREVIEW_CHARS } }) : { rows: [], nextAfter: null };
+    const attached = await claimedBy(manager, record.id, signals.rows.map(({ row }) => row.id));
+    const current = await activeExecutionState(manager, record.id);
     const steps = this.catalog.runOrder(record.type);
     const position = record.currentStepName ?? record.nextStepName;
     const index = steps?.findIndex((step) => step.name === position) ?? -1;
@@ -238,9 +242,9 @@ export class WorkflowReader {
           ...step,
           position: finished || (index >= 0 && i < index) ? 'done' : i === index ? 'current' : 'upcoming',
         })) ?? null,
-      executions: executions.rows.map((execution) => toExecutionView(execution, this.catalog.stepStatus(record.type, execution.stepName))),
+      executions: executions.rows.map(({ row, read }) => toExecutionView(row, read, this.catalog.stepStatus(record.type, row.stepName))),
       executionsNextAfter: executions.nextAfter,
-      signals: signals.rows.map((signal) => toSignalView(signal, attached.get(signal.id) ?? [])),
+      signals: signals.rows.map(({ row, read }) => toSignalView(row, read, attached.get(row.id) ?? [])),
       signalsNextAfter: signals.nextAfter,
       waitingSince: current?.state === 'waiting' ? current.waitingSince : null,
       signalNames: this.catalog.signalNames(record.type),
@@ -289,7 +293,8 @@ function toRow(record: WorkflowRecord): WorkflowRow {
   return { id, type, state, heroType, heroId, nextStepName, createdAt, updatedAt };
 }
 
-function toExecutionView(execution: StepExecution, stepStatus: StepStatus): ExecutionView {
+/** An execution of a page, with the heads of its long columns in `read` (see pageOfWorkflow). */
+function toExecutionView(execution: StepExecution, read: Record<string, string | null>, stepStatus: StepStatus): ExecutionView {
   const end = execution.finishedAt;
   return {
     id: execution.id,
@@ -302,19 +307,19 @@ function toExecutionView(execution: StepExecution, stepStatus: StepStatus): Exec
     finishedAt: end,
     durationMs: execution.startedAt && end ? end.getTime() - execution.startedAt.getTime() : null,
     errorClassName: execution.errorClassName,
-    // A step's error is the application's text, unbounded: cut like payloads, whole in the execution's API.
-    errorMessage: clipText(execution.errorMessage),
-    errorBacktrace: clipText(execution.errorBacktrace, BACKTRACE_CHARS),
-    errorTruncated: clipText(execution.errorMessage) !== execution.errorMessage || clipText(execution.errorBacktrace, BACKTRACE_CHARS) !== execution.errorBacktrace,
-    cursor: execution.cursor === undefined || execution.cursor === null ? null : previewOf(execution.cursor),
-    reattemptReason: execution.metadata?.reattemptReason ?? null,
+    // A step's error is the application's text: cut like payloads, whole in the execution's API.
+    errorMessage: clipText(read.errorMessage),
+    errorBacktrace: clipText(read.errorBacktrace, BACKTRACE_CHARS),
+    errorTruncated: (read.errorMessage?.length ?? 0) > PREVIEW_CHARS || (read.errorBacktrace?.length ?? 0) > BACKTRACE_CHARS,
+    cursor: previewOfStored(read.cursor),
+    reattemptReason: read.metadata,
     signalId: execution.signalId,
     waitingSince: execution.waitingSince,
     continuesFromId: execution.continuesFromId,
   };
 }
 
-function toSignalView(signal: Signal, claimedBy: string[]): SignalView {
+function toSignalView(signal: Signal, read: Record<string, string | null>, claimedBy: string[]): SignalView {
   return {
     id: signal.id,
     name: signal.name,
@@ -322,7 +327,7 @@ function toSignalView(signal: Signal, claimedBy: string[]): SignalView {
     state: signal.state,
     claimed: signal.claimed,
     consumed: signal.consumed,
-    payload: previewOf(signal.payload),
+    payload: previewOfStored(read.payload) ?? previewOf(null),
     createdAt: signal.createdAt,
     claimedAt: signal.claimedAt,
     consumedAt: signal.consumedAt,

@@ -4,11 +4,13 @@ import type { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { mysqlHasIndex } from './sql/mysql.js';
+import { ACTIVE_EXECUTION_STATES } from '../state/step-execution-state.js';
 
 /**
  * The operator surfaces' lists (the dashboard and the CLI, through the operator's WorkflowReader):
  * workflows by filters, newest first with a keyset cursor, so every page is an index range scan
- * however many workflows there are; the counts by type and state; short lists of executions.
+ * however many workflows there are; the counts by type and state; short lists of executions; a
+ * workflow's executions and signals a page at a time, their long columns read as bounded heads.
  */
 
 /** The index of the list filtered by type and state (AddGenevaDriveListIndexes1730000000003). */
@@ -137,20 +139,83 @@ export function executionsIn(
   return qb.orderBy(`e.${orderBy}`, order).getRawMany().then(identifierRows);
 }
 
-/** One workflow's rows after a cursor, by id (creation order: bigint keys grow, uuid keys are time-ordered). */
+/** How a page reads the columns of a row that may be long (a payload, a cursor, an error). */
+export interface LongColumns<T> {
+  /** Read as their first N characters and one more (property → N), so the caller sees whether there was more. */
+  heads?: Partial<Record<keyof T & string, number>>;
+  /** JSON columns of which one top-level string member is read instead (property → member name). */
+  members?: Partial<Record<keyof T & string, string>>;
+}
+
+/** A row without its long columns, and what was read of them (property → head or member, null when null). */
+export interface RowWithHeads<T> {
+  row: T;
+  read: Record<string, string | null>;
+}
+
+/**
+ * One workflow's rows after a cursor, by id (creation order: bigint keys grow, uuid keys are
+ * time-ordered). The `long` columns are never read whole: however large the payloads, a page reads a
+ * bounded number of bytes from the database.
+ */
 export async function pageOfWorkflow<T extends StepExecution | Signal>(
   manager: EntityManager,
   entity: new () => T,
   workflowId: string,
   after: string | null,
   pageSize: number,
-): Promise<{ rows: T[]; nextAfter: string | null }> {
-  const qb = manager.createQueryBuilder(entity, 'r').where('r.workflowId = :workflowId', { workflowId }).orderBy('r.id', 'ASC').limit(pageSize + 1);
+  long: LongColumns<T>,
+): Promise<{ rows: Array<RowWithHeads<T>>; nextAfter: string | null }> {
+  const metadata = manager.connection.getMetadata(entity);
+  const heads = Object.entries(long.heads ?? {}) as Array<[string, number]>;
+  const members = Object.entries(long.members ?? {}) as Array<[string, string]>;
+  const skipped = new Set([...heads, ...members].map(([property]) => property));
+  const qb = manager
+    .createQueryBuilder(entity, 'r')
+    .select(metadata.columns.filter((column) => !skipped.has(column.propertyName)).map((column) => `r.${column.propertyName}`))
+    .where('r.workflowId = :workflowId', { workflowId })
+    .orderBy('r.id', 'ASC')
+    .limit(pageSize + 1);
+  const column = (property: string) => `${qb.escape('r')}.${qb.escape(metadata.findColumnWithPropertyName(property)!.databaseName)}`;
+  const type = manager.connection.options.type;
+  for (const [property, chars] of heads) qb.addSelect(headOf(type, column(property), chars + 1), `head_${property}`);
+  for (const [property, member] of members) qb.addSelect(memberOf(type, column(property), member), `head_${property}`);
   if (after !== null) qb.andWhere('r.id > :after', { after });
-  const rows = await qb.getMany();
+  const { entities, raw } = await qb.getRawAndEntities();
+  const rows = entities.map((row, i) => ({ row, read: Object.fromEntries([...skipped].map((property) => [property, textOf(raw[i][`head_${property}`])])) }));
   const more = rows.length > pageSize;
   if (more) rows.length = pageSize;
-  return { rows, nextAfter: more ? rows[rows.length - 1].id : null };
+  return { rows, nextAfter: more ? rows[rows.length - 1].row.id : null };
+}
+
+/** The workflow's active execution (scheduled, waiting or in progress), if any: its state and since when it waits, nothing long. */
+export function activeExecutionState(manager: EntityManager, workflowId: string): Promise<Pick<StepExecution, 'id' | 'state' | 'waitingSince'> | null> {
+  return manager
+    .createQueryBuilder(StepExecution, 'e')
+    .select(['e.id', 'e.state', 'e.waitingSince'])
+    .where('e.workflowId = :workflowId', { workflowId })
+    .andWhere('e.state IN (:...states)', { states: ACTIVE_EXECUTION_STATES })
+    .orderBy('e.createdAt', 'DESC')
+    .addOrderBy('e.id', 'DESC')
+    .getOne();
+}
+
+/** The first `chars` characters of a text or JSON column (of its text, for PostgreSQL's jsonb). */
+function headOf(type: string, column: string, chars: number): string {
+  return type === 'postgres' ? `SUBSTR(CAST(${column} AS text), 1, ${chars})` : `SUBSTR(${column}, 1, ${chars})`;
+}
+
+/** A top-level string member of a JSON column (`member` is a name of the code's, never input); null where the text is not JSON. */
+function memberOf(type: string, column: string, member: string): string {
+  if (type === 'postgres') return `(${column} ->> '${member}')`;
+  if (type === 'mysql' || type === 'mariadb') return `(CASE WHEN JSON_VALID(${column}) THEN JSON_UNQUOTE(JSON_EXTRACT(${column}, '$.${member}')) END)`;
+  return `(CASE WHEN json_valid(${column}) THEN json_extract(${column}, '$.${member}') END)`;
+}
+
+/** A raw text value as a string (drivers may hand back a Buffer), null as null. */
+function textOf(value: unknown): string | null {
+  if (value === null || value === undefined) return null;
+  return Buffer.isBuffer(value) ? value.toString('utf8') : String(value);
 }
 
 /** The executions of a workflow that attached to each of these signals, oldest first. */
