@@ -5,16 +5,24 @@
  * no state change, no job id written, no pause — and leaves them to the new one, which runs them
  * all: with Bull and BullMQ the old worker hands each job it takes back to Redis, delayed; with the
  * local queue it leaves them out of its boot scan. Several applications in this process stand for
- * the processes (each has its own registry and queue consumer). Every wait is for a condition.
+ * the processes (each has its own registry and queue consumer); on Bull with PostgreSQL the old worker
+ * is once a separate OS process as well (test/src/worker-process.ts, compiled with
+ * test/tsconfig.worker.json and forked, which registers none of the fleet's classes). Every wait is
+ * for a condition.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import type { LoggerService } from '@nestjs/common';
+import type { ChildProcess } from 'node:child_process';
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
 import { QUEUE_PORT, StepExecution, WorkflowRecord, WorkflowService, type GenevaDriveModuleOptions, type QueuePort } from 'geneva-drive';
 import { waitUntil } from '../src/bull-wait.js';
+import { ChildHandle, compileChildEntry, forkCompiled, ROOT } from '../src/child-process.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { FleetApprovalWorkflow, FleetChoreWorkflow, FleetOrderBeforeReserveWorkflow, FleetOrderWorkflow, fleetJournal, setLabel } from '../src/fleet-workflows.js';
 import { REDIS_QUEUE_DRIVERS, type RedisQueueDriver } from '../src/redis-queues.js';
-import { describeEachDatabase, redisAvailable, type DatabaseKind } from '../utils/databases.js';
+import type { ParentMessage, WorkerMessage } from '../src/worker-process.js';
+import { describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 
 const COUNT = 4;
@@ -178,6 +186,65 @@ function redisFleetSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
     });
     expect(fleetJournal).toEqual(['close']);
   }, TEST_TIMEOUT_MS);
+
+  if (driver.adapter === 'bull' && kind === 'postgres') {
+    describe('the worker without the class a separate process', () => {
+      const buildDir = path.join(ROOT, '.tmp', `mixed-fleet-worker-${process.env.GD_TEST_DB_PREFIX ?? 'gd_test'}-${process.pid}`);
+      const children = new Set<ChildProcess>();
+      let entry = '';
+
+      beforeAll(async () => {
+        entry = await compileChildEntry('test/tsconfig.worker.json', buildDir, 'test/src/worker-process.js');
+      }, 120_000);
+      afterAll(async () => {
+        for (const child of children) child.kill('SIGKILL'); // only if the test could not stop it
+        await rm(buildDir, { recursive: true, force: true });
+      });
+
+      it('the other process hands every job back untouched, warning once; the worker that has the class runs them all, none pauses', async () => {
+        // The multi-process spec's worker: it registers only its own workflow classes, none of the fleet's.
+        const old = new ChildHandle<WorkerMessage, ParentMessage>(
+          forkCompiled(entry, {
+            GD_WORKER_DB: kind,
+            GD_WORKER_ADAPTER: driver.adapter,
+            GD_WORKER_REDIS: redisUrl(),
+            GD_WORKER_PREFIX: prefix,
+            GD_WORKER_QUEUE: name,
+            GD_WORKER_CONCURRENCY: '2',
+            GD_TEST_LOGS: '1', // its warnings on its output
+          }),
+          children,
+        );
+        const warning = 'Workflow FleetOrder is not registered in this process: its step jobs are left to a process that has the class (warned once)';
+        const warnings = () => old.output.split('\n').filter((line) => line.includes(warning)).length;
+        try {
+          const ready = () => {
+            old.assertAlive('worker process');
+            return old.messages.some((m) => m.type === 'ready') ? true : null;
+          };
+          await waitUntil('the worker process to be ready', ready, { timeoutMs: 60_000, intervalMs: 20 });
+          const ids = await startOrders(starter, COUNT);
+          await waitForHandBacks(ids);
+          await fleetView(starter).expectUntouched(ids);
+          const firsts = (await fleetView(starter).executions()).filter((row) => ids.includes(row.workflowId)).map((row) => row.id);
+          const taken = new Set(old.messages.flatMap((m) => (m.type === 'active' ? [m.executionId] : [])));
+          expect(firsts.filter((id) => !taken.has(id))).toEqual([]);
+          await waitUntil('the warning on the worker process output', () => (warnings() > 0 ? true : null));
+
+          setLabel(FleetOrderWorkflow, 'new');
+          await boot([FleetOrderWorkflow, FleetChoreWorkflow]);
+          await fleetView(starter).waitAllFinished(ids);
+          expect(fleetJournal.filter((line) => line.startsWith('reserveStock')).sort()).toEqual(ids.map(() => 'reserveStock@new'));
+          expect(fleetJournal.filter((line) => line.startsWith('ship')).sort()).toEqual(ids.map(() => 'ship@new'));
+          old.assertAlive('worker process');
+          expect(old.messages.filter((m) => m.type === 'failed')).toEqual([]);
+          expect(warnings()).toBe(1);
+        } finally {
+          await old.stop({ type: 'shutdown' });
+        }
+      }, TEST_TIMEOUT_MS);
+    });
+  }
 }
 
 describeEachDatabase('mixed fleet', (kind) => {
