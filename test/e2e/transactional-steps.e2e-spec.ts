@@ -267,6 +267,20 @@ describeEachDatabase('transactional steps', (kind: DatabaseKind) => {
       expect(await effects(wf)).toEqual([]);
       expect((await workflows.executionHistory(wf)).map((e) => e.state)).toEqual(['completed', 'canceled']);
     });
+
+    (kind === 'postgres' ? it : it.skip)('PostgreSQL sends the end and its COMMIT as one message; refused there, nothing commits', async () => {
+      const wf = await atB();
+      const { run, release } = await bodyAtGate(wf);
+      await app.dataSource.getRepository(WorkflowRecord).update(wf.id, { state: 'canceled' });
+      const sent = await loggedDuring(app, async () => {
+        release();
+        await run;
+      });
+      // Prepared in the same message the first time on a connection, executed by name.
+      expect(sent.filter((sql) => /^(PREPARE "[^"]+" AS .*; )?EXECUTE "[^"]+"\(.*\); COMMIT$/s.test(sql))).toHaveLength(1);
+      expect(await effects(wf)).toEqual([]);
+      expect((await workflows.executionHistory(wf)).map((e) => e.state)).toEqual(['completed', 'canceled']);
+    });
   });
 });
 
@@ -301,21 +315,24 @@ describeEachDatabase('transactional steps in a chain', (kind: DatabaseKind) => {
   });
 });
 
-/** How many statements read the hero's table (as TypeORM logs them: the engine's too) while `work` runs. */
-async function heroReadsDuring(app: TestApp, work: () => Promise<unknown>): Promise<number> {
-  const heroTable = app.dataSource.getMetadata(TestHero).tableName;
-  let reads = 0;
+/** The statements sent while `work` runs, as TypeORM logs them (the engine's too). */
+async function loggedDuring(app: TestApp, work: () => Promise<unknown>): Promise<string[]> {
+  const sent: string[] = [];
   const logger = app.dataSource.logger;
-  const counting = Object.assign(Object.create(logger) as typeof logger, {
-    logQuery: (query: string) => void (new RegExp(`(^|;)\\s*SELECT [^;]*FROM \\W?${heroTable}\\W`, 'i').test(query) && reads++),
-  });
-  Object.assign(app.dataSource, { logger: counting });
+  Object.assign(app.dataSource, { logger: Object.assign(Object.create(logger) as typeof logger, { logQuery: (query: string) => void sent.push(query) }) });
   try {
     await work();
   } finally {
     Object.assign(app.dataSource, { logger });
   }
-  return reads;
+  return sent;
+}
+
+/** How many statements read the hero's table while `work` runs. */
+async function heroReadsDuring(app: TestApp, work: () => Promise<unknown>): Promise<number> {
+  const heroTable = app.dataSource.getMetadata(TestHero).tableName;
+  const reads = new RegExp(`(^|;)\\s*SELECT [^;]*FROM \\W?${heroTable}\\W`, 'i');
+  return (await loggedDuring(app, work)).filter((query) => reads.test(query)).length;
 }
 
 /** On Bull and BullMQ: the same step, through Redis, on one database (the queue is what differs here). */

@@ -215,9 +215,9 @@ export class ScheduleExplorer {
     await Promise.race([Promise.allSettled(settled), new Promise((resolve) => setTimeout(resolve, 10_000).unref())]);
   }
 
-  /** A COMMIT, or a statement outside a transaction (it commits by itself). */
+  /** A COMMIT (alone, or ending a message of several statements), or a statement outside a transaction (it commits by itself). */
   private mayLoseAnswer(pid: number, sql: string): boolean {
-    return /^\s*COMMIT/i.test(sql) || !this.inTransaction.has(pid);
+    return /(^|;)\s*COMMIT\s*$/i.test(sql) || !this.inTransaction.has(pid);
   }
 
   /** The catcher installed on every connection: statements of an operation wait for the schedule. */
@@ -271,7 +271,7 @@ export class ScheduleExplorer {
 
   private track(pid: number, sql: string): void {
     if (/^\s*(BEGIN|START TRANSACTION)/i.test(sql)) this.inTransaction.add(pid);
-    else if (/^\s*(COMMIT|ROLLBACK)\s*$/i.test(sql)) this.inTransaction.delete(pid);
+    else if (/(^|;)\s*(COMMIT|ROLLBACK)\s*$/i.test(sql)) this.inTransaction.delete(pid);
   }
 
   /** Waits until no operation is running: each is parked, idle, done, or waiting for a lock. */

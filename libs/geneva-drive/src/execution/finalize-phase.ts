@@ -197,6 +197,23 @@ export class FinalizePhase {
   }
 
   /**
+   * After a transactional step's end whose answer was lost with its COMMIT's: when it committed (the
+   * execution is no longer in progress), the job of the step it scheduled goes out, as the jobs of
+   * any lost COMMIT do (AfterCommitSubscriber.commitOutcomeUnknown); the ids it wrote were lost.
+   */
+  async resendIfRecorded(prepared: Prepared): Promise<void> {
+    await this.transactions.run(
+      (manager) =>
+        this.store.batched(manager, async () => {
+          const { workflow, execution } = await this.store.lockStep(manager, prepared.workflowId, prepared.executionId);
+          if (execution && execution.state !== 'in_progress') await this.resendScheduled(manager, workflow, prepared.definition);
+        }),
+      undefined,
+      IDEMPOTENT,
+    );
+  }
+
+  /**
    * Sends the job of the workflow's scheduled execution again, if it has one: what a COMMIT whose
    * answer was lost would have sent. A job that finds its execution started already is ignored.
    */

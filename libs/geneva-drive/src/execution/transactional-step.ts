@@ -5,20 +5,18 @@ import { CommitOutcomeUnknownError } from '../errors/commit-outcome-unknown.erro
 import { isStaleStatement } from '../persistence/stale-statement.js';
 import { isConnectionError, isDeadlock, type TransactionOptions, type TransactionRunner } from '../persistence/transaction-runner.js';
 import { writeCursor } from '../persistence/sql/step-checkpoint.js';
+import { EndRefusedError, type StepTransaction } from '../persistence/step-transaction.js';
 import type { WorkflowStore } from '../persistence/workflow-store.js';
 import { workflowInternals } from '../workflow/geneva-workflow.js';
 import type { FinalizePhase, Recorded } from './finalize-phase.js';
 import type { StepBody } from './step-body.js';
 import type { BodyResult, Prepared } from './step-run.js';
 
-/** How a step's transaction opens, and how its body gets the hero (WorkflowStore.stepTransaction). */
-type Opening = ReturnType<WorkflowStore['stepTransaction']>;
-
 /**
  * The step's transaction: run again here, not by the runner (a re-run must re-run the body with it),
  * begun as `opening` says (bounded by the step's `transactionTimeout` where the database can).
  */
-const stepTransaction = (opening: Opening): TransactionOptions => ({ once: true, begin: opening.begin });
+const stepTransaction = (opening: StepTransaction): TransactionOptions => ({ once: true, begin: opening.begin, commit: opening.commit });
 /** Runs of a transaction lost to a deadlock or a connection before COMMIT, body included. */
 const TRANSIENT_TRIES = 4;
 
@@ -65,11 +63,12 @@ export class TransactionalStep {
     for (let attempt = 1; ; attempt++) {
       const started = performance.now();
       const opening = this.opening(prepared, true);
+      let ran: BodyResult | null = null;
       let undone: BodyResult | null = null;
       try {
         const { result, recorded } = await this.transactions.run(
           async (manager): Promise<{ result: BodyResult; recorded: Recorded }> => {
-            const result = await this.runBody(manager, prepared, opening);
+            const result = (ran = await this.runBody(manager, prepared, opening));
             const recorded = keepsWrites(result) ? await this.finalize.recordWithBody(manager, prepared, result) : null;
             if (recorded) return { result, recorded };
             undone = result;
@@ -84,6 +83,10 @@ export class TransactionalStep {
         workflowInternals.rebind(prepared.instance, { manager: undefined });
         // The rollback itself may fail on a dead connection: the result decided before it still stands.
         if (undone !== null) return this.finalize.finalize(prepared, undone);
+        // The end, sent with the COMMIT, found the rows moved on: nothing committed (as undone above).
+        if (error instanceof EndRefusedError && ran !== null) return this.finalize.finalize(prepared, ran);
+        // Its answer lost, the end may have committed: the jobs of the rows it wrote go out if so.
+        if (error instanceof CommitOutcomeUnknownError && opening.endSent) await this.finalize.resendIfRecorded(prepared).catch(() => undefined);
         // Nothing of the transaction committed: the body runs again, on a fresh transaction.
         if (attempt < TRANSIENT_TRIES && isTransient(error)) {
           prepared.logger.warn(`The transactional step's transaction was lost (${String(error)}): it runs again`);
@@ -99,7 +102,7 @@ export class TransactionalStep {
    * `transactionTimeout` fails with TransactionTimeoutError; one whose statement lost the
    * transaction (a deadlock, a lost connection) throws, so that the whole transaction runs again.
    */
-  private async runBody(manager: EntityManager, prepared: Prepared, opening: Opening): Promise<BodyResult> {
+  private async runBody(manager: EntityManager, prepared: Prepared, opening: StepTransaction): Promise<BodyResult> {
     const { step, definition } = prepared;
     const started = performance.now();
     if (!(await this.bindTo(manager, prepared, opening))) return CANCEL;
@@ -118,7 +121,7 @@ export class TransactionalStep {
    * Binds the body to the transaction: `this.manager`, and the hero read through it. False when the
    * hero is gone (and the workflow may not proceed without it): the workflow is to be canceled.
    */
-  private async bindTo(manager: EntityManager, prepared: Prepared, opening: Opening): Promise<boolean> {
+  private async bindTo(manager: EntityManager, prepared: Prepared, opening: StepTransaction): Promise<boolean> {
     const { definition, instance } = prepared;
     const hero = await opening.hero(manager);
     if (hero === null && !definition.mayProceedWithoutHero) {
@@ -130,7 +133,7 @@ export class TransactionalStep {
   }
 
   /** How the step's transaction opens; `withHero`: the hero read in it (the first of a resumable step's segments, or a plain step's one). */
-  private opening(prepared: Prepared, withHero: boolean): Opening {
+  private opening(prepared: Prepared, withHero: boolean): StepTransaction {
     const { workflow, step } = prepared;
     return this.store.stepTransaction(this.transactions.dataSource.manager, step.transactionTimeoutMs, withHero ? { type: workflow.heroType, id: workflow.heroId } : undefined);
   }
@@ -213,7 +216,7 @@ export class TransactionalStep {
    * ended on demand: committed, or rolled back. It runs through the TransactionRunner like any
    * other (SQLite's writer queue, a lost COMMIT's jobs).
    */
-  private async openSegment(opening: Opening): Promise<Segment> {
+  private async openSegment(opening: StepTransaction): Promise<Segment> {
     let opened!: (manager: EntityManager) => void;
     let failed!: (error: unknown) => void;
     const ready = new Promise<EntityManager>((resolve, reject) => {

@@ -26,6 +26,13 @@ export interface PendingJob {
 /** A phase run by {@link PhaseBatch.writeIfUnchanged} tried to read: it must run under the row locks. */
 class NeedsLocks extends Error {}
 
+/** A guarded write kept for its transaction's COMMIT (PhaseBatch.endOnCommit). */
+export interface Ending {
+  batch: WriteBatch;
+  expected: ExpectedStates;
+  jobs: PendingJob[];
+}
+
 function emptyBatch(): WriteBatch {
   return { updates: [], inserts: [], consumptions: [] };
 }
@@ -43,6 +50,9 @@ export class PhaseBatch {
   private readonly jobs = new WeakMap<EntityManager, PendingJob[]>();
   /** The managers of phases deciding without the row locks (see writeIfUnchanged): they may not read. */
   private readonly unlocked = new WeakSet<EntityManager>();
+  /** Transactions whose guarded write goes with their COMMIT (see endOnCommit), and that write once made. */
+  private readonly endsOnCommit = new WeakSet<EntityManager>();
+  private readonly endings = new WeakMap<EntityManager, Ending>();
 
   constructor(
     private readonly sql: (manager: EntityManager) => HotPathSql,
@@ -88,6 +98,10 @@ export class PhaseBatch {
         if (error instanceof NeedsLocks) return false;
         throw error;
       }
+      if (this.endsOnCommit.has(manager)) {
+        this.endings.set(manager, { batch: this.writes.get(manager)!, expected, jobs: this.jobs.get(manager)! });
+        return true;
+      }
       if (!(await sql.writeIfUnchanged(manager, this.writes.get(manager)!, expected))) return false;
       for (const job of this.jobs.get(manager)!) await this.send(manager, job);
       return true;
@@ -96,6 +110,28 @@ export class PhaseBatch {
       this.jobs.delete(manager);
       this.unlocked.delete(manager);
     }
+  }
+
+  /**
+   * The guarded write of `manager`'s transaction goes with its COMMIT (a transactional step's end,
+   * where the dialect can: HotPathSql.endAndCommit): {@link writeIfUnchanged} keeps it, with its
+   * jobs, for {@link takeEnding}, and answers as if written.
+   */
+  endOnCommit(manager: EntityManager): void {
+    this.endsOnCommit.add(manager);
+  }
+
+  /** The write {@link writeIfUnchanged} kept for the COMMIT of `manager`'s transaction, if any. */
+  takeEnding(manager: EntityManager): Ending | undefined {
+    const ending = this.endings.get(manager);
+    this.endings.delete(manager);
+    this.endsOnCommit.delete(manager);
+    return ending;
+  }
+
+  /** Sends an ending's jobs, once its write has given the new rows their ids (before its COMMIT's events). */
+  async sendJobs(manager: EntityManager, jobs: PendingJob[]): Promise<void> {
+    for (const job of jobs) await this.send(manager, job);
   }
 
   /** Throws what makes {@link writeIfUnchanged} give up when its phase tries to read. */

@@ -9,6 +9,16 @@ const CONNECTION_TRIES = 5;
 /** First pause after a lost connection; doubled on each try (50, 100, 200, 400 ms, plus jitter). */
 const CONNECTION_BACKOFF_MS = 50;
 
+/**
+ * TypeORM's bookkeeping of a COMMIT the engine sent itself (HotPathSql.endAndCommit), as its
+ * commitTransaction does once its own COMMIT answered: the runner out of its transaction, then the
+ * event (after-commit callbacks start on it).
+ */
+export async function committedOutside(runner: QueryRunner): Promise<void> {
+  Object.assign(runner, { isTransactionActive: false, transactionDepth: 0 });
+  await runner.broadcaster.broadcast('AfterTransactionCommit');
+}
+
 /** A transaction the database chose as a deadlock victim (PostgreSQL 40P01, MySQL/MariaDB 1213). */
 export function isDeadlock(error: unknown): boolean {
   const driverError = (error as { driverError?: { code?: string; errno?: number } })?.driverError;
@@ -72,6 +82,11 @@ export interface TransactionOptions {
    * transaction is open before it goes out, so a failure of any part of it rolls back.
    */
   begin?: (runner: QueryRunner) => Promise<void>;
+  /**
+   * Sends the COMMIT itself, with what rides on it (a transactional step's end on PostgreSQL:
+   * WorkflowStore.stepTransaction), and does TypeORM's bookkeeping of it; only with `begin`.
+   */
+  commit?: (runner: QueryRunner) => Promise<void>;
 }
 
 /**
@@ -159,7 +174,7 @@ export class TransactionRunner {
       let committing = false;
       let runner: QueryRunner | undefined;
       try {
-        return await this.transaction(options.begin, async (manager) => {
+        return await this.transaction(options, async (manager) => {
           runner = manager.queryRunner!;
           ownRunners.add(runner);
           const result = await work(manager);
@@ -188,8 +203,8 @@ export class TransactionRunner {
     }
   }
 
-  /** TypeORM's DataSource.transaction, or one begun by `begin` (TransactionOptions.begin). */
-  private async transaction<T>(begin: TransactionOptions['begin'], work: (manager: EntityManager) => Promise<T>): Promise<T> {
+  /** TypeORM's DataSource.transaction, or one begun (and committed) as `options` say (TransactionOptions.begin). */
+  private async transaction<T>({ begin, commit }: TransactionOptions, work: (manager: EntityManager) => Promise<T>): Promise<T> {
     if (!begin) return this.dataSource.transaction(work);
     const runner = this.dataSource.createQueryRunner();
     // As runImmediate: TypeORM then treats it as a transaction it began itself.
@@ -197,7 +212,7 @@ export class TransactionRunner {
     try {
       await begin(runner);
       const result = await work(runner.manager);
-      await runner.commitTransaction();
+      await (commit ? commit(runner) : runner.commitTransaction());
       return result;
     } catch (error) {
       // A failed rollback (a dead connection) leaves the server to roll back; the work's error is the one to report.

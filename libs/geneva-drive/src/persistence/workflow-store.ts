@@ -1,4 +1,4 @@
-import type { EntityManager, QueryRunner } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import type { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
@@ -20,6 +20,7 @@ import { hotPathSqlFor, type HotPathSql, type HotPathSqlOptions } from './sql/in
 import type { ExpectedStates, HeroRow } from './sql/hot-path-sql.js';
 import { loadHero } from './hero.js';
 import { newExecution, newWorkflow, type NewExecution } from './new-rows.js';
+import { openStepTransaction, type StepTransaction } from './step-transaction.js';
 import { activeExecution, cancelPreserved, latestExecutedOf } from './step-history.js';
 import type { SchemaCapabilities } from './schema-capabilities.js';
 
@@ -168,26 +169,9 @@ export class WorkflowStore {
     return sql.heroFrom(codec, rows);
   }
 
-  /**
-   * How a transactional step's transaction begins, and how its body gets the hero. Where the dialect
-   * sends the transaction's time bounds with its BEGIN (PostgreSQL: HotPathSql.beginStep), the hero
-   * read rides on it too when the engine reads that hero itself; otherwise the transaction begins as
-   * any and `hero` reads it in the transaction. Without `hero`, the bounds alone (a later segment of
-   * a resumable step).
-   */
-  stepTransaction(manager: EntityManager, timeoutMs: number, hero?: { type: string; id: string }): { begin?: (runner: QueryRunner) => Promise<void>; hero(manager: EntityManager): Promise<object | null> } {
-    const sql = this.sql(manager);
-    const codec = hero && sql.heroCodec(hero.type);
-    const read = hero && codec && sql.inlines(codec.param(codec.primaryKey, hero.id)) ? sql.heroRead(codec, hero.id) : undefined;
-    const readInTransaction = (inTransaction: EntityManager) => (hero ? this.readHero(inTransaction, hero.type, hero.id) : Promise.resolve(null));
-    if (!sql.beginsSteps) return { hero: readInTransaction };
-    let rows: Array<Record<string, unknown>> | null = null;
-    return {
-      begin: async (runner) => {
-        rows = await sql.beginStep(runner.manager, timeoutMs, read);
-      },
-      hero: (inTransaction) => (read && rows ? Promise.resolve(sql.heroFrom(codec!, rows)) : readInTransaction(inTransaction)),
-    };
+  /** How a transactional step's transaction begins and commits, and how its body gets the hero (step-transaction.ts). */
+  stepTransaction(manager: EntityManager, timeoutMs: number, hero?: { type: string; id: string }): StepTransaction {
+    return openStepTransaction(this.sql(manager), this.phase, (inTransaction, type, id) => this.readHero(inTransaction, type, id), timeoutMs, hero);
   }
 
   /** `signal()`'s lock: the workflow, and its parked executions where the dialect reads them with it (see HotPathSql.lockForSignal). */

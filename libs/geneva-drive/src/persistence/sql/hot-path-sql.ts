@@ -119,6 +119,19 @@ export abstract class HotPathSql {
   /** Whether {@link writeIfUnchanged} is available (PostgreSQL). */
   readonly writesIfUnchanged: boolean = false;
 
+  /**
+   * A transactional step's end (the guarded write of {@link writeIfUnchanged}) and its COMMIT in
+   * one round trip: 'committed'; 'written' when only the write went (COMMIT is the caller's);
+   * 'refused' when the rows had moved on (nothing written, the transaction to be rolled back).
+   * PostgreSQL's (see there).
+   */
+  async endAndCommit(_runner: QueryRunner, _batch: WriteBatch, _expected: ExpectedStates): Promise<'committed' | 'written' | 'refused'> {
+    throw new Error(`${this.constructor.name} cannot end a step with its COMMIT`);
+  }
+
+  /** Whether {@link endAndCommit} is available (PostgreSQL). */
+  readonly endsWithCommit: boolean = false;
+
   /** The codec of a hero entity read by fixed SQL, or null when it must be read through TypeORM (see EntityCodec.isPlain). */
   heroCodec(heroType: string): EntityCodec<ObjectLiteral> | null {
     let codec = this.heroCodecs.get(heroType);

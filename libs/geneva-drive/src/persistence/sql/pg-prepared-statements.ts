@@ -42,6 +42,29 @@ export class PgPreparedStatements {
   }
 
   /**
+   * Whether the client has `name` prepared as `text`, in the current generation (older statements
+   * are dropped first): SQL's EXECUTE may then run it, in a message of the simple protocol.
+   */
+  async isPrepared(client: PgClient, name: string, text: string): Promise<boolean> {
+    await this.refresh(client);
+    return client.connection.parsedStatements[name] === text;
+  }
+
+  /**
+   * Records `name` as prepared on the client, for a message that prepares it with SQL's PREPARE: the
+   * driver then never sends its Parse again. Recorded before the message goes: if its PREPARE failed,
+   * the next run of the name is refused as missing (26000), a stale statement, prepared afresh.
+   */
+  preparedBySql(client: PgClient, name: string, text: string): void {
+    client.connection.parsedStatements[name] = text;
+  }
+
+  /** The server refused one of the client's statements, run by EXECUTE, as stale: as in {@link run}. */
+  refusedAsStale(client: PgClient): void {
+    this.generation = Math.max(this.generation, (this.generations.get(client) ?? this.generation) + 1);
+  }
+
+  /**
    * Drops the client's statements when they are older than the last stale one, and returns the
    * generation its statements now belong to. DEALLOCATE first: a name Parsed again while the server
    * still has it fails (42P05), and a stale statement cannot be dropped in the transaction it

@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
-import type { DataSource, EntityManager } from 'typeorm';
+import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import type { Signal } from '../../entities/signal.entity.js';
 import type { StepExecution } from '../../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../../entities/workflow.entity.js';
+import { isStaleStatement } from '../stale-statement.js';
 import { inOwnTransaction } from '../transaction-runner.js';
 import { HotPathSql, type ExpectedStates, type HeroRow, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
 import { PgPreparedStatements, STATEMENT_PREFIX, type PgClient } from './pg-prepared-statements.js';
@@ -62,6 +63,44 @@ export class PostgresHotPathSql extends HotPathSql {
     // Several statements in one message: the driver answers with one result each.
     const results = await this.onConnection(manager, sql, [], (client: PgClient) => client.query({ text: sql }) as unknown as Promise<Array<{ rows: Array<Record<string, unknown>> }>>);
     return read ? results[results.length - 1].rows : [];
+  }
+
+  readonly endsWithCommit = true;
+
+  /**
+   * A transactional step's end, the guarded write of {@link writeIfUnchanged}, and its COMMIT as one
+   * message of the simple protocol: EXECUTE of the write, prepared on the connection (by a PREPARE at
+   * the head of the message the first time), with its values as literals, which the statement's
+   * parameter types read as the driver's values would be. Where the rows moved on, the write divides
+   * by zero: the error stops the message before its COMMIT, nothing is written, and the transaction is
+   * to be rolled back ('refused'). Without prepared statements, or with a value that has no literal
+   * form here, the write goes alone and COMMIT is the caller's ('written').
+   */
+  async endAndCommit(runner: QueryRunner, batch: WriteBatch, expected: ExpectedStates): Promise<'committed' | 'written' | 'refused'> {
+    const statement = this.batchStatement(batch, undefined, expected, true)!;
+    const name = this.nameOf(statement.sql);
+    const args = executeArguments(statement.params);
+    const client = (await runner.connect()) as PgClient;
+    try {
+      if (name !== undefined && args !== undefined) {
+        const prepare = (await this.statements.isPrepared(client, name, statement.sql)) ? '' : `PREPARE "${name}" AS ${statement.sql}; `;
+        if (prepare) this.statements.preparedBySql(client, name, statement.sql);
+        const text = `${prepare}EXECUTE "${name}"(${args}); COMMIT`;
+        await runner.broadcaster.broadcast('BeforeTransactionCommit');
+        const results = await this.onConnection(runner.manager, text, [], (connection: PgClient) => connection.query({ text }) as unknown as Promise<Array<{ rows: Array<Record<string, unknown>> }>>);
+        // One result per statement: EXECUTE's is the one before COMMIT's.
+        statement.received(results[results.length - 2].rows[0]);
+        return 'committed';
+      }
+      const rows: Array<Record<string, unknown>> = await this.query(runner.manager, statement.sql, statement.params);
+      statement.received(rows[0]);
+      return 'written';
+    } catch (error) {
+      const driverError = (error as { driverError?: { code?: string } }).driverError;
+      if (driverError?.code === DIVISION_BY_ZERO) return 'refused';
+      if (isStaleStatement(error)) this.statements.refusedAsStale(client);
+      throw error;
+    }
   }
 
   /**
@@ -161,7 +200,7 @@ export class PostgresHotPathSql extends HotPathSql {
    * `expected` the guard of {@link writeIfUnchanged} (CTEs `l` and `g`); a lone insert or read goes out as it
    * is. `received` hands the inserted ids over. Null when there is nothing to run.
    */
-  private batchStatement(batch: WriteBatch, then?: TrailingRead, expected?: ExpectedStates): (Statement & { received(row: Record<string, unknown>): void }) | null {
+  private batchStatement(batch: WriteBatch, then?: TrailingRead, expected?: ExpectedStates, raising = false): (Statement & { received(row: Record<string, unknown>): void }) | null {
     const params: unknown[] = [];
     const bind = (value: unknown) => this.bind(params, value);
     const guarded = expected ? ' AND EXISTS (SELECT 1 FROM g)' : '';
@@ -182,7 +221,8 @@ export class PostgresHotPathSql extends HotPathSql {
     const from = [...(expected ? ['g'] : []), ...updated.map((name) => `(SELECT count(*) FROM ${name}) AS c${name}`)];
     const inserted = batch.inserts.map((insert) => ({ insert, name: `p${parts.push(this.insertStatement(insert, params, true, from.length === 0 ? undefined : from.join(', '))) - 1}` }));
     const ids = inserted.map(({ name }) => `(SELECT * FROM ${name}) AS ${name}`);
-    if (expected) ids.unshift('(SELECT count(*) FROM g) AS unchanged');
+    // `raising`: moved-on rows are an error (see endAndCommit), not a count of 0.
+    if (expected) ids.unshift(raising ? '1 / (SELECT count(*) FROM g) AS unchanged' : '(SELECT count(*) FROM g) AS unchanged');
     // The trailing read sees the rows as they were before the statement: it must not read what the batch writes.
     const select = then
       ? `SELECT ${[...ids, 'r.*'].join(', ')} FROM (SELECT 1) AS one LEFT JOIN (${then.sql(bind)}) AS r ON true`
@@ -214,6 +254,26 @@ export class PostgresHotPathSql extends HotPathSql {
     const unchanged = `SELECT 1 FROM l WHERE workflow_state = ${this.bind(params, expected.workflowState)} AND execution_state = ${this.bind(params, expected.executionState)}`;
     return [`l AS (${locked})`, `g AS (${unchanged})`];
   }
+}
+
+/** SQLSTATE division_by_zero: what a transactional step's end raises when its rows moved on (endAndCommit). */
+const DIVISION_BY_ZERO = '22012';
+
+/**
+ * The values of a statement as the arguments of EXECUTE: each as the text the driver sends it as
+ * (a date as its instant, the columns being timestamptz), quoted; undefined when one has no such
+ * form here (the statement then goes with its values as parameters).
+ */
+function executeArguments(values: unknown[]): string | undefined {
+  const args: string[] = [];
+  for (const value of values) {
+    if (value === null || value === undefined) args.push('NULL');
+    else if (value instanceof Date && !Number.isNaN(value.getTime())) args.push(sqlLiteral(value.toISOString()));
+    else if (typeof value === 'boolean') args.push(sqlLiteral(String(value)));
+    else if (isSqlLiteral(value)) args.push(sqlLiteral(String(value)));
+    else return undefined;
+  }
+  return args.join(', ');
 }
 
 /** Whether {@link sqlLiteral} writes `value`: a finite number, a bigint or a string. */

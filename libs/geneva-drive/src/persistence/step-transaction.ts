@@ -1,0 +1,64 @@
+import type { EntityManager, QueryRunner } from 'typeorm';
+import type { PhaseBatch } from './phase-batch.js';
+import type { HotPathSql } from './sql/hot-path-sql.js';
+import { committedOutside } from './transaction-runner.js';
+
+/** How a transactional step's transaction begins and commits, and how its body gets the hero. */
+export interface StepTransaction {
+  /** TransactionOptions.begin, where the dialect begins it itself. */
+  begin?: (runner: QueryRunner) => Promise<void>;
+  /** TransactionOptions.commit, where the dialect commits it itself. */
+  commit?: (runner: QueryRunner) => Promise<void>;
+  hero(manager: EntityManager): Promise<object | null>;
+  /** Whether the step's end went out with the COMMIT: a lost answer then lost the ids of the rows it wrote. */
+  endSent: boolean;
+}
+
+/** A transactional step's end, sent with its COMMIT, found its rows moved on: nothing was written. */
+export class EndRefusedError extends Error {
+  constructor() {
+    super("The step's end was refused: its workflow or execution moved on while the body ran");
+  }
+}
+
+/**
+ * A transactional step's transaction (WorkflowStore.stepTransaction). Where the dialect sends the
+ * transaction's time bounds with its BEGIN (PostgreSQL: HotPathSql.beginStep), the hero read rides on
+ * it too when the engine reads that hero itself, and the step's end, its guarded write (kept by the
+ * phase: PhaseBatch.endOnCommit), rides on the COMMIT (HotPathSql.endAndCommit). Otherwise the
+ * transaction begins and commits as any, and `hero` reads the hero in it. Without `hero`, the bounds
+ * alone (a later segment of a resumable step).
+ */
+export function openStepTransaction(
+  sql: HotPathSql,
+  phase: PhaseBatch,
+  readHero: (manager: EntityManager, heroType: string, heroId: string) => Promise<object | null>,
+  timeoutMs: number,
+  hero?: { type: string; id: string },
+): StepTransaction {
+  const codec = hero && sql.heroCodec(hero.type);
+  const read = hero && codec && sql.inlines(codec.param(codec.primaryKey, hero.id)) ? sql.heroRead(codec, hero.id) : undefined;
+  const readInTransaction = (manager: EntityManager) => (hero ? readHero(manager, hero.type, hero.id) : Promise.resolve(null));
+  if (!sql.beginsSteps) return { hero: readInTransaction, endSent: false };
+  let rows: Array<Record<string, unknown>> | null = null;
+  const opening: StepTransaction = {
+    begin: async (runner) => {
+      if (sql.endsWithCommit) phase.endOnCommit(runner.manager);
+      rows = await sql.beginStep(runner.manager, timeoutMs, read);
+    },
+    commit: async (runner) => {
+      const ending = phase.takeEnding(runner.manager);
+      if (!ending) return runner.commitTransaction();
+      opening.endSent = true;
+      const done = await sql.endAndCommit(runner, ending.batch, ending.expected);
+      if (done === 'refused') throw new EndRefusedError();
+      // The new rows have their ids: their jobs wait for the COMMIT's event (after-commit), or go now.
+      await phase.sendJobs(runner.manager, ending.jobs);
+      if (done === 'written') return runner.commitTransaction();
+      await committedOutside(runner);
+    },
+    hero: (manager) => (read && rows ? Promise.resolve(sql.heroFrom(codec!, rows)) : readInTransaction(manager)),
+    endSent: false,
+  };
+  return opening;
+}
