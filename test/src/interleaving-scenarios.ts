@@ -264,24 +264,32 @@ export const SCENARIOS: Array<Scenario<any>> = [
       ],
     }),
   ),
-  {
-    // The transactional waitFor step attaches the signal in the locked phase 1 or is woken by it; its
-    // transaction reads the hero, writes its row and records the outcome: one row, the signal in hand.
-    name: 'signal × a transactional waitFor gate',
-    setup: async (h) => {
-      await ensureEffectTable(h.app.dataSource);
-      return atStepB(h, LedgerWaitingWorkflow);
-    },
-    operations: (h, at: Parked) => [
-      { name: 'signal', run: () => signals(h).signal(at.workflow.id, 'go') },
-      { name: 'job', run: () => h.runJob(at.job!) },
-    ],
-    check: async (h, at: Parked) => [
-      ...(await effectsMatchCompletions(h, at.workflow)),
-      ...runsOf(at.workflow, 't').flatMap((run) => (run.signalId === null ? ['step t ran without the signal it waited for'] : [])),
-      ...(await finalState(h, at.workflow, ['finished'])),
-    ],
-  },
+  ...(['the waitFor gate', 'chaining'] as const).map(
+    (at): Scenario<Parked> => ({
+      // The transactional waitFor step attaches the signal in the locked phase 1 or is woken by it; its
+      // transaction reads the hero, writes its row and records the outcome: one row, the signal in hand.
+      // Chaining: the job is a's, whose finalize chains into t; signal first, t's transaction begins
+      // with that finalize's COMMIT (PostgreSQL: one message, one connection).
+      name: at === 'chaining' ? 'signal × a finalize chaining into a transactional step' : 'signal × a transactional waitFor gate',
+      setup: async (h) => {
+        await ensureEffectTable(h.app.dataSource);
+        if (at !== 'chaining') return atStepB(h, LedgerWaitingWorkflow);
+        const order = await hero(h);
+        const workflow = await workflows(h).start(LedgerWaitingWorkflow, order);
+        const [job] = h.newJobs();
+        return { workflow, hero: order, job };
+      },
+      operations: (h, parked) => [
+        { name: 'signal', run: () => signals(h).signal(parked.workflow.id, 'go') },
+        { name: 'job', run: () => h.runJob(parked.job!) },
+      ],
+      check: async (h, parked) => [
+        ...(await effectsMatchCompletions(h, parked.workflow)),
+        ...runsOf(parked.workflow, 't').flatMap((run) => (run.signalId === null ? ['step t ran without the signal it waited for'] : [])),
+        ...(await finalState(h, parked.workflow, ['finished'])),
+      ],
+    }),
+  ),
   {
     name: 'signal × a deadline firing',
     setup: async (h) => {
@@ -403,6 +411,7 @@ export const WITH_FAULTS: Array<Scenario<any>> = [
   'a transactional step × pause',
   'a transactional step × a takeover of its run',
   'signal × a transactional waitFor gate',
+  'signal × a finalize chaining into a transactional step',
   'signal × resumeAt the parked step',
   'signal × resumeAt the next step',
   'resumeAt × pause',

@@ -215,9 +215,9 @@ export class ScheduleExplorer {
     await Promise.race([Promise.allSettled(settled), new Promise((resolve) => setTimeout(resolve, 10_000).unref())]);
   }
 
-  /** A COMMIT (alone, or ending a message of several statements), or a statement outside a transaction (it commits by itself). */
+  /** A COMMIT (alone, or in a message of several statements), or a statement outside a transaction (it commits by itself). */
   private mayLoseAnswer(pid: number, sql: string): boolean {
-    return /(^|;)\s*COMMIT\s*$/i.test(sql) || !this.inTransaction.has(pid);
+    return /(^|;)\s*COMMIT\s*(;|$)/i.test(sql) || !this.inTransaction.has(pid);
   }
 
   /** The catcher installed on every connection: statements of an operation wait for the schedule. */
@@ -269,9 +269,13 @@ export class ScheduleExplorer {
     await connection.closed();
   }
 
+  /** The session's transaction as the statement leaves it: for a message of several, as its last that begins or ends one does. */
   private track(pid: number, sql: string): void {
-    if (/^\s*(BEGIN|START TRANSACTION)/i.test(sql)) this.inTransaction.add(pid);
-    else if (/(^|;)\s*(COMMIT|ROLLBACK)\s*$/i.test(sql)) this.inTransaction.delete(pid);
+    const controls = sql.split(';').map((statement) => /^\s*(BEGIN|START TRANSACTION|COMMIT|ROLLBACK)\b/i.exec(statement)?.[1]);
+    const last = controls.filter((control) => control !== undefined).at(-1);
+    if (last === undefined) return;
+    if (/^(BEGIN|START TRANSACTION)$/i.test(last)) this.inTransaction.add(pid);
+    else this.inTransaction.delete(pid);
   }
 
   /** Waits until no operation is running: each is parked, idle, done, or waiting for a lock. */

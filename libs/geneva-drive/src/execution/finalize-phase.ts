@@ -1,4 +1,4 @@
-import type { EntityManager } from 'typeorm';
+import type { EntityManager, QueryRunner } from 'typeorm';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { publish } from '../instrumentation/geneva-drive.events.js';
 import { isStaleStatement } from '../persistence/stale-statement.js';
@@ -187,8 +187,21 @@ export class FinalizePhase {
         return states;
       }
       return { workflowState: workflow.state, stepState: execution.state };
-    }), undefined, IDEMPOTENT);
+    }), undefined, { ...IDEMPOTENT, commit: (runner) => this.commitChaining(runner, next) });
     return { states, next };
+  }
+
+  /**
+   * The COMMIT of a finalize; where it chained into a transactional step, that step's transaction
+   * begins in the same round trip, on the same connection, where the dialect can
+   * (StepTransaction.continueOn): the step then runs in it (Prepared.transaction).
+   */
+  private async commitChaining(runner: QueryRunner, next: Prepared | null): Promise<void> {
+    const { step, workflow } = next ?? {};
+    if (!next || !step!.transactional || step!.resumable) return runner.commitTransaction();
+    const transaction = this.store.stepTransaction(runner.manager, step!.transactionTimeoutMs, { type: workflow!.heroType, id: workflow!.heroId });
+    if (!(await transaction.continueOn(runner))) return runner.commitTransaction();
+    next.transaction = transaction;
   }
 
   private async recordOutcome(manager: EntityManager, prepared: Prepared, result: BodyResult): Promise<void> {

@@ -3,6 +3,7 @@ import type { StepExecution } from '../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import type { ExceptionPolicy } from '../exception-policy/exception-policy.js';
 import type { StepJobHints } from '../interfaces/queue.port.js';
+import type { StepTransaction } from '../persistence/step-transaction.js';
 import type { TransactionOptions } from '../persistence/transaction-runner.js';
 import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-definition.js';
 import type { FlowControlIntent } from '../workflow/flow-control.js';
@@ -43,6 +44,8 @@ export interface Prepared {
   execution: StepExecution;
   logger: LoggerService;
   run: ExecuteOptions;
+  /** A transactional step's transaction, begun already by the COMMIT of the finalize that chained it (FinalizePhase.commitChaining). */
+  transaction?: StepTransaction;
 }
 
 /** How far the current chain of inline steps has gone. */

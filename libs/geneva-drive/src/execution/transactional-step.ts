@@ -16,7 +16,7 @@ import type { BodyResult, Prepared } from './step-run.js';
  * The step's transaction: run again here, not by the runner (a re-run must re-run the body with it),
  * begun as `opening` says (bounded by the step's `transactionTimeout` where the database can).
  */
-const stepTransaction = (opening: StepTransaction): TransactionOptions => ({ once: true, begin: opening.begin, commit: opening.commit });
+const stepTransaction = (opening: StepTransaction): TransactionOptions => ({ once: true, begin: opening.begin, commit: opening.commit, runner: opening.runner });
 /** Runs of a transaction lost to a deadlock or a connection before COMMIT, body included. */
 const TRANSIENT_TRIES = 4;
 
@@ -62,7 +62,9 @@ export class TransactionalStep {
     if (prepared.step.resumable) return this.runInSegments(prepared);
     for (let attempt = 1; ; attempt++) {
       const started = performance.now();
-      const opening = this.opening(prepared, true);
+      // Begun already by the COMMIT that chained this step, the first time.
+      const opening = prepared.transaction ?? this.opening(prepared, true);
+      prepared.transaction = undefined;
       let ran: BodyResult | null = null;
       let undone: BodyResult | null = null;
       try {

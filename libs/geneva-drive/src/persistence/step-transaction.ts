@@ -12,6 +12,14 @@ export interface StepTransaction {
   hero(manager: EntityManager): Promise<object | null>;
   /** Whether the step's end went out with the COMMIT: a lost answer then lost the ids of the rows it wrote. */
   endSent: boolean;
+  /**
+   * Where the dialect can (see `begin`), commits `runner`'s transaction and begins this one on it, in
+   * one round trip: the step chained from the finalize of the one before it. True when it did; the
+   * transaction is then `runner`'s (TransactionOptions.runner).
+   */
+  continueOn(runner: QueryRunner): Promise<boolean>;
+  /** The runner {@link continueOn} began the transaction on. */
+  runner?: QueryRunner;
 }
 
 /** A transactional step's end, sent with its COMMIT, found its rows moved on: nothing was written. */
@@ -39,7 +47,7 @@ export function openStepTransaction(
   const codec = hero && sql.heroCodec(hero.type);
   const read = hero && codec && sql.inlines(codec.param(codec.primaryKey, hero.id)) ? sql.heroRead(codec, hero.id) : undefined;
   const readInTransaction = (manager: EntityManager) => (hero ? readHero(manager, hero.type, hero.id) : Promise.resolve(null));
-  if (!sql.beginsSteps) return { hero: readInTransaction, endSent: false };
+  if (!sql.beginsSteps) return { hero: readInTransaction, endSent: false, continueOn: () => Promise.resolve(false) };
   let rows: Array<Record<string, unknown>> | null = null;
   const opening: StepTransaction = {
     begin: async (runner) => {
@@ -56,6 +64,16 @@ export function openStepTransaction(
       await phase.sendJobs(runner.manager, ending.jobs);
       if (done === 'written') return runner.commitTransaction();
       await committedOutside(runner);
+    },
+    continueOn: async (runner) => {
+      await runner.broadcaster.broadcast('BeforeTransactionCommit');
+      rows = await sql.commitAndBeginStep(runner.manager, timeoutMs, read);
+      await committedOutside(runner);
+      // And open again, as `begin` leaves it.
+      Object.assign(runner, { isTransactionActive: true, transactionDepth: 1 });
+      if (sql.endsWithCommit) phase.endOnCommit(runner.manager);
+      opening.runner = runner;
+      return true;
     },
     hero: (manager) => (read && rows ? Promise.resolve(sql.heroFrom(codec!, rows)) : readInTransaction(manager)),
     endSent: false,

@@ -87,6 +87,11 @@ export interface TransactionOptions {
    * WorkflowStore.stepTransaction), and does TypeORM's bookkeeping of it; only with `begin`.
    */
   commit?: (runner: QueryRunner) => Promise<void>;
+  /**
+   * A runner whose transaction is already open (begun by the COMMIT of the one before it on the same
+   * connection: StepTransaction.continueOn): the work runs in it.
+   */
+  runner?: QueryRunner;
 }
 
 /**
@@ -203,23 +208,33 @@ export class TransactionRunner {
     }
   }
 
-  /** TypeORM's DataSource.transaction, or one begun (and committed) as `options` say (TransactionOptions.begin). */
-  private async transaction<T>({ begin, commit }: TransactionOptions, work: (manager: EntityManager) => Promise<T>): Promise<T> {
-    if (!begin) return this.dataSource.transaction(work);
-    const runner = this.dataSource.createQueryRunner();
-    // As runImmediate: TypeORM then treats it as a transaction it began itself.
-    Object.assign(runner, { isTransactionActive: true, transactionDepth: 1 });
+  /**
+   * TypeORM's DataSource.transaction, or one begun and committed as `options` say. A runner whose
+   * COMMIT began the next transaction on it (StepTransaction.continueOn) is not released: that
+   * transaction's work releases it.
+   */
+  private async transaction<T>({ begin, commit, runner: open }: TransactionOptions, work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    if (!begin && !commit && !open) return this.dataSource.transaction(work);
+    const runner = open ?? this.dataSource.createQueryRunner();
+    let handedOn = false;
     try {
-      await begin(runner);
+      if (begin && !open) {
+        // As runImmediate: TypeORM then treats it as a transaction it began itself.
+        Object.assign(runner, { isTransactionActive: true, transactionDepth: 1 });
+        await begin(runner);
+      } else if (!open) {
+        await runner.startTransaction();
+      }
       const result = await work(runner.manager);
       await (commit ? commit(runner) : runner.commitTransaction());
+      handedOn = runner.isTransactionActive;
       return result;
     } catch (error) {
       // A failed rollback (a dead connection) leaves the server to roll back; the work's error is the one to report.
       if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
       throw error;
     } finally {
-      await runner.release();
+      if (!handedOn) await runner.release();
     }
   }
 

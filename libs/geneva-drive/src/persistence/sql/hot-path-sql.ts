@@ -157,6 +157,14 @@ export abstract class HotPathSql {
     return null;
   }
 
+  /**
+   * COMMIT of the manager's transaction and {@link beginStep}'s BEGIN on the same connection, in one
+   * round trip (a step chained into a transactional step); where {@link beginsSteps}.
+   */
+  async commitAndBeginStep(_manager: EntityManager, _timeoutMs: number, _read?: TrailingRead): Promise<Array<Record<string, unknown>>> {
+    throw new Error(`${this.constructor.name} cannot commit and begin in one message`);
+  }
+
   /** Whether {@link beginStep} sends a BEGIN of its own. */
   readonly beginsSteps: boolean = false;
 

@@ -56,8 +56,17 @@ export class PostgresHotPathSql extends HotPathSql {
    * no parameters, so the read's values go in as literals ({@link sqlLiteral}).
    */
   async beginStep(manager: EntityManager, timeoutMs: number, read?: TrailingRead): Promise<Array<Record<string, unknown>>> {
+    return this.sendBeginning(manager, [], timeoutMs, read);
+  }
+
+  async commitAndBeginStep(manager: EntityManager, timeoutMs: number, read?: TrailingRead): Promise<Array<Record<string, unknown>>> {
+    return this.sendBeginning(manager, ['COMMIT'], timeoutMs, read);
+  }
+
+  /** `before`, then a step's BEGIN with its bounds and `read` (beginStep), as one message; the read's rows. */
+  private async sendBeginning(manager: EntityManager, before: string[], timeoutMs: number, read?: TrailingRead): Promise<Array<Record<string, unknown>>> {
     const ms = Math.ceil(timeoutMs);
-    const statements = ['START TRANSACTION', `SET LOCAL statement_timeout = ${ms}`, `SET LOCAL idle_in_transaction_session_timeout = ${ms}`];
+    const statements = [...before, 'START TRANSACTION', `SET LOCAL statement_timeout = ${ms}`, `SET LOCAL idle_in_transaction_session_timeout = ${ms}`];
     if (read) statements.push(read.sql(sqlLiteral));
     const sql = statements.join('; ');
     // Several statements in one message: the driver answers with one result each.
