@@ -7,10 +7,10 @@
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
-import { QUEUE_PORT, SignalService, StepExecution, WorkflowRecord, WorkflowService, type StepEvent } from 'geneva-drive';
+import { QUEUE_PORT, Signal, SignalService, StepExecution, WorkflowRecord, WorkflowService, type StepEvent } from 'geneva-drive';
 import { waitUntil } from '../src/bull-wait.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
-import { BatchLedgerWorkflow, control, ensureEffectTable, HastyLedgerWorkflow, LedgerWorkflow, PaidLedgerWorkflow, TestEffect, TRANSACTIONAL_WORKFLOWS } from '../src/transactional-workflows.js';
+import { BatchLedgerWorkflow, control, ensureEffectTable, HastyLedgerWorkflow, LedgerWorkflow, PaidLedgerWorkflow, SignalingLedgerWorkflow, TestEffect, TRANSACTIONAL_WORKFLOWS } from '../src/transactional-workflows.js';
 import { REDIS_QUEUE_DRIVERS } from '../src/redis-queues.js';
 import { describeEachDatabase, redisAvailable, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
@@ -148,6 +148,33 @@ describeEachDatabase('transactional steps', (kind: DatabaseKind) => {
     expect(await heroName()).toBe('paid 700 wrote');
   });
 
+  it("a caller's transaction starts a transactional waitFor step's workflow with its signal, or signals it parked: the step has the payload", async () => {
+    const started = await app.dataSource.transaction((manager) => workflows.start(PaidLedgerWorkflow, hero, { manager, signals: [{ name: 'paid', payload: { cents: 5 } }] }));
+    await app.gd.performNextStep(started);
+    const parked = await workflows.start(PaidLedgerWorkflow, hero, { allowMultiple: true });
+    await app.gd.performNextStep(parked);
+    await app.dataSource.transaction((manager) => app.moduleRef.get(SignalService).signal(parked, 'paid', { manager, payload: { cents: 9 } }));
+    await app.gd.performNextStep(parked);
+    expect([(await effects(started)).map((e) => e.step), (await effects(parked)).map((e) => e.step)]).toEqual([['paid 5'], ['paid 9']]);
+  });
+
+  for (const ending of ['complete', 'throw'] as const) {
+    it(`a signal sent with { manager: this.manager } exists only if the step commits (${ending === 'throw' ? 'it throws: gone' : 'it completes: delivered'})`, async () => {
+      const target = await workflows.start(PaidLedgerWorkflow, hero);
+      await app.gd.performNextStep(target); // parks
+      control.signalTarget = target.id;
+      const sender = await workflows.start(SignalingLedgerWorkflow, hero, { allowMultiple: true });
+      control.endings.set(sender.id, ending);
+      await app.gd.performNextStep(sender).catch(() => undefined);
+      const signals = await app.dataSource.getRepository(Signal).countBy({ workflowId: target.id });
+      expect([signals, (await effects(sender)).length]).toEqual(ending === 'throw' ? [0, 0] : [1, 1]);
+      if (ending === 'complete') {
+        await app.gd.performNextStep(target);
+        expect((await effects(target)).map((e) => e.step)).toEqual(['paid 42']);
+      }
+    });
+  }
+
   it('a transactional step whose hero is gone when it runs cancels the workflow and writes nothing', async () => {
     const wf = await workflows.start(PaidLedgerWorkflow, hero);
     await app.moduleRef.get(SignalService).signal(wf, 'paid', { payload: { cents: 700 } });
@@ -206,7 +233,7 @@ describeEachDatabase('transactional steps', (kind: DatabaseKind) => {
   });
 
   describe('no engine lock is held while the body runs', () => {
-    // On SQLite the body's transaction holds the one writer of the database: nothing else writes meanwhile.
+    // On SQLite the body's transaction holds the process's one connection: the engine's other transactions wait for it to end (MANUAL §9.8).
     const concurrent = kind === 'sqlite' ? it.skip : it;
 
     /** Runs `b` until it waits at the gate; resolves with the run's promise and the release. */

@@ -3,7 +3,7 @@
  * unique key, so a body whose writes committed twice shows as two rows.
  */
 import { Column, Entity, PrimaryGeneratedColumn, Table, type DataSource } from 'typeorm';
-import { GenevaWorkflow, ResumableStep, Step, Workflow, WorkflowService, type StepIteration } from 'geneva-drive';
+import { GenevaWorkflow, ResumableStep, SignalService, Step, Workflow, WorkflowService, type StepIteration } from 'geneva-drive';
 import { TestHero } from '../utils/fixtures.js';
 
 @Entity({ name: 'test_effects' })
@@ -50,8 +50,11 @@ export const control = {
   reattempted: new Set<string>(),
   /** The item of BatchLedgerWorkflow whose body throws once. */
   failAt: null as number | null,
+  /** The workflow SignalingLedgerWorkflow's step signals `paid`. */
+  signalTarget: '',
   reset(): void {
     this.failAt = null;
+    this.signalTarget = '';
     this.endings.clear();
     this.gate = null;
     this.journal.length = 0;
@@ -171,4 +174,19 @@ export class BatchLedgerWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
-export const TRANSACTIONAL_WORKFLOWS = [LedgerWorkflow, HastyLedgerWorkflow, PaidLedgerWorkflow, BatchLedgerWorkflow];
+/** A transactional step that writes its row and signals another workflow through its transaction. */
+@Workflow({ hero: () => TestHero })
+export class SignalingLedgerWorkflow extends GenevaWorkflow<TestHero> {
+  constructor(private readonly signals: SignalService) {
+    super();
+  }
+
+  @Step({ transactional: true })
+  async pay() {
+    await this.manager.getRepository(TestEffect).insert({ workflowId: this.record.id, step: 'pay' });
+    await this.signals.signal(control.signalTarget, 'paid', { manager: this.manager, payload: { cents: 42 } });
+    if (control.endings.get(this.record.id) === 'throw') throw new Error('the payment failed');
+  }
+}
+
+export const TRANSACTIONAL_WORKFLOWS = [LedgerWorkflow, HastyLedgerWorkflow, PaidLedgerWorkflow, BatchLedgerWorkflow, SignalingLedgerWorkflow];
