@@ -6,6 +6,7 @@
  * chaining into the step.
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import type { TransactionCommitEvent } from 'typeorm';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { QUEUE_PORT, Signal, SignalService, StepExecution, WorkflowRecord, WorkflowService, type StepEvent } from 'geneva-drive';
 import { waitUntil } from '../src/bull-wait.js';
@@ -303,8 +304,8 @@ describeEachDatabase('transactional steps', (kind: DatabaseKind) => {
         release();
         await run;
       });
-      // Prepared in the same message the first time on a connection, executed by name.
-      expect(sent.filter((sql) => /^(PREPARE "[^"]+" AS .*; )?EXECUTE "[^"]+"\(.*\); COMMIT$/s.test(sql))).toHaveLength(1);
+      // Prepared, run and dropped in that message, under a name of its own.
+      expect(sent.filter((sql) => /^PREPARE (\w+) AS .*; EXECUTE \1\(.*\); DEALLOCATE \1; COMMIT$/s.test(sql))).toHaveLength(1);
       expect(await effects(wf)).toEqual([]);
       expect((await workflows.executionHistory(wf)).map((e) => e.state)).toEqual(['completed', 'canceled']);
     });
@@ -341,6 +342,30 @@ describeEachDatabase('transactional steps in a chain', (kind: DatabaseKind) => {
     expect(heroReadsIn(app, sent)).toBe(3);
     // PostgreSQL: a's finalize commits and b's transaction begins in one message, on one connection.
     if (kind === 'postgres') expect(sent.filter((sql) => /^COMMIT; START TRANSACTION; SET LOCAL /.test(sql))).toHaveLength(1);
+  });
+
+  (kind === 'postgres' ? it : it.skip)("with a subscriber of the application's to transaction events, TypeORM begins and commits: the subscriber runs outside the step's transaction", async () => {
+    control.reset();
+    const heroes = app.dataSource.getRepository(TestHero);
+    const hero = await heroes.save(heroes.create({ name: 'Ada' }));
+    const workflows = app.moduleRef.get(WorkflowService);
+    // What an application's afterTransactionCommit sees: the step's bound (10 s) only inside its transaction.
+    const seen: string[] = [];
+    const subscriber = { afterTransactionCommit: async (event: TransactionCommitEvent) => void seen.push(String((await event.queryRunner.query('SHOW statement_timeout'))[0].statement_timeout)) };
+    app.dataSource.subscribers.push(subscriber);
+    let wf!: WorkflowRecord;
+    try {
+      const sent = await loggedDuring(app, async () => {
+        wf = await workflows.start(LedgerWorkflow, hero);
+        await waitUntil(`workflow ${wf.id} to finish`, async () => (await workflows.find(wf.id)).state === 'finished');
+      });
+      expect(sent.filter((sql) => /(^|; )(COMMIT; START TRANSACTION|START TRANSACTION; SET LOCAL)/.test(sql))).toEqual([]);
+    } finally {
+      app.dataSource.subscribers.splice(app.dataSource.subscribers.indexOf(subscriber), 1);
+    }
+    expect(await app.dataSource.getRepository(TestEffect).findBy({ workflowId: wf.id })).toHaveLength(1);
+    expect(seen.length).toBeGreaterThan(0);
+    expect(seen.filter((timeout) => timeout !== '0')).toEqual([]);
   });
 });
 

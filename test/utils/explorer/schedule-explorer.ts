@@ -271,7 +271,7 @@ export class ScheduleExplorer {
 
   /** The session's transaction as the statement leaves it: for a message of several, as its last that begins or ends one does. */
   private track(pid: number, sql: string): void {
-    const controls = sql.split(';').map((statement) => /^\s*(BEGIN|START TRANSACTION|COMMIT|ROLLBACK)\b/i.exec(statement)?.[1]);
+    const controls = sql.split(';').map((statement) => /^\s*(BEGIN|START TRANSACTION|COMMIT|ROLLBACK)\s*$/i.exec(statement)?.[1]);
     const last = controls.filter((control) => control !== undefined).at(-1);
     if (last === undefined) return;
     if (/^(BEGIN|START TRANSACTION)$/i.test(last)) this.inTransaction.add(pid);

@@ -200,8 +200,9 @@ export class FinalizePhase {
     const { step, workflow } = next ?? {};
     if (!next || !step!.transactional || step!.resumable) return runner.commitTransaction();
     const transaction = this.store.stepTransaction(runner.manager, step!.transactionTimeoutMs, { type: workflow!.heroType, id: workflow!.heroId });
-    if (!(await transaction.continueOn(runner))) return runner.commitTransaction();
-    next.transaction = transaction;
+    const continued = await transaction.continueOn(runner);
+    if (continued === false) return runner.commitTransaction();
+    if (continued === 'continued') next.transaction = transaction;
   }
 
   private async recordOutcome(manager: EntityManager, prepared: Prepared, result: BodyResult): Promise<void> {

@@ -1,7 +1,7 @@
 import type { EntityManager, QueryRunner } from 'typeorm';
 import type { PhaseBatch } from './phase-batch.js';
 import type { HotPathSql } from './sql/hot-path-sql.js';
-import { committedOutside } from './transaction-runner.js';
+import { committedOutside, ownsTransactionEvents } from './transaction-runner.js';
 
 /** How a transactional step's transaction begins and commits, and how its body gets the hero. */
 export interface StepTransaction {
@@ -14,10 +14,11 @@ export interface StepTransaction {
   endSent: boolean;
   /**
    * Where the dialect can (see `begin`), commits `runner`'s transaction and begins this one on it, in
-   * one round trip: the step chained from the finalize of the one before it. True when it did; the
-   * transaction is then `runner`'s (TransactionOptions.runner).
+   * one round trip: the step chained from the finalize of the one before it. 'continued' when it did
+   * (the transaction is then `runner`'s: TransactionOptions.runner); 'committed' when only the COMMIT
+   * went through (this transaction is to begin as any); false when it sent nothing.
    */
-  continueOn(runner: QueryRunner): Promise<boolean>;
+  continueOn(runner: QueryRunner): Promise<'continued' | 'committed' | false>;
   /** The runner {@link continueOn} began the transaction on. */
   runner?: QueryRunner;
 }
@@ -51,6 +52,13 @@ export function openStepTransaction(
   let rows: Array<Record<string, unknown>> | null = null;
   const opening: StepTransaction = {
     begin: async (runner) => {
+      if (!ownsTransactionEvents(runner.connection)) {
+        // TypeORM's own start (its events, the DataSource's isolation level), then the bounds and the read.
+        Object.assign(runner, { isTransactionActive: false, transactionDepth: 0 });
+        await runner.startTransaction();
+        rows = await sql.beginStep(runner.manager, timeoutMs, read, false);
+        return;
+      }
       if (sql.endsWithCommit) phase.endOnCommit(runner.manager);
       rows = await sql.beginStep(runner.manager, timeoutMs, read);
     },
@@ -66,14 +74,22 @@ export function openStepTransaction(
       await committedOutside(runner);
     },
     continueOn: async (runner) => {
+      if (!ownsTransactionEvents(runner.connection)) return false;
       await runner.broadcaster.broadcast('BeforeTransactionCommit');
       rows = await sql.commitAndBeginStep(runner.manager, timeoutMs, read);
-      await committedOutside(runner);
-      // And open again, as `begin` leaves it.
-      Object.assign(runner, { isTransactionActive: true, transactionDepth: 1 });
+      if (rows === null) {
+        await committedOutside(runner);
+        return 'committed';
+      }
+      try {
+        await committedOutside(runner);
+      } finally {
+        // Open again, as `begin` leaves it, whatever the event's callbacks did: it is, on the server.
+        Object.assign(runner, { isTransactionActive: true, transactionDepth: 1 });
+      }
       if (sql.endsWithCommit) phase.endOnCommit(runner.manager);
       opening.runner = runner;
-      return true;
+      return 'continued';
     },
     hero: (manager) => (read && rows ? Promise.resolve(sql.heroFrom(codec!, rows)) : readInTransaction(manager)),
     endSent: false,

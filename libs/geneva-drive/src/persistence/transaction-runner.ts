@@ -10,6 +10,19 @@ const CONNECTION_TRIES = 5;
 const CONNECTION_BACKOFF_MS = 50;
 
 /**
+ * Whether the engine may begin and commit a transaction of its own with messages of its own (a
+ * transactional step's: StepTransaction), skipping TypeORM's startTransaction and commitTransaction:
+ * the DataSource sets no isolation level, which startTransaction would, and no subscriber but the
+ * engine's after-commit one listens to transaction events, which would run at the wrong moment or in
+ * the wrong transaction (after a COMMIT whose message also began the next one).
+ */
+export function ownsTransactionEvents(dataSource: DataSource): boolean {
+  if ((dataSource.options as { isolationLevel?: string }).isolationLevel) return false;
+  const events = ['beforeTransactionStart', 'afterTransactionStart', 'beforeTransactionCommit', 'afterTransactionCommit', 'beforeTransactionRollback', 'afterTransactionRollback'] as const;
+  return dataSource.subscribers.every((subscriber) => subscriber instanceof AfterCommitSubscriber || events.every((event) => typeof subscriber[event] !== 'function'));
+}
+
+/**
  * TypeORM's bookkeeping of a COMMIT the engine sent itself (HotPathSql.endAndCommit), as its
  * commitTransaction does once its own COMMIT answered: the runner out of its transaction, then the
  * event (after-commit callbacks start on it).

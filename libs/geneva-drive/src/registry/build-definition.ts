@@ -10,6 +10,7 @@ import { toSignalMatcher, type SignalMatcherLike } from '../workflow/signal-matc
 import { parseDuration, type Duration } from '../util/duration.js';
 import { DEFAULT_TRANSACTION_TIMEOUT_MS, WorkflowDefinition, type RemovedStep, type StepDefinition } from './workflow-definition.js';
 
+const MAX_TRANSACTION_TIMEOUT_MS = 2_147_483_647;
 const STEP_OPTION_KEYS = ['name', 'wait', 'waitFor', 'timeout', 'onTimeout', 'skipIf', 'onException', 'maxReattempts', 'terminalAction', 'maxRecoveries', 'before', 'after', 'jobOptions'];
 const TRANSACTIONAL_OPTION_KEYS = ['transactional', 'transactionTimeout'];
 const RESUMABLE_OPTION_KEYS = ['maxIterations', 'maxRuntime'];
@@ -264,8 +265,9 @@ function buildTransactional(
   if (options.transactionTimeout === undefined) return { transactional, transactionTimeoutMs: DEFAULT_TRANSACTION_TIMEOUT_MS };
   if (!transactional) fail('transactionTimeout needs transactional: true');
   const transactionTimeoutMs = parseDuration(options.transactionTimeout as Duration);
-  if (transactionTimeoutMs === undefined || transactionTimeoutMs <= 0) {
-    fail(`transactionTimeout must be a positive duration (ms or '30s'), got ${JSON.stringify(options.transactionTimeout) ?? String(options.transactionTimeout)}`);
+  // At most what PostgreSQL's statement_timeout takes (2^31 - 1 ms, about 24.8 days).
+  if (transactionTimeoutMs === undefined || transactionTimeoutMs <= 0 || transactionTimeoutMs > MAX_TRANSACTION_TIMEOUT_MS) {
+    fail(`transactionTimeout must be a positive duration (ms or '30s') of at most ${MAX_TRANSACTION_TIMEOUT_MS} ms, got ${JSON.stringify(options.transactionTimeout) ?? String(options.transactionTimeout)}`);
   }
   return { transactional, transactionTimeoutMs };
 }

@@ -151,17 +151,19 @@ export abstract class HotPathSql {
   /**
    * Begins a transactional step's transaction with its time bounds and `read` in one round trip, and
    * answers the read's rows; null where the dialect has no such BEGIN (the transaction then begins as
-   * any, and the hero is read in it). PostgreSQL's (see there).
+   * any, and the hero is read in it). With `begin` false, the bounds and the read alone, in a
+   * transaction TypeORM began. PostgreSQL's (see there).
    */
-  async beginStep(_manager: EntityManager, _timeoutMs: number, _read?: TrailingRead): Promise<Array<Record<string, unknown>> | null> {
+  async beginStep(_manager: EntityManager, _timeoutMs: number, _read?: TrailingRead, _begin = true): Promise<Array<Record<string, unknown>> | null> {
     return null;
   }
 
   /**
    * COMMIT of the manager's transaction and {@link beginStep}'s BEGIN on the same connection, in one
-   * round trip (a step chained into a transactional step); where {@link beginsSteps}.
+   * round trip (a step chained into a transactional step); where {@link beginsSteps}. Null when only
+   * the COMMIT went through (what followed it failed and was rolled back: no transaction is open).
    */
-  async commitAndBeginStep(_manager: EntityManager, _timeoutMs: number, _read?: TrailingRead): Promise<Array<Record<string, unknown>>> {
+  async commitAndBeginStep(_manager: EntityManager, _timeoutMs: number, _read?: TrailingRead): Promise<Array<Record<string, unknown>> | null> {
     throw new Error(`${this.constructor.name} cannot commit and begin in one message`);
   }
 

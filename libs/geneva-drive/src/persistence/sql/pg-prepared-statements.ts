@@ -8,6 +8,8 @@ export interface PgClient {
   query(config: { name?: string; text: string; values?: unknown[] }): Promise<{ command: string; rows: unknown[]; rowCount: number | null }>;
   /** node-postgres sends a named statement's Parse only when its name is not in `parsedStatements`. */
   connection: { parsedStatements: Record<string, string> };
+  /** The session's transaction status as the server last reported it: 'I' idle, 'T' in one, 'E' in a failed one. */
+  getTransactionStatus?(): string | null;
 }
 
 /**
@@ -39,29 +41,6 @@ export class PgPreparedStatements {
         rerun = false;
       }
     }
-  }
-
-  /**
-   * Whether the client has `name` prepared as `text`, in the current generation (older statements
-   * are dropped first): SQL's EXECUTE may then run it, in a message of the simple protocol.
-   */
-  async isPrepared(client: PgClient, name: string, text: string): Promise<boolean> {
-    await this.refresh(client);
-    return client.connection.parsedStatements[name] === text;
-  }
-
-  /**
-   * Records `name` as prepared on the client, for a message that prepares it with SQL's PREPARE: the
-   * driver then never sends its Parse again. Recorded before the message goes: if its PREPARE failed,
-   * the next run of the name is refused as missing (26000), a stale statement, prepared afresh.
-   */
-  preparedBySql(client: PgClient, name: string, text: string): void {
-    client.connection.parsedStatements[name] = text;
-  }
-
-  /** The server refused one of the client's statements, run by EXECUTE, as stale: as in {@link run}. */
-  refusedAsStale(client: PgClient): void {
-    this.generation = Math.max(this.generation, (this.generations.get(client) ?? this.generation) + 1);
   }
 
   /**

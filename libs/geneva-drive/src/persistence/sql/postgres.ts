@@ -1,9 +1,8 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import type { Signal } from '../../entities/signal.entity.js';
 import type { StepExecution } from '../../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../../entities/workflow.entity.js';
-import { isStaleStatement } from '../stale-statement.js';
 import { inOwnTransaction } from '../transaction-runner.js';
 import { HotPathSql, type ExpectedStates, type HeroRow, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
 import { PgPreparedStatements, STATEMENT_PREFIX, type PgClient } from './pg-prepared-statements.js';
@@ -55,59 +54,70 @@ export class PostgresHotPathSql extends HotPathSql {
    * one round trip where the BEGIN, the SET LOCAL and the hero read took three. That protocol carries
    * no parameters, so the read's values go in as literals ({@link sqlLiteral}).
    */
-  async beginStep(manager: EntityManager, timeoutMs: number, read?: TrailingRead): Promise<Array<Record<string, unknown>>> {
-    return this.sendBeginning(manager, [], timeoutMs, read);
-  }
-
-  async commitAndBeginStep(manager: EntityManager, timeoutMs: number, read?: TrailingRead): Promise<Array<Record<string, unknown>>> {
-    return this.sendBeginning(manager, ['COMMIT'], timeoutMs, read);
-  }
-
-  /** `before`, then a step's BEGIN with its bounds and `read` (beginStep), as one message; the read's rows. */
-  private async sendBeginning(manager: EntityManager, before: string[], timeoutMs: number, read?: TrailingRead): Promise<Array<Record<string, unknown>>> {
-    const ms = Math.ceil(timeoutMs);
-    const statements = [...before, 'START TRANSACTION', `SET LOCAL statement_timeout = ${ms}`, `SET LOCAL idle_in_transaction_session_timeout = ${ms}`];
-    if (read) statements.push(read.sql(sqlLiteral));
-    const sql = statements.join('; ');
-    // Several statements in one message: the driver answers with one result each.
-    const results = await this.onConnection(manager, sql, [], (client: PgClient) => client.query({ text: sql }) as unknown as Promise<Array<{ rows: Array<Record<string, unknown>> }>>);
+  async beginStep(manager: EntityManager, timeoutMs: number, read?: TrailingRead, begin = true): Promise<Array<Record<string, unknown>>> {
+    const results = await this.sendBeginning(manager, this.beginning(begin ? ['START TRANSACTION'] : [], timeoutMs, read));
     return read ? results[results.length - 1].rows : [];
+  }
+
+  async commitAndBeginStep(manager: EntityManager, timeoutMs: number, read?: TrailingRead): Promise<Array<Record<string, unknown>> | null> {
+    const sql = this.beginning(['COMMIT', 'START TRANSACTION'], timeoutMs, read);
+    const results = await this.onConnection(manager, sql, [], async (client: PgClient) => {
+      try {
+        return (await client.query({ text: sql })) as unknown as Array<{ rows: Array<Record<string, unknown>> }>;
+      } catch (error) {
+        // Failed in the transaction it began (its bounds, its read): the COMMIT before went through.
+        if (client.getTransactionStatus?.() !== 'E') throw error;
+        await client.query({ text: 'ROLLBACK' });
+        return null;
+      }
+    });
+    if (!results) return null;
+    return read ? results[results.length - 1].rows : [];
+  }
+
+  /** `before`, then the bounds of `transactionTimeout` (every statement, and every pause between two) and `read`, as one message's text. */
+  private beginning(before: string[], timeoutMs: number, read?: TrailingRead): string {
+    const ms = Math.ceil(timeoutMs);
+    const statements = [...before, `SET LOCAL statement_timeout = ${ms}`, `SET LOCAL idle_in_transaction_session_timeout = ${ms}`];
+    if (read) statements.push(read.sql(sqlLiteral));
+    return statements.join('; ');
+  }
+
+  /** Sends several statements in one message: the driver answers with one result each. */
+  private sendBeginning(manager: EntityManager, sql: string): Promise<Array<{ rows: Array<Record<string, unknown>> }>> {
+    return this.onConnection(manager, sql, [], (client: PgClient) => client.query({ text: sql }) as unknown as Promise<Array<{ rows: Array<Record<string, unknown>> }>>);
   }
 
   readonly endsWithCommit = true;
 
   /**
    * A transactional step's end, the guarded write of {@link writeIfUnchanged}, and its COMMIT as one
-   * message of the simple protocol: EXECUTE of the write, prepared on the connection (by a PREPARE at
-   * the head of the message the first time), with its values as literals, which the statement's
-   * parameter types read as the driver's values would be. Where the rows moved on, the write divides
-   * by zero: the error stops the message before its COMMIT, nothing is written, and the transaction is
-   * to be rolled back ('refused'). Without prepared statements, or with a value that has no literal
-   * form here, the write goes alone and COMMIT is the caller's ('written').
+   * message of the simple protocol: the write is prepared under a name of the message's own, run by
+   * EXECUTE with its values as literals (which the statement's parameter types read as the driver's
+   * values would be), and dropped, all in that message, so that nothing of it outlives the message on
+   * the session (a pooler in transaction mode included). Where the rows moved on, the write fails
+   * with its own error (see batchStatement): the message stops before COMMIT, nothing is written, and
+   * the transaction is to be rolled back ('refused'); the statement then stays on the session, under
+   * its unique name, until the session ends. A value with no literal form here: the write goes alone,
+   * and COMMIT is the caller's ('written').
    */
   async endAndCommit(runner: QueryRunner, batch: WriteBatch, expected: ExpectedStates): Promise<'committed' | 'written' | 'refused'> {
     const statement = this.batchStatement(batch, undefined, expected, true)!;
-    const name = this.nameOf(statement.sql);
     const args = executeArguments(statement.params);
-    const client = (await runner.connect()) as PgClient;
     try {
-      if (name !== undefined && args !== undefined) {
-        const prepare = (await this.statements.isPrepared(client, name, statement.sql)) ? '' : `PREPARE "${name}" AS ${statement.sql}; `;
-        if (prepare) this.statements.preparedBySql(client, name, statement.sql);
-        const text = `${prepare}EXECUTE "${name}"(${args}); COMMIT`;
-        await runner.broadcaster.broadcast('BeforeTransactionCommit');
-        const results = await this.onConnection(runner.manager, text, [], (connection: PgClient) => connection.query({ text }) as unknown as Promise<Array<{ rows: Array<Record<string, unknown>> }>>);
-        // One result per statement: EXECUTE's is the one before COMMIT's.
-        statement.received(results[results.length - 2].rows[0]);
-        return 'committed';
+      if (args === undefined) {
+        const rows: Array<Record<string, unknown>> = await this.query(runner.manager, statement.sql, statement.params);
+        statement.received(rows[0]);
+        return 'written';
       }
-      const rows: Array<Record<string, unknown>> = await this.query(runner.manager, statement.sql, statement.params);
-      statement.received(rows[0]);
-      return 'written';
+      const name = `geneva_drive_end_${randomUUID().replaceAll('-', '')}`;
+      const text = `PREPARE ${name} AS ${statement.sql}; EXECUTE ${name}(${args}); DEALLOCATE ${name}; COMMIT`;
+      await runner.broadcaster.broadcast('BeforeTransactionCommit');
+      const results = await this.onConnection(runner.manager, text, [], (connection: PgClient) => connection.query({ text }) as unknown as Promise<Array<{ rows: Array<Record<string, unknown>> }>>);
+      statement.received(results[1].rows[0]);
+      return 'committed';
     } catch (error) {
-      const driverError = (error as { driverError?: { code?: string } }).driverError;
-      if (driverError?.code === DIVISION_BY_ZERO) return 'refused';
-      if (isStaleStatement(error)) this.statements.refusedAsStale(client);
+      if (isRefusedEnd(error)) return 'refused';
       throw error;
     }
   }
@@ -230,8 +240,9 @@ export class PostgresHotPathSql extends HotPathSql {
     const from = [...(expected ? ['g'] : []), ...updated.map((name) => `(SELECT count(*) FROM ${name}) AS c${name}`)];
     const inserted = batch.inserts.map((insert) => ({ insert, name: `p${parts.push(this.insertStatement(insert, params, true, from.length === 0 ? undefined : from.join(', '))) - 1}` }));
     const ids = inserted.map(({ name }) => `(SELECT * FROM ${name}) AS ${name}`);
-    // `raising`: moved-on rows are an error (see endAndCommit), not a count of 0.
-    if (expected) ids.unshift(raising ? '1 / (SELECT count(*) FROM g) AS unchanged' : '(SELECT count(*) FROM g) AS unchanged');
+    // `raising`: moved-on rows are an error of the statement's own (see endAndCommit), not a count of
+    // 0. The cast depends on `g`, so that it is evaluated as the statement runs, never when planned.
+    if (expected) ids.unshift(raising ? `CAST(CASE WHEN EXISTS (SELECT 1 FROM g) THEN '1' ELSE '${REFUSED_END}' END AS integer) AS unchanged` : '(SELECT count(*) FROM g) AS unchanged');
     // The trailing read sees the rows as they were before the statement: it must not read what the batch writes.
     const select = then
       ? `SELECT ${[...ids, 'r.*'].join(', ')} FROM (SELECT 1) AS one LEFT JOIN (${then.sql(bind)}) AS r ON true`
@@ -265,8 +276,14 @@ export class PostgresHotPathSql extends HotPathSql {
   }
 }
 
-/** SQLSTATE division_by_zero: what a transactional step's end raises when its rows moved on (endAndCommit). */
-const DIVISION_BY_ZERO = '22012';
+/** What a transactional step's end fails with, in its error's message, when its rows moved on (endAndCommit). */
+const REFUSED_END = 'geneva-drive: the rows moved on';
+
+/** The end's own refusal (invalid_text_representation of REFUSED_END), not an error of anything else in its message. */
+function isRefusedEnd(error: unknown): boolean {
+  const driverError = (error as { driverError?: { code?: string; message?: string } }).driverError;
+  return driverError?.code === '22P02' && (driverError.message ?? '').includes(REFUSED_END);
+}
 
 /**
  * The values of a statement as the arguments of EXECUTE: each as the text the driver sends it as
@@ -276,8 +293,10 @@ const DIVISION_BY_ZERO = '22012';
 function executeArguments(values: unknown[]): string | undefined {
   const args: string[] = [];
   for (const value of values) {
+    // A NUL ends a message of the simple protocol; a year past 9999 has no ISO form PostgreSQL reads.
+    if (typeof value === 'string' && value.includes('\0')) return undefined;
     if (value === null || value === undefined) args.push('NULL');
-    else if (value instanceof Date && !Number.isNaN(value.getTime())) args.push(sqlLiteral(value.toISOString()));
+    else if (value instanceof Date && value.getUTCFullYear() >= 1 && value.getUTCFullYear() <= 9999) args.push(sqlLiteral(value.toISOString()));
     else if (typeof value === 'boolean') args.push(sqlLiteral(String(value)));
     else if (isSqlLiteral(value)) args.push(sqlLiteral(String(value)));
     else return undefined;
