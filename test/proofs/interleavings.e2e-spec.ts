@@ -23,7 +23,7 @@ function explorationSuite(kind: DatabaseKind, scenarios: Array<Scenario<any>>, o
   afterAll(() => h?.close());
   for (const scenario of scenarios) {
     it(scenario.name, async () => {
-      const { runs } = await h.explore(scenario, explorationBudget(seedOf(scenario.name)));
+      const { runs } = await h.explore(scenario, explorationBudget(seedOf(scenario.name), kind));
       // A replay runs its one scenario and no other.
       expect(runs).toBeGreaterThan(process.env.GD_EXPLORE_REPLAY === undefined ? 0 : -1);
     }, 30 * 60_000);
