@@ -59,7 +59,7 @@ export function openStepTransaction(
         rows = await sql.beginStep(runner.manager, timeoutMs, read, false);
         return;
       }
-      if (sql.endsWithCommit) phase.endOnCommit(runner.manager);
+      phase.endOnCommit(runner.manager);
       rows = await sql.beginStep(runner.manager, timeoutMs, read);
     },
     commit: async (runner) => {
@@ -87,7 +87,7 @@ export function openStepTransaction(
         // Open again, as `begin` leaves it, whatever the event's callbacks did: it is, on the server.
         Object.assign(runner, { isTransactionActive: true, transactionDepth: 1 });
       }
-      if (sql.endsWithCommit) phase.endOnCommit(runner.manager);
+      phase.endOnCommit(runner.manager);
       opening.runner = runner;
       return 'continued';
     },

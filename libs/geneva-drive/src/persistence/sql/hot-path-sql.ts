@@ -129,9 +129,6 @@ export abstract class HotPathSql {
     throw new Error(`${this.constructor.name} cannot end a step with its COMMIT`);
   }
 
-  /** Whether {@link endAndCommit} is available (PostgreSQL). */
-  readonly endsWithCommit: boolean = false;
-
   /** The codec of a hero entity read by fixed SQL, or null when it must be read through TypeORM (see EntityCodec.isPlain). */
   heroCodec(heroType: string): EntityCodec<ObjectLiteral> | null {
     let codec = this.heroCodecs.get(heroType);
@@ -167,7 +164,7 @@ export abstract class HotPathSql {
     throw new Error(`${this.constructor.name} cannot commit and begin in one message`);
   }
 
-  /** Whether {@link beginStep} sends a BEGIN of its own. */
+  /** Whether a transactional step's transaction begins and ends with messages of the dialect's own: {@link beginStep}, {@link commitAndBeginStep}, {@link endAndCommit} (PostgreSQL). */
   readonly beginsSteps: boolean = false;
 
   /** Whether `value` (a bound parameter) can ride on {@link beginStep}'s read. */

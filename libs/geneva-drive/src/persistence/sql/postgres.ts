@@ -88,8 +88,6 @@ export class PostgresHotPathSql extends HotPathSql {
     return this.onConnection(manager, sql, [], (client: PgClient) => client.query({ text: sql }) as unknown as Promise<Array<{ rows: Array<Record<string, unknown>> }>>);
   }
 
-  readonly endsWithCommit = true;
-
   /**
    * A transactional step's end, the guarded write of {@link writeIfUnchanged}, and its COMMIT as one
    * message of the simple protocol: the write is prepared under a name of the message's own, run by
