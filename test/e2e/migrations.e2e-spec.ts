@@ -252,6 +252,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
         'AddGenevaDriveListIndexes1730000000003',
         'AddGenevaDriveWaitDeadlines1730000000004',
         'AddGenevaDriveProcesses1730000000005',
+        'AddGenevaDriveChildWorkflows1730000000006',
       ]);
       for (const table of [...GENEVA_TABLES, 'test_heroes', 'test_uuid_heroes']) {
         expect(await hasTable(table)).toBe(true);
@@ -474,6 +475,11 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     });
 
     it('goes down and up again', async () => {
+      expect(await hasColumn('geneva_drive_workflows', 'parent_id')).toBe(true);
+      await dataSource.undoLastMigration(); // the child workflows: their columns and indexes go
+      for (const column of ['parent_id', 'parent_step_name', 'child_key', 'on_parent_cancel', 'has_children', 'result']) {
+        expect(await hasColumn('geneva_drive_workflows', column)).toBe(false);
+      }
       await dataSource.undoLastMigration(); // the process table
       expect(await hasTable('geneva_drive_processes')).toBe(false);
       expect(await hasColumn('geneva_drive_step_executions', 'timeout_at')).toBe(true);
@@ -565,7 +571,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     primaryKey: 'bigint' | 'uuid',
     options: { withoutSignals?: boolean; migrations?: Array<new () => object>; from?: Array<new () => MigrationInterface> } = {},
   ): Promise<{ fresh: unknown[]; beforeDeadlines: unknown[] }> {
-    await prepareDatabase(kind, { primaryKey, withoutDeadlines: true, withoutProcesses: true });
+    await prepareDatabase(kind, { primaryKey, withoutDeadlines: true, withoutProcesses: true, withoutChildren: true });
     dataSource = await new DataSource(dataSourceOptions(kind)).initialize();
     const beforeDeadlines = await schemaSnapshot();
     await dataSource.destroy();
@@ -628,6 +634,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       expect(await schemaSnapshot()).toEqual(fresh); // the schema of a new install
       expect(await rowsOf(workflowId)).toEqual(before);
       await expectVariantsKeptApart(workflowId);
+      await dataSource.undoLastMigration(); // the child workflows
       await dataSource.undoLastMigration(); // the process table
       expect(await hasTable('geneva_drive_processes')).toBe(false);
       await dataSource.undoLastMigration(); // the wait deadlines

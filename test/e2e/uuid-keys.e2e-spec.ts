@@ -27,6 +27,7 @@ import {
   AddGenevaDriveSignals1730000000001,
   AddGenevaDriveWaitDeadlines1730000000004,
   AddGenevaDriveProcesses1730000000005,
+  AddGenevaDriveChildWorkflows1730000000006,
   CreateGenevaDriveTables1730000000000,
   ExactGenevaDriveIdentifiers1730000000002,
 } from '../../libs/geneva-drive/src/migrations/index.js';
@@ -110,6 +111,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
       AddGenevaDriveListIndexes1730000000003,
       AddGenevaDriveWaitDeadlines1730000000004,
       AddGenevaDriveProcesses1730000000005,
+      AddGenevaDriveChildWorkflows1730000000006,
     ]);
     const uuid = genevaDriveMigrations({ primaryKey: 'uuid' });
     expect(uuid.map((migration) => new migration().name)).toEqual([
@@ -119,6 +121,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
       'AddGenevaDriveListIndexes1730000000003',
       'AddGenevaDriveWaitDeadlines1730000000004',
       'AddGenevaDriveProcesses1730000000005',
+      'AddGenevaDriveChildWorkflows1730000000006',
     ]);
     expect(uuid[0].prototype).toBeInstanceOf(CreateGenevaDriveTables1730000000000);
     expect(uuid[1].prototype).toBeInstanceOf(AddGenevaDriveSignals1730000000001);
@@ -127,6 +130,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
     expect(uuid[3]).toBe(AddGenevaDriveListIndexes1730000000003);
     expect(uuid[4]).toBe(AddGenevaDriveWaitDeadlines1730000000004);
     expect(uuid[5]).toBe(AddGenevaDriveProcesses1730000000005);
+    expect(uuid[6]).toBe(AddGenevaDriveChildWorkflows1730000000006);
     expect(genevaDriveMigrations({ primaryKey: 'uuid' })).toEqual(uuid); // the same classes on every call
     expect(() => genevaDriveMigrations({ primaryKey: 'int' as never })).toThrow(TypeError);
   });
@@ -209,6 +213,7 @@ describeEachDatabase('uuid keys', (kind) => {
         'AddGenevaDriveListIndexes1730000000003',
         'AddGenevaDriveWaitDeadlines1730000000004',
         'AddGenevaDriveProcesses1730000000005',
+        'AddGenevaDriveChildWorkflows1730000000006',
       ]);
     });
   });

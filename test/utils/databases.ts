@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { DataSource, type DataSourceOptions, type MigrationInterface } from 'typeorm';
 import { GENEVA_DRIVE_ENTITIES } from '../../libs/geneva-drive/src/entities/index.js';
 import {
+  AddGenevaDriveChildWorkflows1730000000006,
   AddGenevaDriveProcesses1730000000005,
   AddGenevaDriveSignals1730000000001,
   AddGenevaDriveWaitDeadlines1730000000004,
@@ -102,6 +103,8 @@ export interface SchemaOptions {
   withoutDeadlines?: boolean;
   /** Leave out the process-table migration (a database not upgraded for housekeeping's report of unrunnable executions). */
   withoutProcesses?: boolean;
+  /** Leave out the child-workflows migration (a database not upgraded for `startChild`). */
+  withoutChildren?: boolean;
   /** The key type of the geneva-drive tables (`genevaDriveMigrations({ primaryKey })`). @default 'bigint' */
   primaryKey?: PrimaryKeyType;
 }
@@ -113,8 +116,13 @@ function migrationsFor(opts: SchemaOptions = {}): (new () => MigrationInterface)
   const isSignals = (migration: Function) => migration === AddGenevaDriveSignals1730000000001 || migration.prototype instanceof AddGenevaDriveSignals1730000000001;
   const isDeadlines = (migration: Function) => migration === AddGenevaDriveWaitDeadlines1730000000004;
   const isProcesses = (migration: Function) => migration === AddGenevaDriveProcesses1730000000005;
+  const isChildren = (migration: Function) => migration === AddGenevaDriveChildWorkflows1730000000006;
   const kept = geneva.filter(
-    (migration) => !(opts.withoutSignals && isSignals(migration)) && !(opts.withoutDeadlines && isDeadlines(migration)) && !(opts.withoutProcesses && isProcesses(migration)),
+    (migration) =>
+      !(opts.withoutSignals && isSignals(migration)) &&
+      !(opts.withoutDeadlines && isDeadlines(migration)) &&
+      !(opts.withoutProcesses && isProcesses(migration)) &&
+      !(opts.withoutChildren && isChildren(migration)),
   );
   return [CreateTestFixtures1600000000000, ...kept];
 }

@@ -18,6 +18,12 @@ export const booleanTransformer: ValueTransformer = {
   from: (value: unknown) => value === true || value === 1 || value === '1' || value === 't',
 };
 
+/** A nullable boolean column: null stays null. */
+export const nullableBooleanTransformer: ValueTransformer = {
+  to: (value: unknown) => value,
+  from: (value: unknown) => (value === null || value === undefined ? null : booleanTransformer.from(value)),
+};
+
 /**
  * Identity strings (names, keys, hero ids) are VARBINARY on MySQL/MariaDB so that they compare
  * exactly (see the migrations' column-types.ts), and the driver returns those as Buffers of UTF-8.

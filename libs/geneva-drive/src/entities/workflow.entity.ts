@@ -1,6 +1,7 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
 import { ONGOING_WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
-import { booleanTransformer, identifierTransformer, idTransformer } from './column-transformers.js';
+import { booleanTransformer, identifierTransformer, idTransformer, nullableBooleanTransformer } from './column-transformers.js';
+import { jsonColumnTransformer } from './json-column.js';
 
 /**
  * One workflow instance about one hero. The row is the workflow's state of record; its lock
@@ -50,6 +51,30 @@ export class WorkflowRecord {
   /** When the workflow entered `finished` or `canceled`. */
   @Column({ name: 'finished_at', type: Date, nullable: true })
   finishedAt: Date | null;
+
+  /** The workflow whose step started this one (`this.startChild`); null for a workflow started by `start()`. */
+  @Column({ name: 'parent_id', type: 'bigint', nullable: true, transformer: idTransformer })
+  parentId: string | null;
+
+  /** The parent's step that started this child. */
+  @Column({ name: 'parent_step_name', type: 'varchar', length: 255, nullable: true, transformer: identifierTransformer })
+  parentStepName: string | null;
+
+  /** The child's key among the children of that step (the position of the `startChild` call unless given). */
+  @Column({ name: 'child_key', type: 'varchar', length: 255, nullable: true, transformer: identifierTransformer })
+  childKey: string | null;
+
+  /** What canceling the parent does to this child while it is ongoing: `cancel` it, or `abandon` it (leave it running). */
+  @Column({ name: 'on_parent_cancel', type: 'varchar', length: 16, nullable: true })
+  onParentCancel: 'cancel' | 'abandon' | null;
+
+  /** True once a step of this workflow started children (their cancellation then follows this one's); null before. */
+  @Column({ name: 'has_children', type: 'boolean', nullable: true, transformer: nullableBooleanTransformer })
+  hasChildren: boolean | null;
+
+  /** What a step stored with `this.setResult(value)` (a child's result, delivered to its parent). */
+  @Column({ type: 'text', nullable: true, transformer: jsonColumnTransformer })
+  result: any;
 
   @Column({ name: 'created_at', type: Date })
   createdAt: Date;

@@ -6,8 +6,10 @@ import { ExactGenevaDriveIdentifiers1730000000002 } from './1730000000002-exact-
 import { AddGenevaDriveListIndexes1730000000003 } from './1730000000003-add-geneva-drive-list-indexes.js';
 import { AddGenevaDriveWaitDeadlines1730000000004 } from './1730000000004-add-geneva-drive-wait-deadlines.js';
 import { AddGenevaDriveProcesses1730000000005 } from './1730000000005-add-geneva-drive-processes.js';
+import { AddGenevaDriveChildWorkflows1730000000006 } from './1730000000006-add-geneva-drive-child-workflows.js';
 
 export {
+  AddGenevaDriveChildWorkflows1730000000006,
   AddGenevaDriveListIndexes1730000000003,
   AddGenevaDriveProcesses1730000000005,
   AddGenevaDriveSignals1730000000001,
@@ -29,6 +31,7 @@ export const GENEVA_DRIVE_MIGRATIONS = [
   AddGenevaDriveListIndexes1730000000003,
   AddGenevaDriveWaitDeadlines1730000000004,
   AddGenevaDriveProcesses1730000000005,
+  AddGenevaDriveChildWorkflows1730000000006,
 ];
 
 /** Options of {@link genevaDriveMigrations}. @publicApi */
@@ -39,7 +42,7 @@ export interface GenevaDriveMigrationsOptions {
 
 /*
  * The same migrations configured for uuid keys (the exact-identifiers upgrade, the list indexes, the
- * wait deadlines and the process table do not depend on the key type: the same class serves both sets). TypeORM
+ * wait deadlines, the process table and the child workflows' columns do not depend on the key type: the same class serves both sets). TypeORM
  * identifies a migration by its `name` (class name + 13-digit timestamp) — the subclasses inherit
  * the name of their parent, so the migrations table reads the same whichever set ran — and
  * instantiates the classes it is given without arguments, hence subclasses rather than constructor
@@ -74,6 +77,7 @@ export function genevaDriveMigrations(options: GenevaDriveMigrationsOptions = {}
         AddGenevaDriveListIndexes1730000000003,
         AddGenevaDriveWaitDeadlines1730000000004,
         AddGenevaDriveProcesses1730000000005,
+        AddGenevaDriveChildWorkflows1730000000006,
       ];
     default:
       throw new TypeError(`genevaDriveMigrations: primaryKey must be 'bigint' or 'uuid', got ${JSON.stringify(primaryKey)}`);

@@ -1,5 +1,7 @@
 import type { EntityManager } from 'typeorm';
+import { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
+import { PENDING } from '../state/signal-state.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import type { SchemaCapabilities } from './schema-capabilities.js';
 
@@ -25,6 +27,12 @@ export function newWorkflow(
     state: 'ready',
     currentStepName: null,
     nextStepName,
+    parentId: null,
+    parentStepName: null,
+    childKey: null,
+    onParentCancel: null,
+    hasChildren: null,
+    result: null,
     startedAt: null,
     transitionedAt: null,
     finishedAt: null,
@@ -44,6 +52,29 @@ export function newExecution(manager: EntityManager, schema: SchemaCapabilities,
     cursor: options.cursor ?? null,
     continuesFromId: options.continuesFromId ?? null,
     signalId: options.signalId ?? null,
+    createdAt: now,
+    updatedAt: now,
+  }));
+}
+
+/** A new `pending` signal, not written yet (its id is set on uuid keys only). */
+export function newSignal(
+  manager: EntityManager,
+  schema: SchemaCapabilities,
+  now: Date,
+  workflowId: string,
+  values: { name: string; payload: unknown; idempotencyKey: string | null },
+): Signal {
+  return schema.withNewId(manager.create(Signal, {
+    workflowId,
+    name: values.name,
+    idempotencyKey: values.idempotencyKey,
+    state: PENDING,
+    payload: values.payload as Record<string, unknown>,
+    claimed: 0,
+    consumed: 0,
+    claimedAt: null,
+    consumedAt: null,
     createdAt: now,
     updatedAt: now,
   }));

@@ -1,4 +1,4 @@
-import type { DataSource } from 'typeorm';
+import type { DataSource, EntityMetadata } from 'typeorm';
 import { ProcessRecord } from '../entities/process.entity.js';
 import { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
@@ -8,6 +8,8 @@ import { SchemaNotMigratedError } from '../errors/schema-not-migrated.error.js';
 import { CreateGenevaDriveTables1730000000000 } from '../migrations/1730000000000-create-geneva-drive-tables.js';
 import { AddGenevaDriveSignals1730000000001 } from '../migrations/1730000000001-add-geneva-drive-signals.js';
 import { AddGenevaDriveProcesses1730000000005 } from '../migrations/1730000000005-add-geneva-drive-processes.js';
+import { AddGenevaDriveChildWorkflows1730000000006 } from '../migrations/1730000000006-add-geneva-drive-child-workflows.js';
+import { ChildrenNotMigratedError } from '../errors/children-not-migrated.error.js';
 import { canonicalKey, keyTypeOf, useUuidKeys, uuidv7, type PrimaryKeyType } from '../migrations/primary-keys.js';
 import { tableColumns } from '../migrations/schema-catalog.js';
 
@@ -30,6 +32,7 @@ const ENTITIES = [WorkflowRecord, StepExecution, Signal];
 export class SchemaCapabilities {
   private signals = true;
   private deadlines = true;
+  private children = true;
   private processes: 'ready' | 'not migrated' | 'entity not registered' = 'ready';
   private keys: PrimaryKeyType = 'bigint';
 
@@ -40,6 +43,16 @@ export class SchemaCapabilities {
   /** Whether the wait-deadlines migration ran (`timeout_at` on executions): steps with a `timeout` need it. */
   get hasDeadlines(): boolean {
     return this.deadlines;
+  }
+
+  /** Whether the child-workflows migration ran (its columns on workflows): `startChild` needs it. */
+  get hasChildren(): boolean {
+    return this.children;
+  }
+
+  /** Throws ChildrenNotMigratedError, naming `what`, without the child-workflows migration. */
+  assertChildren(what: string): void {
+    if (!this.children) throw new ChildrenNotMigratedError(what, AddGenevaDriveChildWorkflows1730000000006.name);
   }
 
   /**
@@ -69,7 +82,7 @@ export class SchemaCapabilities {
 
   /**
    * Reads the schema, and stops the boot when it cannot work: geneva-drive's entities unknown to the
-   * DataSource, its tables or columns missing (the signals and wait-deadlines migrations alone may be missing), or
+   * DataSource, its tables or columns missing (the signals, wait-deadlines and child-workflows migrations alone may be missing), or
    * tables that disagree on their key type. The process table is optional too (see processTable).
    * `dataSourceName` is for the messages.
    */
@@ -92,7 +105,7 @@ export class SchemaCapabilities {
     if (absent.length > 0) throw new SchemaNotMigratedError(absent, CreateGenevaDriveTables1730000000000.name);
     const stepColumns = columnsOf(dataSource, StepExecution);
     const missing = [
-      ...missingColumns('geneva_drive_workflows', workflows, columnsOf(dataSource, WorkflowRecord)),
+      ...missingColumns('geneva_drive_workflows', workflows, columnsOf(dataSource, WorkflowRecord).filter((column) => !CHILD_COLUMNS.includes(column))),
       ...missingColumns('geneva_drive_step_executions', executions, stepColumns.filter((column) => !SIGNAL_COLUMNS.includes(column) && !DEADLINE_COLUMNS.includes(column))),
     ];
     if (missing.length > 0) throw new SchemaNotMigratedError(missing, CreateGenevaDriveTables1730000000000.name);
@@ -103,6 +116,7 @@ export class SchemaCapabilities {
       if (missingSignalColumns.length > 0) throw new SchemaNotMigratedError(missingSignalColumns, AddGenevaDriveSignals1730000000001.name);
     }
     this.deadlines = DEADLINE_COLUMNS.every((column) => executions.has(column));
+    this.children = CHILD_COLUMNS.every((column) => workflows.has(column));
     if (processes === null) this.processes = 'not migrated';
     else if (!dataSource.hasMetadata(ProcessRecord)) this.processes = 'entity not registered';
     else {
@@ -111,18 +125,11 @@ export class SchemaCapabilities {
       this.processes = 'ready';
     }
     const absentProperties = [...(this.signals ? [] : ['signalId', 'waitingSince']), ...(this.deadlines ? [] : ['timeoutAt'])];
-    const metadata = dataSource.getMetadata(StepExecution);
-    for (const property of absentProperties) {
-      const column = metadata.findColumnWithPropertyName(property);
-      if (column) {
-        column.isSelect = false;
-        column.isInsert = false;
-        column.isUpdate = false;
-      }
-    }
+    hideColumns(dataSource.getMetadata(StepExecution), absentProperties);
+    if (!this.children) hideColumns(dataSource.getMetadata(WorkflowRecord), ['parentId', 'parentStepName', 'childKey', 'onParentCancel', 'hasChildren', 'result']);
     if (this.keys === 'uuid') {
       useUuidKeys(dataSource, [
-        { entity: WorkflowRecord, properties: [] },
+        { entity: WorkflowRecord, properties: ['parentId'] },
         { entity: StepExecution, properties: ['workflowId', 'continuesFromId', 'signalId'] },
         { entity: Signal, properties: ['workflowId'] },
       ]);
@@ -134,6 +141,20 @@ export class SchemaCapabilities {
 const SIGNAL_COLUMNS = ['signal_id', 'waiting_since'];
 /** The column the wait-deadlines migration adds to the executions table. */
 const DEADLINE_COLUMNS = ['timeout_at'];
+/** The columns the child-workflows migration adds to the workflows table. */
+const CHILD_COLUMNS = ['parent_id', 'parent_step_name', 'child_key', 'on_parent_cancel', 'has_children', 'result'];
+
+/** Leaves the properties' columns out of the entity's SELECT, INSERT and UPDATE lists (their migration has not run). */
+function hideColumns(metadata: EntityMetadata, properties: string[]): void {
+  for (const property of properties) {
+    const column = metadata.findColumnWithPropertyName(property);
+    if (column) {
+      column.isSelect = false;
+      column.isInsert = false;
+      column.isUpdate = false;
+    }
+  }
+}
 
 function columnsOf(dataSource: DataSource, entity: Function): string[] {
   return dataSource.getMetadata(entity).columns.map((column) => column.databaseName);
