@@ -22,6 +22,7 @@ import { WorkflowExplorer } from './registry/workflow.explorer.js';
 import { WorkflowRegistry } from './registry/workflow.registry.js';
 import { SignalIntake } from './client/signal-intake.js';
 import { SignalRendezvous } from './execution/signal-rendezvous.js';
+import { ChildEnd } from './execution/child-end.js';
 import { SignalService } from './client/signal.service.js';
 import { SignalHero } from './client/signal-hero.js';
 import { UnownedSteps } from './execution/unowned-steps.js';
@@ -61,6 +62,12 @@ function engineProviders(declaredDataSource: string | undefined, queue: QueueAda
       useFactory: (store: WorkflowStore, schema: SchemaCapabilities, registry: WorkflowRegistry, instances: WorkflowInstances) =>
         new SignalRendezvous(store, schema, registry, instances),
       inject: [WorkflowStore, SchemaCapabilities, WorkflowRegistry, WorkflowInstances],
+    },
+    // Listens to the store for the ends of children and parents (built eagerly, as every provider).
+    {
+      provide: ChildEnd,
+      useFactory: (store: WorkflowStore, rendezvous: SignalRendezvous, schema: SchemaCapabilities) => new ChildEnd(store, rendezvous, schema),
+      inject: [WorkflowStore, SignalRendezvous, SchemaCapabilities],
     },
     WorkflowRegistry,
     EngineView,

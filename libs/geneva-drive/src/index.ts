@@ -17,10 +17,21 @@ export { ResumableStep, type ResumableStepOptions } from './workflow/resumable-s
 export { StepIteration } from './workflow/step-iteration.js';
 export { Workflow } from './workflow/workflow.decorator.js';
 export { GenevaWorkflow } from './workflow/geneva-workflow.js';
-export { WorkflowService, type RemovedStepInFlight, type StartOptions } from './client/workflow.service.js';
+export { WorkflowService, type ChildrenPageOptions, type RemovedStepInFlight, type StartOptions } from './client/workflow.service.js';
 export { DeployCheck, type DeployCheckReport, type StrandedReason, type StrandedStep } from './client/deploy-check.js';
 export { SignalService, type SignalOptions, type StartSignal } from './client/signal.service.js';
 export { SignalMatcher, type SignalMatcherLike } from './workflow/signal-matcher.js';
+export {
+  CHILD_FINISHED,
+  ChildrenMatcher,
+  childrenOf,
+  type ChildEndState,
+  type ChildFinishedPayload,
+  type ChildrenCount,
+  type ChildrenOfOptions,
+  type ChildWorkflow,
+} from './workflow/children-matcher.js';
+export type { ChildHandle, ChildSignal, OnParentCancel, StartChildOptions } from './workflow/start-child.js';
 export { HousekeepingService, type Gauge, type HousekeepingSummary } from './housekeeping/housekeeping.service.js';
 export { ExecutorService, type ExecuteOptions } from './execution/executor.service.js';
 export { ExceptionPolicy, type ExceptionAction, type ErrorMatcher, type ExceptionHandler, type ExceptionPolicyOptions } from './exception-policy/exception-policy.js';
@@ -30,6 +41,7 @@ export { GENEVA_DRIVE_ENTITIES, Signal, StepExecution, WorkflowRecord, type Sign
 export { GENEVA_DRIVE_MIGRATIONS, genevaDriveMigrations, type GenevaDriveMigrationsOptions } from './migrations/index.js';
 export type { PrimaryKeyType } from './migrations/primary-keys.js';
 export { GenevaDriveError, isGenevaDriveError } from './errors/geneva-drive.error.js';
+export { ChildrenNotMigratedError } from './errors/children-not-migrated.error.js';
 export { CommitOutcomeUnknownError } from './errors/commit-outcome-unknown.error.js';
 export { CursorTooLargeError } from './errors/cursor-too-large.error.js';
 export { DataSourceNotFoundError } from './errors/data-source-not-found.error.js';
@@ -42,6 +54,7 @@ export { InvalidTransitionError } from './errors/invalid-transition.error.js';
 export { MissingDependencyError } from './errors/missing-dependency.error.js';
 export { NotInitialisedError } from './errors/not-initialised.error.js';
 export { QueueConfigurationError } from './errors/queue-configuration.error.js';
+export { ResultTooLargeError } from './errors/result-too-large.error.js';
 export { SchemaNotMigratedError } from './errors/schema-not-migrated.error.js';
 export {
   DeadlinesNotMigratedError,

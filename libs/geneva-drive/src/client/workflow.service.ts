@@ -18,6 +18,7 @@ import { rejectUnknownKeys } from '../util/unknown-keys.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { isConnectionError, neverSent, TransactionRunner } from '../persistence/transaction-runner.js';
 import { unfinishedChainOf } from '../persistence/step-history.js';
+import { pageOfChildren } from '../persistence/child-queries.js';
 import { isUniqueViolation } from '../persistence/unique-violation.js';
 import { idOf, jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
 import type { WorkflowDefinition } from '../registry/workflow-definition.js';
@@ -44,6 +45,16 @@ export interface StartOptions {
   /** Join the caller's transaction. */
   manager?: EntityManager;
 }
+
+/** Options of `WorkflowService.children`: a page of at most `limit` children after the id `after`. @publicApi */
+export interface ChildrenPageOptions {
+  /** The last id of the previous page. */
+  after?: string;
+  /** @default 100 (at most 1000) */
+  limit?: number;
+}
+
+const MAX_CHILDREN_PAGE = 1000;
 
 /** A gravestone (`removedSteps`) that ongoing workflows still stand at, and how many. @publicApi */
 export interface RemovedStepInFlight {
@@ -154,6 +165,31 @@ export class WorkflowService {
       where: { state: In(states), ...(workflowClass ? { type: this.registry.getByClass(workflowClass).name } : {}) },
       order: { createdAt: 'ASC', id: 'ASC' },
     });
+  }
+
+  /**
+   * The workflows the steps of this one started (`this.startChild`), oldest first, a page at a time:
+   * pass the last id of a page as `after` for the next one. Empty without the child-workflows
+   * migration. `InvalidOptionError` for a `limit` that is not an integer from 1 to 1000.
+   */
+  async children(workflow: WorkflowRecord | string, options: ChildrenPageOptions = {}): Promise<WorkflowRecord[]> {
+    rejectUnknownKeys('WorkflowService.children', options, ['after', 'limit']);
+    const limit = options.limit ?? 100;
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_CHILDREN_PAGE) {
+      throw new InvalidOptionError('WorkflowService.children', 'limit', `limit must be an integer from 1 to ${MAX_CHILDREN_PAGE}, got ${String(limit)}`);
+    }
+    const parentId = this.schema.canonicalId(idOf(workflow));
+    const after = options.after === undefined ? null : this.schema.canonicalId(options.after);
+    if (options.after !== undefined && after === null) throw new InvalidOptionError('WorkflowService.children', 'after', `after must be a workflow id, got ${String(options.after)}`);
+    if (parentId === null || !this.schema.hasChildren) return [];
+    return pageOfChildren(this.manager, parentId, after, limit);
+  }
+
+  /** The workflow whose step started this one, or null (started by `start()`, or its parent purged). */
+  async parentOf(workflow: WorkflowRecord | string): Promise<WorkflowRecord | null> {
+    const record = typeof workflow === 'object' && workflow !== null && workflow.parentId !== undefined ? workflow : await this.find(idOf(workflow));
+    if (!record.parentId) return null;
+    return this.manager.findOne(WorkflowRecord, { where: { id: record.parentId } });
   }
 
   /** Every execution of the workflow, oldest first. */

@@ -6,6 +6,8 @@ import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-opti
 import { runInJobContext } from '../instrumentation/job-context.js';
 import { pause, TransactionRunner } from '../persistence/transaction-runner.js';
 import { WorkflowStore } from '../persistence/workflow-store.js';
+import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
+import { ChildStart } from './child-start.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { FinalizePhase } from './finalize-phase.js';
 import { PreparePhase } from './prepare-phase.js';
@@ -52,8 +54,15 @@ export class ExecutorService {
     @Inject(GENEVA_DRIVE_OPTIONS) private readonly options: ResolvedGenevaDriveOptions,
     @Inject(GENEVA_DRIVE_LOGGER) private readonly logger: LoggerService,
     private readonly unowned: UnownedSteps,
+    schema: SchemaCapabilities,
   ) {
     const outcomes = new StepOutcomes(store, gate);
+    const childStart = new ChildStart(store, schema, () => ({
+      registry,
+      dataSource: transactions.dataSource,
+      schema,
+      payloadLimit: options.maxSignalPayloadSize,
+    }));
     this.preparePhase = new PreparePhase(
       transactions,
       store,
@@ -66,8 +75,8 @@ export class ExecutorService {
       (prepared, result) => this.finalizePhase.finalize(prepared, result),
       unowned,
     );
-    this.body = new StepBody(transactions, options, () => this.shuttingDown);
-    this.finalizePhase = new FinalizePhase(transactions, store, outcomes, this.preparePhase);
+    this.body = new StepBody(transactions, options, () => this.shuttingDown, () => childStart.outputs());
+    this.finalizePhase = new FinalizePhase(transactions, store, outcomes, this.preparePhase, childStart);
     this.transactionalStep = new TransactionalStep(transactions, store, this.body, this.finalizePhase);
   }
 

@@ -7,7 +7,9 @@ import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store
 import type { WorkflowDefinition } from '../registry/workflow-definition.js';
 import { phaseOneReadsHero, type PreparePhase } from './prepare-phase.js';
 import type { StepOutcomes } from './step-outcome.js';
-import { eventBase, IDEMPOTENT, type BodyResult, type Chain, type Prepared } from './step-run.js';
+import { eventBase, IDEMPOTENT, keepsOutputs, type BodyResult, type Chain, type Prepared } from './step-run.js';
+import { ChildrenRefused, type ChildStart } from './child-start.js';
+import { resolveExceptionPolicy } from '../exception-policy/exception-policy.js';
 
 /** What phase 3 recorded (null states: the outcome was discarded), and the step it started inline. */
 export interface Recorded {
@@ -35,6 +37,7 @@ export class FinalizePhase {
     private readonly store: WorkflowStore,
     private readonly outcomes: StepOutcomes,
     private readonly prepare: PreparePhase,
+    private readonly childStart: ChildStart,
   ) {}
 
   /**
@@ -44,15 +47,33 @@ export class FinalizePhase {
    * the queue (its own phase 1 then deals with the failure).
    */
   async finalize(prepared: Prepared, result: BodyResult, chain?: Chain): Promise<Prepared | null> {
-    if (chain) {
-      try {
-        return await this.finalizeOnce(prepared, result, chain);
-      } catch (error) {
-        if (!(error instanceof ChainedPrepareError)) throw error;
-        prepared.logger.warn(`Starting the next step inline failed (${String(error.cause)}): it goes through the queue`);
+    try {
+      if (chain) {
+        try {
+          return await this.finalizeOnce(prepared, result, chain);
+        } catch (error) {
+          if (!(error instanceof ChainedPrepareError)) throw error;
+          prepared.logger.warn(`Starting the next step inline failed (${String(error.cause)}): it goes through the queue`);
+        }
       }
+      return await this.finalizeOnce(prepared, result);
+    } catch (error) {
+      const refused = this.childrenRefused(prepared, error);
+      if (!refused) throw error;
+      return this.finalize(prepared, refused);
     }
-    return this.finalizeOnce(prepared, result);
+  }
+
+  /**
+   * When writing the body's children was refused (a child's hero has an ongoing workflow of its
+   * class): the step's outcome becomes that exception under the step's policy, with nothing of the
+   * body kept. Null for any other error.
+   */
+  childrenRefused(prepared: Prepared, error: unknown): BodyResult | null {
+    if (!(error instanceof ChildrenRefused)) return null;
+    prepared.outputs = undefined;
+    prepared.logger.error(`Starting a child was refused: ${error.message}`);
+    return { kind: 'exception', error: error.error, policy: resolveExceptionPolicy(prepared.step, prepared.definition.exceptionPolicies, error.error) };
   }
 
   private async finalizeOnce(prepared: Prepared, result: BodyResult, chain?: Chain): Promise<Prepared | null> {
@@ -71,7 +92,7 @@ export class FinalizePhase {
   async recordWithBody(manager: EntityManager, prepared: Prepared, result: BodyResult): Promise<Recorded | null> {
     // Where the dialect allows, one statement that locks, checks and writes, as recordUnlocked's (a
     // resumable step's checkpoints rewrote its row: it is read again under the locks).
-    if (!prepared.step.resumable) {
+    if (!prepared.step.resumable && !startsChildren(prepared)) {
       const { workflow, execution } = prepared;
       const expected = { workflowId: workflow.id, workflowState: 'performing', executionId: execution.id, executionState: 'in_progress' };
       if (workflow.state === expected.workflowState && execution.state === expected.executionState && (await this.store.writeIfUnchanged(manager, expected, () => this.recordOutcome(manager, prepared, result)))) {
@@ -109,7 +130,7 @@ export class FinalizePhase {
    */
   private mayRecordUnlocked(prepared: Prepared, result: BodyResult, chain?: Chain): boolean {
     const { step, definition } = prepared;
-    return result.kind !== 'exception' && !step.resumable && (!chain || definition.steps[definition.steps.length - 1] === step);
+    return result.kind !== 'exception' && !step.resumable && !startsChildren(prepared) && (!chain || definition.steps[definition.steps.length - 1] === step);
   }
 
   /**
@@ -125,9 +146,8 @@ export class FinalizePhase {
     const expected = { workflowId: workflow.id, workflowState: 'performing', executionId: execution.id, executionState: 'in_progress' };
     if (workflow.state !== expected.workflowState || execution.state !== expected.executionState) return null;
     const manager = this.transactions.dataSource.createEntityManager();
-    const intent = result.kind === 'flow' ? result.intent : undefined;
     try {
-      if (!(await this.store.writeIfUnchanged(manager, expected, () => this.outcomes.applyIntent(manager, prepared, intent)))) return null;
+      if (!(await this.store.writeIfUnchanged(manager, expected, () => this.recordOutcome(manager, prepared, result)))) return null;
     } catch {
       // Whatever failed (a lost connection, even one that lost the answer to a statement that went
       // through), the locked path runs next: it re-reads the rows and records only what is still due.
@@ -205,7 +225,9 @@ export class FinalizePhase {
     if (continued === 'continued') next.transaction = transaction;
   }
 
+  /** The body's outputs (children, result) when the outcome keeps them, then the outcome. */
   private async recordOutcome(manager: EntityManager, prepared: Prepared, result: BodyResult): Promise<void> {
+    if (prepared.outputs && keepsOutputs(result)) await this.childStart.write(manager, prepared.workflow, prepared.step.name, prepared.outputs);
     if (result.kind === 'exception') await this.outcomes.applyExceptionPolicy(manager, prepared, result.policy, result.error, 'exception_policy');
     else await this.outcomes.applyIntent(manager, prepared, result.kind === 'flow' ? result.intent : undefined);
   }
@@ -235,4 +257,9 @@ export class FinalizePhase {
     const current = await this.store.currentExecution(manager, workflow.id);
     if (current?.state === 'scheduled') await this.store.enqueue(manager, workflow, current, jobOptionsFor(definition, definition.step(current.stepName)), current.jobId ?? undefined);
   }
+}
+
+/** Whether the body started children: they are written under the row locks, never by the one-statement end. */
+function startsChildren(prepared: Prepared): boolean {
+  return (prepared.outputs?.children.length ?? 0) > 0;
 }

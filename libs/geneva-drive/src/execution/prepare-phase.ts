@@ -15,6 +15,7 @@ import { lacksStep } from '../registry/runnable-steps.js';
 import { evaluateCondition, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
 import type { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { workflowInternals } from '../workflow/geneva-workflow.js';
+import { isChildrenMatcher } from '../workflow/children-matcher.js';
 import type { SignalRendezvous } from './signal-rendezvous.js';
 import type { StepOutcomes } from './step-outcome.js';
 import type { UnownedSteps } from './unowned-steps.js';
@@ -311,8 +312,19 @@ export class PreparePhase {
     }
     if (step.skipIf !== undefined && (await evaluateCondition(step.skipIf, instance))) return 'skip';
     if (step.waitFor) {
+      const timedOut = await this.deadline.timedOut(manager, execution);
+      if (isChildrenMatcher(step.waitFor)) {
+        const pass = await this.gate.fanIn.gate(manager, workflow, execution, step.waitFor, timedOut);
+        if (pass === null) {
+          await this.deadline.arm(manager, workflow, execution, step, definition); // [deadline hook] parked: arm its deadline
+          return 'wait';
+        }
+        workflowInternals.rebind(instance, { children: pass.children, timedOut });
+        prepared.fanInSignals = pass.signalIds;
+        return 'pass';
+      }
       // [deadline hook] a wait that timed out (onTimeout 'run') passes its gate with no signal.
-      if (await this.deadline.timedOut(manager, execution)) {
+      if (timedOut) {
         workflowInternals.bind(instance, { hero: instance.hero, record: workflow, execution, signal: null, logger: prepared.logger, timedOut: true });
         return 'pass';
       }

@@ -6,11 +6,13 @@ import { SignalsNotMigratedError } from '../errors/signal.errors.js';
 import { latestRowsLock } from '../persistence/row-lock.js';
 import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
-import type { StepDefinition } from '../registry/workflow-definition.js';
+import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-definition.js';
 import { lacksStep } from '../registry/runnable-steps.js';
 import type { WorkflowRegistry } from '../registry/workflow.registry.js';
 import type { GenevaWorkflow } from '../workflow/geneva-workflow.js';
 import type { WorkflowInstances } from './workflow-instances.js';
+import { FanIn } from './fan-in.js';
+import { isChildrenMatcher } from '../workflow/children-matcher.js';
 import { assertSignalTransition, CLAIMED, PENDING } from '../state/signal-state.js';
 
 /**
@@ -24,12 +26,17 @@ import { assertSignalTransition, CLAIMED, PENDING } from '../state/signal-state.
  * in place, so a retry re-reads the same event.
  */
 export class SignalRendezvous {
+  /** The gate of fan-in steps (`waitFor: childrenOf(...)`), which decide on a count rather than on one signal. */
+  readonly fanIn: FanIn;
+
   constructor(
     private readonly store: WorkflowStore,
     private readonly schema: SchemaCapabilities,
     private readonly registry: WorkflowRegistry,
     private readonly instances: WorkflowInstances,
-  ) {}
+  ) {
+    this.fanIn = new FanIn(store);
+  }
 
   assertSchemaSupportsSignals(workflow: WorkflowRecord, step: StepDefinition): void {
     if (!this.schema.hasSignals) throw new SignalsNotMigratedError(`Step ${workflow.type}.${step.name} (waitFor)`);
@@ -80,21 +87,32 @@ export class SignalRendezvous {
     for (const execution of waiting) {
       const step = definition.step(execution.stepName);
       if (!step?.waitFor) continue;
+      if (isChildrenMatcher(step.waitFor)) {
+        // A fan-in step pins nothing: woken once the count is reached, its gate counts again.
+        if (!step.waitFor.matches(signal) || !(await this.fanIn.reached(manager, workflow, step.waitFor))) continue;
+        await this.wake(manager, workflow, definition, step, execution, wakeJobId(execution, signal));
+        woken++;
+        continue;
+      }
       const instance = await this.instances.createBound(manager, definition, workflow, execution, { withHero: step.waitFor.needsWorkflow !== false });
       if (!step.waitFor.matches(signal, instance)) continue;
       await this.claim(manager, signal);
-      const jobId = wakeJobId(execution, signal);
-      await this.store.transitionExecution(manager, execution, 'scheduled', null, {
-        signalId: signal.id,
-        // Due now: if the enqueue below is lost, the stuck-scheduled sweep finds this row overdue.
-        // waitingSince stays: with scheduledFor it records how long the step waited.
-        scheduledFor: this.store.now(),
-        jobId,
-      });
-      await this.store.enqueue(manager, workflow, execution, jobOptionsFor(definition, step), jobId);
+      await this.wake(manager, workflow, definition, step, execution, wakeJobId(execution, signal), signal.id);
       woken++;
     }
     return woken;
+  }
+
+  /** `waiting → scheduled`, due now (pinned to `signalId` if given), and its job enqueued after commit under `jobId`. */
+  private async wake(manager: EntityManager, workflow: WorkflowRecord, definition: WorkflowDefinition, step: StepDefinition, execution: StepExecution, jobId: string, signalId?: string): Promise<void> {
+    await this.store.transitionExecution(manager, execution, 'scheduled', null, {
+      ...(signalId === undefined ? {} : { signalId }),
+      // Due now: if the enqueue below is lost, the stuck-scheduled sweep finds this row overdue.
+      // waitingSince stays: with scheduledFor it records how long the step waited.
+      scheduledFor: this.store.now(),
+      jobId,
+    });
+    await this.store.enqueue(manager, workflow, execution, jobOptionsFor(definition, step), jobId);
   }
 
   /**
@@ -109,13 +127,14 @@ export class SignalRendezvous {
     const definition = this.registry.findByName(workflow.type);
     const step = definition?.step(execution.stepName);
     if (!definition || lacksStep(definition, execution.stepName)) return 0;
-    if (!step?.waitFor) {
+    // A fan-in step whose children ended meanwhile runs its gate again.
+    const fanInReached = isChildrenMatcher(step?.waitFor) && (await this.fanIn.reached(manager, workflow, step.waitFor));
+    if (!step?.waitFor || fanInReached) {
       // An id of its own, like a signal's wake-up: the job that parked the execution may still be in the queue.
-      const jobId = `${execution.id}-resume`;
-      await this.store.transitionExecution(manager, execution, 'scheduled', null, { scheduledFor: this.store.now(), jobId });
-      await this.store.enqueue(manager, workflow, execution, jobOptionsFor(definition, step), jobId);
+      await this.wake(manager, workflow, definition, step!, execution, `${execution.id}-resume`);
       return 1;
     }
+    if (isChildrenMatcher(step.waitFor)) return 0;
     const instance = await this.instances.createBound(manager, definition, workflow, execution, { withHero: step.waitFor.needsWorkflow !== false });
     const signal = await this.firstMatching(manager, workflow.id, step, instance);
     return signal ? this.dispatch(manager, workflow, signal) : 0;
@@ -140,6 +159,11 @@ export class SignalRendezvous {
   }
 
   // ------------------------------------------------------------ settlement
+
+  /** A fan-in step ended cleanly: the signals its gate claimed record a consumption (FanIn). */
+  settleFanIn(manager: EntityManager, signalIds: readonly string[] | undefined): Promise<void> {
+    return this.fanIn.settle(manager, signalIds ?? []);
+  }
 
   /** The execution completed cleanly: its pinned signal records a consumption. */
   async settleOnSuccess(manager: EntityManager, execution: StepExecution): Promise<void> {

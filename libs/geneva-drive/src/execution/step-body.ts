@@ -7,6 +7,7 @@ import { isFlowControl } from '../workflow/flow-control.js';
 import { workflowInternals } from '../workflow/geneva-workflow.js';
 import { isInterrupt, StepIteration } from '../workflow/step-iteration.js';
 import { eventBase, type BodyResult, type Prepared } from './step-run.js';
+import type { StepOutputs } from './child-start.js';
 
 /**
  * Phase 2 of a step execution: the body runs with no lock held, between the workflow's hooks, and
@@ -19,6 +20,8 @@ export class StepBody {
     private readonly options: ResolvedGenevaDriveOptions,
     /** Whether the application is shutting down (resumable steps then stop at their next checkpoint). */
     private readonly shuttingDown: () => boolean,
+    /** Fresh outputs (children, a result) for a run of a body (ChildStart). */
+    private readonly outputs: () => StepOutputs,
   ) {}
 
   /** `persist`: how a resumable step's checkpoints write the cursor, when not by one UPDATE of their own (a transactional step's). */
@@ -29,6 +32,9 @@ export class StepBody {
     let thrown: { error: unknown } | undefined;
     // The body's own time, apart from the hooks around it (the step event reports both).
     let bodyMs = 0;
+    // A run again (a transactional body after a deadlock) hands over afresh.
+    const outputs = (prepared.outputs = this.outputs());
+    workflowInternals.rebind(instance, { outputs });
     try {
       await instance.beforeStepExecution(execution);
       await instance.aroundStepExecution(execution, async () => {
@@ -48,6 +54,8 @@ export class StepBody {
     } catch (error) {
       thrown ??= { error };
     }
+    // Only the body hands over: an exception handler run later does not.
+    workflowInternals.rebind(instance, { outputs: undefined });
     // A recorded intent wins over whatever was thrown: flow control holds even inside user try/catch.
     const intent = workflowInternals.takeIntent(instance);
     let result: BodyResult;

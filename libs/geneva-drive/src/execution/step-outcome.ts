@@ -49,6 +49,8 @@ export interface OutcomeTarget {
   workflow: WorkflowRecord;
   execution: StepExecution;
   definition: WorkflowDefinition | undefined;
+  /** A fan-in step's claimed `child_finished` signals (Prepared.fanInSignals), settled as its pinned signal would be. */
+  fanInSignals?: string[];
 }
 
 /** Why an error-driven reattempt was made (recorded as `reattemptReason`, counted toward `maxReattempts`). */
@@ -72,7 +74,7 @@ export async function applyClose(
   store: WorkflowStore,
   rendezvous: SignalRendezvous | null,
   manager: EntityManager,
-  { workflow, execution, definition }: OutcomeTarget,
+  { workflow, execution, definition, fanInSignals }: OutcomeTarget,
   close: Close,
   then: Then,
   patch: Partial<WorkflowRecord> = {},
@@ -80,6 +82,7 @@ export async function applyClose(
   await store.transitionExecution(manager, execution, close.state, close.outcome, close.columns);
   if (close.outcome === 'success') await rendezvous!.settleOnSuccess(manager, execution);
   else if (close.state === 'skipped') await rendezvous!.settleOnSkip(manager, execution);
+  if (close.outcome === 'success' || close.state === 'skipped') await rendezvous?.settleFanIn(manager, fanInSignals);
   switch (then.workflow) {
     case 'next':
       await store.scheduleNextStep(manager, workflow, definition, patch, then.after);
@@ -363,8 +366,8 @@ export async function recoverStuck(
   return { executionId: successor.id, hints: jobHints(workflow, successor.stepName), runAt: successor.scheduledFor, jobOptions: jobOptionsFor(definition, definition?.step(stepName)) };
 }
 
-function targetOf({ workflow, execution, definition }: Prepared): OutcomeTarget {
-  return { workflow, execution, definition };
+function targetOf({ workflow, execution, definition, fanInSignals }: Prepared): OutcomeTarget {
+  return { workflow, execution, definition, fanInSignals };
 }
 
 /**

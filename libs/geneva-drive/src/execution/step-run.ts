@@ -8,6 +8,7 @@ import type { TransactionOptions } from '../persistence/transaction-runner.js';
 import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-definition.js';
 import type { FlowControlIntent } from '../workflow/flow-control.js';
 import type { GenevaWorkflow } from '../workflow/geneva-workflow.js';
+import type { StepOutputs } from './child-start.js';
 
 /**
  * What the executor's phases hand one another while they run one step execution (see
@@ -46,6 +47,10 @@ export interface Prepared {
   run: ExecuteOptions;
   /** A transactional step's transaction, begun already by the COMMIT of the finalize that chained it (FinalizePhase.commitChaining). */
   transaction?: StepTransaction;
+  /** What the body's last run handed over (children, a result), written with an outcome that keeps it ({@link keepsOutputs}). */
+  outputs?: StepOutputs;
+  /** A fan-in step's: the `child_finished` signals its gate claimed, consumed at its clean end (FanIn). */
+  fanInSignals?: string[];
 }
 
 /** How far the current chain of inline steps has gone. */
@@ -62,6 +67,15 @@ export type BodyResult =
   | { kind: 'completed' }
   | { kind: 'flow'; intent: FlowControlIntent }
   | { kind: 'exception'; error: unknown; policy: ExceptionPolicy };
+
+/**
+ * Whether the body's outputs (its children and result, a transactional body's writes) are kept with
+ * this outcome: the step decided (completed, `finished()`, `skip()`). An exception, `reattempt()`,
+ * `pause()` and `cancel()` keep none.
+ */
+export function keepsOutputs(result: BodyResult): boolean {
+  return result.kind === 'completed' || (result.kind === 'flow' && (result.intent.kind === 'finished' || result.intent.kind === 'skip'));
+}
 
 /** Phase 3, as phase 1 calls it when it started an execution whose body cannot run (see PreparePhase). */
 export type Finalize = (prepared: Prepared, result: BodyResult) => Promise<Prepared | null>;

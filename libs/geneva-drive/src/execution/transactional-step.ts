@@ -10,7 +10,7 @@ import type { WorkflowStore } from '../persistence/workflow-store.js';
 import { workflowInternals } from '../workflow/geneva-workflow.js';
 import type { FinalizePhase, Recorded } from './finalize-phase.js';
 import type { StepBody } from './step-body.js';
-import type { BodyResult, Prepared } from './step-run.js';
+import { keepsOutputs, type BodyResult, type Prepared } from './step-run.js';
 
 /**
  * The step's transaction: run again here, not by the runner (a re-run must re-run the body with it),
@@ -71,7 +71,7 @@ export class TransactionalStep {
         const { result, recorded } = await this.transactions.run(
           async (manager): Promise<{ result: BodyResult; recorded: Recorded }> => {
             const result = (ran = await this.runBody(manager, prepared, opening));
-            const recorded = keepsWrites(result) ? await this.finalize.recordWithBody(manager, prepared, result) : null;
+            const recorded = keepsOutputs(result) ? await this.finalize.recordWithBody(manager, prepared, result) : null;
             if (recorded) return { result, recorded };
             undone = result;
             throw new RollBack();
@@ -87,6 +87,9 @@ export class TransactionalStep {
         if (undone !== null) return this.finalize.finalize(prepared, undone);
         // The end, sent with the COMMIT, found the rows moved on: nothing committed (as undone above).
         if (error instanceof EndRefusedError && ran !== null) return this.finalize.finalize(prepared, ran);
+        // A child refused (an ongoing workflow of its class for its hero): the step fails, nothing kept.
+        const refused = this.finalize.childrenRefused(prepared, error);
+        if (refused) return this.finalize.finalize(prepared, refused);
         // Its answer lost, the end may have committed: the jobs of the rows it wrote go out if so.
         if (error instanceof CommitOutcomeUnknownError && opening.endSent) await this.finalize.resendIfRecorded(prepared).catch(() => undefined);
         // Nothing of the transaction committed: the body runs again, on a fresh transaction.
@@ -196,7 +199,7 @@ export class TransactionalStep {
     if (reason?.why === 'refused') return this.finalize.finalize(prepared, result); // the rows moved on: phase 3 finds them so
     if (reason?.why === 'timeout') return this.finalize.finalize(prepared, { kind: 'exception', error: reason.error, policy: resolveExceptionPolicy(step, definition.exceptionPolicies, reason.error) });
     const lost = reason?.why === 'lost' || (result.kind === 'exception' && isTransient(result.error));
-    const kept = !lost && (keepsWrites(result) || (result.kind === 'flow' && result.intent.kind === 'continue'));
+    const kept = !lost && (keepsOutputs(result) || (result.kind === 'flow' && result.intent.kind === 'continue'));
     const recorded = kept ? await this.finalize.recordWithBody(segment.manager, prepared, result).catch(() => null) : null;
     workflowInternals.rebind(instance, { manager: undefined });
     if (!recorded) {
@@ -264,8 +267,3 @@ const CANCEL: BodyResult = { kind: 'flow', intent: { kind: 'cancel' } };
 
 /** A resumable step whose segment was lost hands on to a successor, which continues from the cursor that committed. */
 const CONTINUE: BodyResult = { kind: 'flow', intent: { kind: 'continue', waitMs: undefined } };
-
-/** Whether the body's writes commit with this outcome (see TransactionalStep). */
-function keepsWrites(result: BodyResult): boolean {
-  return result.kind === 'completed' || (result.kind === 'flow' && (result.intent.kind === 'finished' || result.intent.kind === 'skip'));
-}

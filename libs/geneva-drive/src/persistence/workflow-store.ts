@@ -39,6 +39,8 @@ export type { NewExecution } from './new-rows.js';
 export class WorkflowStore {
   private sqlOf: HotPathSql | undefined;
   private readonly phase: PhaseBatch;
+  /** Told of the end of a child or of a parent, in the transaction of that end (execution/child-end.ts). */
+  private workflowEnded: ((manager: EntityManager, workflow: WorkflowRecord) => Promise<void>) | undefined;
 
   constructor(
     queue: QueuePort,
@@ -226,6 +228,15 @@ export class WorkflowStore {
     changes.updatedAt = this.now();
     await this.updateRow<WorkflowRecord>(manager, 'workflows', workflow.id, changes);
     Object.assign(workflow, changes);
+    // Every end of a workflow comes through here. Decided in memory: a workflow that is neither a
+    // child nor a parent costs no statement.
+    const ended = changes.state === 'finished' || changes.state === 'canceled';
+    if (ended && this.workflowEnded && (workflow.parentId || workflow.hasChildren)) await this.workflowEnded(manager, workflow);
+  }
+
+  /** Sets what is told of each end (finished or canceled) of a child or a parent, in its transaction. */
+  onWorkflowEnd(listener: (manager: EntityManager, workflow: WorkflowRecord) => Promise<void>): void {
+    this.workflowEnded = listener;
   }
 
   /** Moves an execution through its state machine; terminal states stamp their timestamp and `finishedAt`. */

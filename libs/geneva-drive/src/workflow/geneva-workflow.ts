@@ -8,6 +8,8 @@ import { SignalNotReceivedError } from '../errors/signal.errors.js';
 import { NotTransactionalError } from '../errors/transactional-step.errors.js';
 import { FlowControlSignal, type FlowControlIntent } from './flow-control.js';
 import type { SignalMatcher } from './signal-matcher.js';
+import type { ChildWorkflow } from './children-matcher.js';
+import type { ChildHandle, ChildWorkflowClass, StartChildOptions, StepOutputSink } from './start-child.js';
 import { parseDuration, type Duration } from '../util/duration.js';
 
 /** What the executor binds to a fresh workflow instance before running a step. */
@@ -21,6 +23,10 @@ export interface StepContext<Hero> {
   timedOut?: boolean;
   /** A transactional step's transaction, which commits with the step's outcome. */
   manager?: EntityManager;
+  /** Where the body's children and result go, to be written with its outcome (while the body runs). */
+  outputs?: StepOutputSink;
+  /** A fan-in step's ended children (`waitFor: childrenOf(...)`). */
+  children?: ChildWorkflow[];
 }
 
 // Kept outside the instances, so workflow classes expose nothing of the engine in their type.
@@ -84,6 +90,38 @@ export abstract class GenevaWorkflow<Hero = unknown> {
     const { manager, execution } = this.context('manager');
     if (!manager) throw new NotTransactionalError(this.constructor.name, execution.stepName);
     return manager;
+  }
+
+  /**
+   * Starts a child workflow of `workflowClass` about `hero`, written with this step's outcome: the
+   * child exists once the step completes (or calls `finished()` or `skip()`), and a body that
+   * throws, reattempts, pauses or cancels starts none. Returns a handle at once. When the child ends,
+   * this workflow receives a `child_finished` signal (CHILD_FINISHED); `waitFor: childrenOf(step)`
+   * waits for the children of a step. Errors at the call: `UnknownWorkflowError`, `InvalidHeroError`,
+   * `InvalidOptionError` (a key given twice, say), `InvalidSignalError`, `ChildrenNotMigratedError`;
+   * an ongoing workflow of the child's class for the hero (without `allowMultiple`) fails the step
+   * with `WorkflowAlreadyOngoingError` when its outcome is written (its exception policy applies).
+   */
+  startChild(workflowClass: ChildWorkflowClass, hero: object, options?: StartChildOptions): ChildHandle {
+    const { outputs, execution } = this.context('startChild');
+    if (!outputs) throw new GenevaDriveError(`${this.constructor.name}.${execution.stepName}: startChild is only available in a step body`);
+    return outputs.startChild(workflowClass, hero, options);
+  }
+
+  /**
+   * Stores `value` as this workflow's result, with this step's outcome (a body that does not
+   * complete stores nothing); a child's result is delivered to its parent. Encoded like a signal
+   * payload and limited to `maxSignalPayloadSize`: `UnencodableValueError`, `ResultTooLargeError`.
+   */
+  setResult(value: unknown): void {
+    const { outputs, execution } = this.context('setResult');
+    if (!outputs) throw new GenevaDriveError(`${this.constructor.name}.${execution.stepName}: setResult is only available in a step body`);
+    outputs.setResult(value);
+  }
+
+  /** In a fan-in step (`waitFor: childrenOf(step)`), the children of that step that have ended, oldest first; otherwise empty. */
+  get children(): ChildWorkflow[] {
+    return this.context('children').children ?? [];
   }
 
   /** A logger whose lines carry the workflow and execution context. */
