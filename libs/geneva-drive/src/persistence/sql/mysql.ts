@@ -3,7 +3,7 @@ import type { Signal } from '../../entities/signal.entity.js';
 import type { WorkflowRecord } from '../../entities/workflow.entity.js';
 import { isUniqueViolation } from '../unique-violation.js';
 import type { StepExecution } from '../../entities/step-execution.entity.js';
-import { HotPathSql, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
+import { HotPathSql, type SessionBounds, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
 
 /** The mysql2 connection behind TypeORM's query runner (mysql2 is an optional peer: only what is called here). */
 interface Mysql2Connection {
@@ -16,12 +16,34 @@ interface Mysql2Connection {
  * consumption first so it reads what PostgreSQL's single statement reads.
  */
 export class MysqlHotPathSql extends HotPathSql {
+  /** Whether the server bounds a session's statements and idle transactions (see sessionBounds). */
+  private readonly boundsSessions: boolean;
+
   constructor(
     dataSource: DataSource,
     /** Server-side prepared statements (GenevaDriveModuleOptions.preparedStatements). */
     private readonly prepares: boolean,
   ) {
     super(dataSource);
+    this.boundsSessions = hasSessionTimeouts(dataSource);
+  }
+
+  /**
+   * MariaDB: `max_statement_time` bounds each statement, `idle_transaction_timeout` (whole seconds)
+   * each pause between two, by killing the connection, which rolls the transaction back. Set for the
+   * step's transaction only: the statement that would be START TRANSACTION turns autocommit off with
+   * them, the one that would be COMMIT turns it on again — committing — and restores the server's
+   * global values, so no round trip is added. MySQL has no such timeouts.
+   */
+  sessionBounds(timeoutMs: number): SessionBounds | null {
+    if (!this.boundsSessions) return null;
+    const seconds = Math.ceil(timeoutMs) / 1000;
+    const bounds = `max_statement_time = ${seconds}, idle_transaction_timeout = ${Math.ceil(seconds)}`;
+    return {
+      begin: `SET SESSION autocommit = 0, ${bounds}`,
+      set: `SET SESSION ${bounds}`,
+      end: 'SET SESSION autocommit = 1, max_statement_time = DEFAULT, idle_transaction_timeout = DEFAULT',
+    };
   }
 
   /** A server-side prepared statement (see HotPathSql.onConnection), which mysql2 keeps per connection by its text. */
@@ -149,4 +171,14 @@ export class MysqlHotPathSql extends HotPathSql {
 export async function mysqlHasIndex(manager: EntityManager, table: string, index: string): Promise<boolean> {
   const rows: unknown[] = await manager.query('SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = ? LIMIT 1', [table, index]);
   return rows.length > 0;
+}
+
+/**
+ * Whether the server is MariaDB 10.3 or later (`idle_transaction_timeout`). TypeORM keeps the server's
+ * version number, not its name: MariaDB's are 10 and above, MySQL's below (5.7, 8.x, 9.x).
+ */
+function hasSessionTimeouts(dataSource: DataSource): boolean {
+  const version = (dataSource.driver as { version?: string }).version;
+  const [major, minor] = (version ?? '').split('.').map(Number);
+  return major > 10 || (major === 10 && minor >= 3);
 }
