@@ -11,7 +11,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/glo
 import { QUEUE_PORT, Signal, SignalService, StepExecution, WorkflowRecord, WorkflowService, type StepEvent } from 'geneva-drive';
 import { waitUntil } from '../src/bull-wait.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
-import { BatchLedgerWorkflow, control, ensureEffectTable, HastyLedgerWorkflow, IdleLedgerWorkflow, LedgerWorkflow, PaidLedgerWorkflow, RelayLedgerWorkflow, SignalingLedgerWorkflow, TestEffect, TRANSACTIONAL_WORKFLOWS } from '../src/transactional-workflows.js';
+import { BatchLedgerWorkflow, control, ensureEffectTable, HastyLedgerWorkflow, IdleLedgerWorkflow, LedgerWorkflow, PaidLedgerWorkflow, RelayLedgerWorkflow, SignalingLedgerWorkflow, SoleLedgerWorkflow, TestEffect, TRANSACTIONAL_WORKFLOWS } from '../src/transactional-workflows.js';
 import { REDIS_QUEUE_DRIVERS } from '../src/redis-queues.js';
 import { describeEachDatabase, redisAvailable, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
@@ -272,6 +272,25 @@ describeEachDatabase('transactional steps', (kind: DatabaseKind) => {
       expect(await heroName()).toBe('Bea');
     });
 
+    concurrent("an application's subscriber to transaction events removed while the body ran: the step's transaction ends as it began, committed", async () => {
+      const subscriber = { afterTransactionStart: () => undefined };
+      const unsubscribe = () => app.dataSource.subscribers.includes(subscriber) && app.dataSource.subscribers.splice(app.dataSource.subscribers.indexOf(subscriber), 1);
+      app.dataSource.subscribers.push(subscriber);
+      try {
+        const wf = await atB();
+        const { run, release } = await bodyAtGate(wf);
+        unsubscribe();
+        release();
+        await run;
+        // Read on another connection: committed.
+        expect(await effects(wf)).toHaveLength(1);
+        expect((await workflows.executionHistory(wf)).map((e) => e.state)).toEqual(['completed', 'completed', 'scheduled']);
+      } finally {
+        unsubscribe();
+      }
+      expect(await boundedSessions(app, kind)).toBe(0);
+    });
+
     concurrent('a signal to the workflow is recorded while the body runs', async () => {
       const wf = await atB();
       const { run, release } = await bodyAtGate(wf);
@@ -404,6 +423,18 @@ describeEachDatabase('transactional steps in a chain', (kind: DatabaseKind) => {
     if (kind !== 'sqlite') expect(await boundedSessions(app, kind)).toBe(0);
   });
 
+  it("a workflow's last step, transactional, run by a chaining worker: nothing to chain into, so its end is the one-message end (PostgreSQL)", async () => {
+    const heroes = app.dataSource.getRepository(TestHero);
+    const workflows = app.moduleRef.get(WorkflowService);
+    let wf!: WorkflowRecord;
+    const sent = await loggedDuring(app, async () => {
+      wf = await workflows.start(SoleLedgerWorkflow, await heroes.save(heroes.create({ name: 'Ada' })));
+      await waitUntil(`workflow ${wf.id} to finish`, async () => (await workflows.find(wf.id)).state === 'finished');
+    });
+    expect(await app.dataSource.getRepository(TestEffect).findBy({ workflowId: wf.id })).toHaveLength(1);
+    if (kind === 'postgres') expect(sent.filter((sql) => /^PREPARE (\w+) AS .*; EXECUTE \1\(.*\); DEALLOCATE \1; COMMIT$/s.test(sql))).toHaveLength(1);
+  });
+
   (kind === 'sqlite' ? it.skip : it)("with a subscriber of the application's to transaction events, TypeORM begins and commits: the subscriber runs outside the step's transaction and its bounds", async () => {
     control.reset();
     const heroes = app.dataSource.getRepository(TestHero);
@@ -434,7 +465,7 @@ describeEachDatabase('transactional steps in a chain', (kind: DatabaseKind) => {
 
 /**
  * How many connections of the pool (those of the steps that ran among them) still have a step's
- * bounds, or autocommit off (MariaDB), instead of the server's values.
+ * bounds, or autocommit off or a transaction open (MariaDB), instead of the server's values.
  */
 async function boundedSessions(app: TestApp, kind: DatabaseKind): Promise<number> {
   const runners = await Promise.all(
@@ -448,7 +479,7 @@ async function boundedSessions(app: TestApp, kind: DatabaseKind): Promise<number
     const shown =
       kind === 'postgres'
         ? "SELECT current_setting('statement_timeout') = '0' AND current_setting('idle_in_transaction_session_timeout') = '0' AS restored"
-        : 'SELECT @@session.max_statement_time = @@global.max_statement_time AND @@session.idle_transaction_timeout = @@global.idle_transaction_timeout AND @@session.autocommit = 1 AS restored';
+        : 'SELECT @@session.max_statement_time = @@global.max_statement_time AND @@session.idle_transaction_timeout = @@global.idle_transaction_timeout AND @@session.autocommit = 1 AND @@in_transaction = 0 AS restored';
     const restored = await Promise.all(runners.map(async (runner) => ((await runner.query(shown)) as Array<{ restored: unknown }>)[0].restored));
     return restored.filter((value) => value !== true && Number(value) !== 1).length;
   } finally {

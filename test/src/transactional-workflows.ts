@@ -245,4 +245,13 @@ export class RelayLedgerWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
-export const TRANSACTIONAL_WORKFLOWS = [LedgerWorkflow, HastyLedgerWorkflow, IdleLedgerWorkflow, PaidLedgerWorkflow, BatchLedgerWorkflow, SignalingLedgerWorkflow, RelayLedgerWorkflow];
+/** One transactional step, the workflow's last: nothing to chain into after it. */
+@Workflow({ hero: () => TestHero, transactional: true })
+export class SoleLedgerWorkflow extends GenevaWorkflow<TestHero> {
+  @Step()
+  async only() {
+    await writeEffects(this, 'only');
+  }
+}
+
+export const TRANSACTIONAL_WORKFLOWS = [SoleLedgerWorkflow, LedgerWorkflow, HastyLedgerWorkflow, IdleLedgerWorkflow, PaidLedgerWorkflow, BatchLedgerWorkflow, SignalingLedgerWorkflow, RelayLedgerWorkflow];

@@ -74,7 +74,7 @@ export class FinalizePhase {
     // Where the dialect allows, one statement that locks, checks and writes, as recordUnlocked's (a
     // resumable step's checkpoints rewrote its row: it is read again under the locks; a step to start
     // inline needs the rows written before its phase 1).
-    if (!prepared.step.resumable && !chain) {
+    if (!prepared.step.resumable && !(chain && !isLastStep(prepared))) {
       const { workflow, execution } = prepared;
       const expected = { workflowId: workflow.id, workflowState: 'performing', executionId: execution.id, executionState: 'in_progress' };
       if (workflow.state === expected.workflowState && execution.state === expected.executionState && (await this.store.writeIfUnchanged(manager, expected, () => this.recordOutcome(manager, prepared, result)))) {
@@ -112,8 +112,7 @@ export class FinalizePhase {
    * not a resumable step (its checkpoints rewrote the row), and nothing to start inline after it.
    */
   private mayRecordUnlocked(prepared: Prepared, result: BodyResult, chain?: Chain): boolean {
-    const { step, definition } = prepared;
-    return result.kind !== 'exception' && !step.resumable && (!chain || definition.steps[definition.steps.length - 1] === step);
+    return result.kind !== 'exception' && !prepared.step.resumable && (!chain || isLastStep(prepared));
   }
 
   /**
@@ -245,4 +244,9 @@ export class FinalizePhase {
     const current = await this.store.currentExecution(manager, workflow.id);
     if (current?.state === 'scheduled') await this.store.enqueue(manager, workflow, current, jobOptionsFor(definition, definition.step(current.stepName)), current.jobId ?? undefined);
   }
+}
+
+/** Whether the step is its workflow's last: nothing can come due after it, so there is nothing to chain into. */
+function isLastStep({ step, definition }: Prepared): boolean {
+  return definition.steps[definition.steps.length - 1] === step;
 }

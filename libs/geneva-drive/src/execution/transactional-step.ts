@@ -67,7 +67,14 @@ export class TransactionalStep {
   async run(prepared: Prepared, chainAfter: (result: BodyResult) => Chain | undefined = () => undefined): Promise<Prepared | null> {
     if (prepared.step.resumable) return this.runInSegments(prepared);
     let chaining = true;
+    // The rows as phase 1 left them, for a run again: an end that did not commit may have changed them in memory.
+    const { workflow, execution } = prepared;
+    const rows = { workflow: { ...workflow }, execution: { ...execution } };
     for (let attempt = 1; ; attempt++) {
+      if (attempt > 1) {
+        prepared.workflow = Object.assign(workflow, rows.workflow);
+        prepared.execution = Object.assign(execution, rows.execution);
+      }
       const started = performance.now();
       // Begun already by the COMMIT that chained this step, the first time.
       const opening = prepared.transaction ?? this.opening(prepared, true);
@@ -110,6 +117,8 @@ export class TransactionalStep {
         // Nothing of the transaction committed: the body runs again, on a fresh transaction.
         if (attempt < TRANSIENT_TRIES && isTransient(error)) {
           prepared.logger.warn(`The transactional step's transaction was lost (${String(error)}): it runs again`);
+          // Without the inline start, which may be what outlasted the transaction's bounds.
+          chaining = false;
           continue;
         }
         throw error;

@@ -104,38 +104,48 @@ export function openStepTransaction(
 
 /**
  * A transaction bounded by its session's timeouts (MariaDB: HotPathSql.sessionBounds), which its own
- * BEGIN sets and its COMMIT lifts. When TypeORM begins and commits (ownsTransactionEvents), the
- * bounds are set after its BEGIN and lifted before its COMMIT (its events run without them). After a
- * rollback they are lifted by a statement of their own. A connection whose bounds could not be
- * lifted is destroyed, never returned to the pool with them.
+ * BEGIN sets and its COMMIT lifts. When TypeORM begins and commits (ownsTransactionEvents, decided
+ * once, at BEGIN), the bounds are set after its BEGIN and lifted before its COMMIT (its events run
+ * without them). A rollback rolls back the whole transaction, whatever TypeORM counts (a savepoint
+ * the body left open, a nested rollback that ended it already), then lifts the bounds: turning
+ * autocommit back on with anything still open would commit it. A connection that could not be rolled
+ * back, or whose bounds could not be lifted, is destroyed, never returned to the pool.
  */
 function boundedBySession(bounds: SessionBounds): Pick<StepTransaction, 'begin' | 'commit' | 'rollback'> {
+  let typeormBegan = false;
+  const destroy = (runner: QueryRunner) => {
+    if (!runner.isReleased) (runner as { databaseConnection?: { destroy?: () => void } }).databaseConnection?.destroy?.();
+  };
   const lift = async (runner: QueryRunner) => {
     try {
       await runner.query(bounds.end);
     } catch (error) {
-      (runner as { databaseConnection?: { destroy?: () => void } }).databaseConnection?.destroy?.();
+      destroy(runner);
       throw error;
     }
   };
   return {
     begin: async (runner) => {
-      if (ownsTransactionEvents(runner.connection)) return void (await runner.query(bounds.begin));
+      typeormBegan = !ownsTransactionEvents(runner.connection);
+      if (!typeormBegan) return void (await runner.query(bounds.begin));
       Object.assign(runner, { isTransactionActive: false, transactionDepth: 0 });
       await runner.startTransaction();
       await runner.query(bounds.set);
     },
     commit: async (runner) => {
       await lift(runner);
-      if (ownsTransactionEvents(runner.connection)) await committedOutside(runner);
-      else await runner.commitTransaction();
+      if (typeormBegan) await runner.commitTransaction();
+      else await committedOutside(runner);
     },
     rollback: async (runner) => {
       try {
+        Object.assign(runner, { isTransactionActive: true, transactionDepth: 1 });
         await runner.rollbackTransaction();
-      } finally {
-        await lift(runner);
+      } catch (error) {
+        destroy(runner);
+        throw error;
       }
+      await lift(runner);
     },
   };
 }

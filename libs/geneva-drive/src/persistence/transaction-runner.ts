@@ -100,7 +100,7 @@ export interface TransactionOptions {
    * WorkflowStore.stepTransaction), and does TypeORM's bookkeeping of it; only with `begin`.
    */
   commit?: (runner: QueryRunner) => Promise<void>;
-  /** Rolls back in its stead, undoing what `begin` set on the session too (MariaDB's bounds: WorkflowStore.stepTransaction). */
+  /** Rolls back in its stead, undoing what `begin` set on the session too (MariaDB's bounds: WorkflowStore.stepTransaction); run even when TypeORM counts no open transaction. */
   rollback?: (runner: QueryRunner) => Promise<void>;
   /**
    * A runner whose transaction is already open (begun by the COMMIT of the one before it on the same
@@ -246,7 +246,9 @@ export class TransactionRunner {
       return result;
     } catch (error) {
       // A failed rollback (a dead connection) leaves the server to roll back; the work's error is the one to report.
-      if (runner.isTransactionActive) await (rollback ? rollback(runner) : runner.rollbackTransaction()).catch(() => undefined);
+      // `rollback` undoes what `begin` set on the session too, so it runs whatever TypeORM counts.
+      if (rollback) await rollback(runner).catch(() => undefined);
+      else if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
       throw error;
     } finally {
       if (!handedOn) await runner.release();

@@ -16,16 +16,14 @@ interface Mysql2Connection {
  * consumption first so it reads what PostgreSQL's single statement reads.
  */
 export class MysqlHotPathSql extends HotPathSql {
-  /** Whether the server bounds a session's statements and idle transactions (see sessionBounds). */
-  private readonly boundsSessions: boolean;
-
   constructor(
     dataSource: DataSource,
     /** Server-side prepared statements (GenevaDriveModuleOptions.preparedStatements). */
     private readonly prepares: boolean,
+    /** Whether the server bounds a session's statements and idle transactions (see sessionBounds). */
+    private readonly boundsSessions: boolean,
   ) {
     super(dataSource);
-    this.boundsSessions = hasSessionTimeouts(dataSource);
   }
 
   /**
@@ -173,12 +171,3 @@ export async function mysqlHasIndex(manager: EntityManager, table: string, index
   return rows.length > 0;
 }
 
-/**
- * Whether the server is MariaDB 10.3 or later (`idle_transaction_timeout`). TypeORM keeps the server's
- * version number, not its name: MariaDB's are 10 and above, MySQL's below (5.7, 8.x, 9.x).
- */
-function hasSessionTimeouts(dataSource: DataSource): boolean {
-  const version = (dataSource.driver as { version?: string }).version;
-  const [major, minor] = (version ?? '').split('.').map(Number);
-  return major > 10 || (major === 10 && minor >= 3);
-}
