@@ -11,10 +11,13 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/glo
 import { QUEUE_PORT, Signal, SignalService, StepExecution, WorkflowRecord, WorkflowService, type StepEvent } from 'geneva-drive';
 import { waitUntil } from '../src/bull-wait.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
-import { BatchLedgerWorkflow, control, ensureEffectTable, HastyLedgerWorkflow, LedgerWorkflow, PaidLedgerWorkflow, SignalingLedgerWorkflow, TestEffect, TRANSACTIONAL_WORKFLOWS } from '../src/transactional-workflows.js';
+import { BatchLedgerWorkflow, control, ensureEffectTable, HastyLedgerWorkflow, IdleLedgerWorkflow, LedgerWorkflow, PaidLedgerWorkflow, RelayLedgerWorkflow, SignalingLedgerWorkflow, SoleLedgerWorkflow, TestEffect, TRANSACTIONAL_WORKFLOWS } from '../src/transactional-workflows.js';
 import { REDIS_QUEUE_DRIVERS } from '../src/redis-queues.js';
 import { describeEachDatabase, redisAvailable, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
+
+/** Connections in the test DataSource's pool: node-postgres' and mysql2's default. */
+const POOL_SIZE = 10;
 
 describeEachDatabase('transactional steps', (kind: DatabaseKind) => {
   let app: TestApp;
@@ -134,10 +137,16 @@ describeEachDatabase('transactional steps', (kind: DatabaseKind) => {
     expect([failed.state, failed.errorClassName]).toEqual(['failed', 'TransactionTimeoutError']);
   });
 
-  (kind === 'postgres' ? it : it.skip)('PostgreSQL bounds each statement of the body and each pause between two by transactionTimeout', async () => {
+  (kind === 'sqlite' ? it.skip : it)('PostgreSQL and MariaDB bound each statement of the body and each pause between two by transactionTimeout, for its transaction only', async () => {
     const wf = await atB('show-timeouts');
     await app.gd.performNextStep(wf);
-    expect(control.journal.at(-1)).toBe('timeouts 10s 10s');
+    expect(control.journal.at(-1)).toBe(kind === 'postgres' ? 'timeouts 10s 10s' : 'timeouts 10s 10s autocommit 0');
+    // And a step whose transaction rolls back.
+    const thrown = await workflows.start(LedgerWorkflow, hero, { allowMultiple: true });
+    control.endings.set(thrown.id, 'throw');
+    await app.gd.performNextStep(thrown);
+    await expect(app.gd.performNextStep(thrown)).rejects.toThrow('the ledger refused');
+    expect(await boundedSessions(app, kind)).toBe(0);
   });
 
   it('a transactional waitFor step whose signal came first reads its hero once, through its transaction', async () => {
@@ -251,6 +260,37 @@ describeEachDatabase('transactional steps', (kind: DatabaseKind) => {
       return { run, release };
     }
 
+    concurrent('the database ends a body idle in its transaction longer than transactionTimeout: its locks freed while it waits, its writes rolled back', async () => {
+      const wf = await workflows.start(IdleLedgerWorkflow, hero);
+      const { run, release } = await bodyAtGate(wf);
+      // The body holds the hero's row lock and sits idle: this update waits for that lock until the
+      // server ends the body's transaction (1 s), long before innodb_lock_wait_timeout or the test's own.
+      await app.dataSource.getRepository(TestHero).update(hero.id, { name: 'Bea' });
+      release();
+      expect(String(await run)).toMatch(/over its transactionTimeout of 1000 ms/);
+      expect(await effects(wf)).toEqual([]);
+      expect(await heroName()).toBe('Bea');
+    });
+
+    concurrent("an application's subscriber to transaction events removed while the body ran: the step's transaction ends as it began, committed", async () => {
+      const subscriber = { afterTransactionStart: () => undefined };
+      const unsubscribe = () => app.dataSource.subscribers.includes(subscriber) && app.dataSource.subscribers.splice(app.dataSource.subscribers.indexOf(subscriber), 1);
+      app.dataSource.subscribers.push(subscriber);
+      try {
+        const wf = await atB();
+        const { run, release } = await bodyAtGate(wf);
+        unsubscribe();
+        release();
+        await run;
+        // Read on another connection: committed.
+        expect(await effects(wf)).toHaveLength(1);
+        expect((await workflows.executionHistory(wf)).map((e) => e.state)).toEqual(['completed', 'completed', 'scheduled']);
+      } finally {
+        unsubscribe();
+      }
+      expect(await boundedSessions(app, kind)).toBe(0);
+    });
+
     concurrent('a signal to the workflow is recorded while the body runs', async () => {
       const wf = await atB();
       const { run, release } = await bodyAtGate(wf);
@@ -321,7 +361,7 @@ describeEachDatabase('transactional steps in a chain', (kind: DatabaseKind) => {
   });
   afterAll(() => app.close());
 
-  it('a step chains into the transactional step; the step after it goes through the queue', async () => {
+  it('a step chains into the transactional step, and the transactional step into the step after it', async () => {
     control.reset();
     const heroes = app.dataSource.getRepository(TestHero);
     const hero = await heroes.save(heroes.create({ name: 'Ada' }));
@@ -335,23 +375,75 @@ describeEachDatabase('transactional steps in a chain', (kind: DatabaseKind) => {
     expect(history.map((e) => [e.stepName, e.jobId === null ? 'inline' : 'own job'])).toEqual([
       ['a', 'own job'],
       ['b', 'inline'],
-      ['c', 'own job'],
+      ['c', 'inline'],
     ]);
+    expect(control.journal).toEqual(['a', 'a: NotTransactionalError', 'b saw hero "Ada"', 'c']);
     expect(await app.dataSource.getRepository(TestEffect).findBy({ workflowId: wf.id })).toHaveLength(1);
-    // One hero read per step: the chain does not read b's for it, b's transaction does.
-    expect(heroReadsIn(app, sent)).toBe(3);
+    // One hero read per step: the chain does not read b's for it, b's transaction does; c's is read in
+    // b's transaction (PostgreSQL: riding on the statement that writes b's outcome, so not counted here).
+    expect(heroReadsIn(app, sent)).toBe(kind === 'postgres' ? 2 : 3);
     // PostgreSQL: a's finalize commits and b's transaction begins in one message, on one connection.
     if (kind === 'postgres') expect(sent.filter((sql) => /^COMMIT; START TRANSACTION; SET LOCAL /.test(sql))).toHaveLength(1);
   });
 
-  (kind === 'postgres' ? it : it.skip)("with a subscriber of the application's to transaction events, TypeORM begins and commits: the subscriber runs outside the step's transaction", async () => {
+  it('a transactional step chains into another, and into the step after it; an inline start that fails runs the step again and sends the next one through the queue', async () => {
+    control.reset();
+    const heroes = app.dataSource.getRepository(TestHero);
+    const workflows = app.moduleRef.get(WorkflowService);
+    const effects = app.dataSource.getRepository(TestEffect);
+    const jobsOf = async (wf: WorkflowRecord) => (await workflows.executionHistory(wf)).map((e) => [e.stepName, e.state, e.jobId === null ? 'inline' : 'own job']);
+
+    const broken = await workflows.start(RelayLedgerWorkflow, await heroes.save(heroes.create({ name: 'Bea' })));
+    control.endings.set(broken.id, 'throw');
+    await waitUntil(`workflow ${broken.id} to finish`, async () => (await workflows.find(broken.id)).state === 'finished');
+    // `second` ran twice (the first run's writes rolled back with the failed inline start), wrote once.
+    expect(control.journal).toEqual(['first', 'second', 'second ran once', 'second', 'last']);
+    expect((await effects.findBy({ workflowId: broken.id })).map((e) => e.step).sort()).toEqual(['first', 'second']);
+    expect(await jobsOf(broken)).toEqual([
+      ['first', 'completed', 'own job'],
+      ['second', 'completed', 'inline'],
+      ['last', 'completed', 'own job'],
+    ]);
+
+    control.reset();
+    let chained!: WorkflowRecord;
+    const sent = await loggedDuring(app, async () => {
+      chained = await workflows.start(RelayLedgerWorkflow, await heroes.save(heroes.create({ name: 'Ada' })));
+      await waitUntil(`workflow ${chained.id} to finish`, async () => (await workflows.find(chained.id)).state === 'finished');
+    });
+    // PostgreSQL: first's transaction commits and second's begins in one message, on one connection.
+    if (kind === 'postgres') expect(sent.filter((sql) => /^COMMIT; START TRANSACTION; SET LOCAL /.test(sql))).toHaveLength(1);
+    expect(await jobsOf(chained)).toEqual([
+      ['first', 'completed', 'own job'],
+      ['second', 'completed', 'inline'],
+      ['last', 'completed', 'inline'],
+    ]);
+    expect((await effects.findBy({ workflowId: chained.id })).map((e) => e.step).sort()).toEqual(['first', 'second']);
+    // The COMMIT that started `last` inline lifted second's bounds (MariaDB: with autocommit back on).
+    if (kind !== 'sqlite') expect(await boundedSessions(app, kind)).toBe(0);
+  });
+
+  it("a workflow's last step, transactional, run by a chaining worker: nothing to chain into, so its end is the one-message end (PostgreSQL)", async () => {
+    const heroes = app.dataSource.getRepository(TestHero);
+    const workflows = app.moduleRef.get(WorkflowService);
+    let wf!: WorkflowRecord;
+    const sent = await loggedDuring(app, async () => {
+      wf = await workflows.start(SoleLedgerWorkflow, await heroes.save(heroes.create({ name: 'Ada' })));
+      await waitUntil(`workflow ${wf.id} to finish`, async () => (await workflows.find(wf.id)).state === 'finished');
+    });
+    expect(await app.dataSource.getRepository(TestEffect).findBy({ workflowId: wf.id })).toHaveLength(1);
+    if (kind === 'postgres') expect(sent.filter((sql) => /^PREPARE (\w+) AS .*; EXECUTE \1\(.*\); DEALLOCATE \1; COMMIT$/s.test(sql))).toHaveLength(1);
+  });
+
+  (kind === 'sqlite' ? it.skip : it)("with a subscriber of the application's to transaction events, TypeORM begins and commits: the subscriber runs outside the step's transaction and its bounds", async () => {
     control.reset();
     const heroes = app.dataSource.getRepository(TestHero);
     const hero = await heroes.save(heroes.create({ name: 'Ada' }));
     const workflows = app.moduleRef.get(WorkflowService);
     // What an application's afterTransactionCommit sees: the step's bound (10 s) only inside its transaction.
     const seen: string[] = [];
-    const subscriber = { afterTransactionCommit: async (event: TransactionCommitEvent) => void seen.push(String((await event.queryRunner.query('SHOW statement_timeout'))[0].statement_timeout)) };
+    const shown = kind === 'postgres' ? 'SHOW statement_timeout' : 'SELECT @@session.max_statement_time AS statement_timeout';
+    const subscriber = { afterTransactionCommit: async (event: TransactionCommitEvent) => void seen.push(String(Number((await event.queryRunner.query(shown))[0].statement_timeout))) };
     app.dataSource.subscribers.push(subscriber);
     let wf!: WorkflowRecord;
     try {
@@ -359,7 +451,9 @@ describeEachDatabase('transactional steps in a chain', (kind: DatabaseKind) => {
         wf = await workflows.start(LedgerWorkflow, hero);
         await waitUntil(`workflow ${wf.id} to finish`, async () => (await workflows.find(wf.id)).state === 'finished');
       });
-      expect(sent.filter((sql) => /(^|; )(COMMIT; START TRANSACTION|START TRANSACTION; SET LOCAL)/.test(sql))).toEqual([]);
+      expect(sent.filter((sql) => /(^|; )(COMMIT; START TRANSACTION|START TRANSACTION; SET LOCAL)|SET SESSION autocommit = 0/.test(sql))).toEqual([]);
+      // MariaDB: the bounds set after TypeORM's BEGIN, for b's transaction.
+      if (kind === 'mysql') expect(sent.filter((sql) => /^SET SESSION max_statement_time = 10,/.test(sql))).toHaveLength(1);
     } finally {
       app.dataSource.subscribers.splice(app.dataSource.subscribers.indexOf(subscriber), 1);
     }
@@ -368,6 +462,30 @@ describeEachDatabase('transactional steps in a chain', (kind: DatabaseKind) => {
     expect(seen.filter((timeout) => timeout !== '0')).toEqual([]);
   });
 });
+
+/**
+ * How many connections of the pool (those of the steps that ran among them) still have a step's
+ * bounds, or autocommit off or a transaction open (MariaDB), instead of the server's values.
+ */
+async function boundedSessions(app: TestApp, kind: DatabaseKind): Promise<number> {
+  const runners = await Promise.all(
+    Array.from({ length: POOL_SIZE }, async () => {
+      const runner = app.dataSource.createQueryRunner();
+      await runner.connect();
+      return runner;
+    }),
+  );
+  try {
+    const shown =
+      kind === 'postgres'
+        ? "SELECT current_setting('statement_timeout') = '0' AND current_setting('idle_in_transaction_session_timeout') = '0' AS restored"
+        : 'SELECT @@session.max_statement_time = @@global.max_statement_time AND @@session.idle_transaction_timeout = @@global.idle_transaction_timeout AND @@session.autocommit = 1 AND @@in_transaction = 0 AS restored';
+    const restored = await Promise.all(runners.map(async (runner) => ((await runner.query(shown)) as Array<{ restored: unknown }>)[0].restored));
+    return restored.filter((value) => value !== true && Number(value) !== 1).length;
+  } finally {
+    await Promise.all(runners.map((runner) => runner.release()));
+  }
+}
 
 /** The statements sent while `work` runs, as TypeORM logs them (the engine's too). */
 async function loggedDuring(app: TestApp, work: () => Promise<unknown>): Promise<string[]> {

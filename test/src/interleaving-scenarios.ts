@@ -242,6 +242,7 @@ export const SCENARIOS: Array<Scenario<any>> = [
     (other): Scenario<Parked> => ({
       // The transactional step's effect rows are exactly its completed executions, whoever comes first. A
       // takeover (its worker looked dead: Bull's stalled check) recovers the run whatever its age, the body still running.
+      // The job chains: t's transaction starts b (its waitFor gate) before it commits.
       name: `a transactional step × ${other === 'takeover' ? 'a takeover of its run' : other}`,
       setup: (h) => atTransactionalStep(h),
       operations: (h, at) => [
@@ -269,7 +270,7 @@ export const SCENARIOS: Array<Scenario<any>> = [
       // The transactional waitFor step attaches the signal in the locked phase 1 or is woken by it; its
       // transaction reads the hero, writes its row and records the outcome: one row, the signal in hand.
       // Chaining: the job is a's, whose finalize chains into t; signal first, t's transaction begins
-      // with that finalize's COMMIT (PostgreSQL: one message, one connection).
+      // with that finalize's COMMIT (PostgreSQL: one message, one connection), and starts c before its own.
       name: at === 'chaining' ? 'signal × a finalize chaining into a transactional step' : 'signal × a transactional waitFor gate',
       setup: async (h) => {
         await ensureEffectTable(h.app.dataSource);

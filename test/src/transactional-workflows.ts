@@ -52,8 +52,11 @@ export const control = {
   failAt: null as number | null,
   /** The workflow SignalingLedgerWorkflow's step signals `paid`. */
   signalTarget: '',
+  /** The next RelayLedgerWorkflow instance built throws (an inline start that fails). */
+  failConstruction: false,
   reset(): void {
     this.failAt = null;
+    this.failConstruction = false;
     this.signalTarget = '';
     this.endings.clear();
     this.gate = null;
@@ -108,9 +111,14 @@ export class LedgerWorkflow extends GenevaWorkflow<TestHero> {
         await new Promise((resolve) => setTimeout(resolve, 200));
         break;
       case 'show-timeouts': {
-        // PostgreSQL's bounds of the transaction, as the body's own statements run under them.
-        const show = async (setting: string) => ((await this.manager.query(`SHOW ${setting}`)) as Array<Record<string, string>>)[0][setting];
-        control.journal.push(`timeouts ${await show('statement_timeout')} ${await show('idle_in_transaction_session_timeout')}`);
+        // The bounds of the transaction, as the body's own statements run under them.
+        if (this.manager.connection.options.type === 'postgres') {
+          const show = async (setting: string) => ((await this.manager.query(`SHOW ${setting}`)) as Array<Record<string, string>>)[0][setting];
+          control.journal.push(`timeouts ${await show('statement_timeout')} ${await show('idle_in_transaction_session_timeout')}`);
+        } else {
+          const [row] = (await this.manager.query('SELECT @@session.max_statement_time AS s, @@session.idle_transaction_timeout AS i, @@session.autocommit AS a')) as Array<Record<string, unknown>>;
+          control.journal.push(`timeouts ${Number(row.s)}s ${Number(row.i)}s autocommit ${Number(row.a)}`);
+        }
       }
     }
   }
@@ -118,6 +126,18 @@ export class LedgerWorkflow extends GenevaWorkflow<TestHero> {
   @Step()
   async c() {
     control.journal.push('c');
+  }
+}
+
+/** A transactional step that writes (locking the hero's row), then waits at `control.gate` with its transaction open. */
+@Workflow({ hero: () => TestHero })
+export class IdleLedgerWorkflow extends GenevaWorkflow<TestHero> {
+  @Step({ transactional: true, transactionTimeout: '1s' })
+  async b() {
+    await writeEffects(this, 'b');
+    control.gate?.reached();
+    await control.gate?.release;
+    await this.manager.query('SELECT 1');
   }
 }
 
@@ -189,4 +209,49 @@ export class SignalingLedgerWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
-export const TRANSACTIONAL_WORKFLOWS = [LedgerWorkflow, HastyLedgerWorkflow, PaidLedgerWorkflow, BatchLedgerWorkflow, SignalingLedgerWorkflow];
+/**
+ * `first (transactional) → second (transactional) → last`, chained end to end; with
+ * `control.failConstruction` set by `second`, the instance for `last` cannot be built inline.
+ */
+@Workflow({ hero: () => TestHero, transactional: true })
+export class RelayLedgerWorkflow extends GenevaWorkflow<TestHero> {
+  constructor() {
+    super();
+    if (control.failConstruction) {
+      control.failConstruction = false;
+      throw new Error('this instance cannot be built');
+    }
+  }
+
+  @Step()
+  async first() {
+    control.journal.push('first');
+    await writeEffects(this, 'first');
+  }
+
+  @Step()
+  async second() {
+    control.journal.push('second');
+    await writeEffects(this, 'second');
+    if (control.endings.get(this.record.id) === 'throw' && !control.journal.includes('second ran once')) {
+      control.journal.push('second ran once');
+      control.failConstruction = true;
+    }
+  }
+
+  @Step({ transactional: false })
+  async last() {
+    control.journal.push('last');
+  }
+}
+
+/** One transactional step, the workflow's last: nothing to chain into after it. */
+@Workflow({ hero: () => TestHero, transactional: true })
+export class SoleLedgerWorkflow extends GenevaWorkflow<TestHero> {
+  @Step()
+  async only() {
+    await writeEffects(this, 'only');
+  }
+}
+
+export const TRANSACTIONAL_WORKFLOWS = [SoleLedgerWorkflow, LedgerWorkflow, HastyLedgerWorkflow, IdleLedgerWorkflow, PaidLedgerWorkflow, BatchLedgerWorkflow, SignalingLedgerWorkflow, RelayLedgerWorkflow];

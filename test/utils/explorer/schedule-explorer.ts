@@ -217,7 +217,7 @@ export class ScheduleExplorer {
 
   /** A COMMIT (alone, or in a message of several statements), or a statement outside a transaction (it commits by itself). */
   private mayLoseAnswer(pid: number, sql: string): boolean {
-    return /(^|;)\s*COMMIT\s*(;|$)/i.test(sql) || !this.inTransaction.has(pid);
+    return sql.split(';').some((statement) => controlOf(statement) === 'COMMIT') || !this.inTransaction.has(pid);
   }
 
   /** The catcher installed on every connection: statements of an operation wait for the schedule. */
@@ -271,10 +271,9 @@ export class ScheduleExplorer {
 
   /** The session's transaction as the statement leaves it: for a message of several, as its last that begins or ends one does. */
   private track(pid: number, sql: string): void {
-    const controls = sql.split(';').map((statement) => /^\s*(BEGIN|START TRANSACTION|COMMIT|ROLLBACK)\s*$/i.exec(statement)?.[1]);
-    const last = controls.filter((control) => control !== undefined).at(-1);
+    const last = sql.split(';').map(controlOf).filter((control) => control !== undefined).at(-1);
     if (last === undefined) return;
-    if (/^(BEGIN|START TRANSACTION)$/i.test(last)) this.inTransaction.add(pid);
+    if (last === 'BEGIN') this.inTransaction.add(pid);
     else this.inTransaction.delete(pid);
   }
 
@@ -464,4 +463,15 @@ export function scriptedChooser(...phases: Phase[]): Chooser {
     }
     return { op: parked[0].op };
   };
+}
+
+/**
+ * Whether a statement begins or ends a transaction. MariaDB's transactional steps begin theirs by
+ * turning autocommit off and commit it by turning it back on (HotPathSql.sessionBounds).
+ */
+function controlOf(statement: string): 'BEGIN' | 'COMMIT' | 'ROLLBACK' | undefined {
+  const control = /^\s*(BEGIN|START TRANSACTION|COMMIT|ROLLBACK)\s*$/i.exec(statement)?.[1]?.toUpperCase();
+  if (control !== undefined) return control === 'ROLLBACK' ? 'ROLLBACK' : control === 'COMMIT' ? 'COMMIT' : 'BEGIN';
+  const autocommit = /^\s*SET SESSION autocommit = ([01])\b/i.exec(statement)?.[1];
+  return autocommit === undefined ? undefined : autocommit === '0' ? 'BEGIN' : 'COMMIT';
 }

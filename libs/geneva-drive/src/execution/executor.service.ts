@@ -131,8 +131,9 @@ export class ExecutorService {
     let run: Prepared | null = prepared.run;
     while (run) {
       if (run.step.transactional) {
-        // Body and outcome in one transaction; the step after it goes through the queue.
-        run = await this.transactionalStep.run(run);
+        // Body and outcome in one transaction, and the step after it started inline in it when it may.
+        const current = run;
+        run = await this.transactionalStep.run(current, (result) => (this.mayChain(current, result, chain) ? chain : undefined));
       } else {
         const result = await this.body.run(run);
         run = await this.finalizePhase.finalize(run, result, this.mayChain(run, result, chain) ? chain : undefined);

@@ -18,7 +18,7 @@ export interface Recorded {
 }
 
 /** The inline phase 1 of a chained step failed: its transaction is lost, the outcome is recorded again without it. */
-class ChainedPrepareError extends Error {
+export class ChainedPrepareError extends Error {
   constructor(readonly cause: unknown) {
     super('The chained step could not start');
   }
@@ -87,12 +87,15 @@ export class FinalizePhase {
    * workflow and execution rows are locked and checked only now, and the outcome is recorded when
    * they are as phase 1 left them (`performing`, `in_progress`). Null, having written nothing, when
    * they moved on (recovered, canceled or paused meanwhile): the caller rolls the body's writes back
-   * and records the outcome with `finalize`, which deals with the rows as they are.
+   * and records the outcome with `finalize`, which deals with the rows as they are. With `chain`, the
+   * step the outcome makes due starts in the same transaction (as in recordLocked): a ChainedPrepareError
+   * then rolls back the body's writes with it.
    */
-  async recordWithBody(manager: EntityManager, prepared: Prepared, result: BodyResult): Promise<Recorded | null> {
+  async recordWithBody(manager: EntityManager, prepared: Prepared, result: BodyResult, chain?: Chain): Promise<Recorded | null> {
     // Where the dialect allows, one statement that locks, checks and writes, as recordUnlocked's (a
-    // resumable step's checkpoints rewrote its row: it is read again under the locks).
-    if (!prepared.step.resumable && !startsChildren(prepared)) {
+    // resumable step's checkpoints rewrote its row: it is read again under the locks; a step to start
+    // inline needs the rows written before its phase 1).
+    if (!prepared.step.resumable && !startsChildren(prepared) && !(chain && !isLastStep(prepared))) {
       const { workflow, execution } = prepared;
       const expected = { workflowId: workflow.id, workflowState: 'performing', executionId: execution.id, executionState: 'in_progress' };
       if (workflow.state === expected.workflowState && execution.state === expected.executionState && (await this.store.writeIfUnchanged(manager, expected, () => this.recordOutcome(manager, prepared, result)))) {
@@ -105,7 +108,8 @@ export class FinalizePhase {
       prepared.workflow = workflow;
       prepared.execution = execution;
       await this.recordOutcome(manager, prepared, result);
-      return { states: { workflowState: workflow.state, stepState: execution.state }, next: null };
+      const next = chain ? await this.startDue(manager, prepared, workflow) : null;
+      return { states: { workflowState: workflow.state, stepState: execution.state }, next };
     });
   }
 
@@ -129,8 +133,7 @@ export class FinalizePhase {
    * not a resumable step (its checkpoints rewrote the row), and nothing to start inline after it.
    */
   private mayRecordUnlocked(prepared: Prepared, result: BodyResult, chain?: Chain): boolean {
-    const { step, definition } = prepared;
-    return result.kind !== 'exception' && !step.resumable && !startsChildren(prepared) && (!chain || definition.steps[definition.steps.length - 1] === step);
+    return result.kind !== 'exception' && !prepared.step.resumable && !startsChildren(prepared) && (!chain || isLastStep(prepared));
   }
 
   /**
@@ -187,41 +190,47 @@ export class FinalizePhase {
         return null;
       }
       await this.recordOutcome(manager, prepared, result);
-      const due = chain ? this.store.takeDueJob(manager) : null;
-      if (due) {
-        const states = { workflowState: workflow.state, stepState: execution.state };
-        try {
-          // The hero's read writes this outcome and the new row with it (its id is needed next), in one
-          // statement where the dialect allows; a step whose own transaction reads its hero is left to it.
-          const readsHero = phaseOneReadsHero(prepared.definition, prepared.definition.step(due.stepName));
-          const hero = readsHero ? await this.store.readHero(manager, workflow.heroType, workflow.heroId) : undefined;
-          if (!readsHero) await this.store.flush(manager);
-          const started = await this.prepare.prepareLocked(manager, workflow, due, due.id, { ...prepared.run, jobId: undefined }, null, hero);
-          if ('run' in started) next = started.run;
-        } catch (error) {
-          // A deadlock, a lost connection or a stale prepared statement is the transaction's: it runs
-          // again whole, chain included.
-          if (isDeadlock(error) || isConnectionError(error) || isStaleStatement(error)) throw error;
-          throw new ChainedPrepareError(error);
-        }
-        return states;
-      }
+      if (chain) next = await this.startDue(manager, prepared, workflow);
       return { workflowState: workflow.state, stepState: execution.state };
     }), undefined, { ...IDEMPOTENT, commit: (runner) => this.commitChaining(runner, next) });
     return { states, next };
   }
 
   /**
-   * The COMMIT of a finalize; where it chained into a transactional step, that step's transaction
-   * begins in the same round trip, on the same connection, where the dialect can
-   * (StepTransaction.continueOn): the step then runs in it (Prepared.transaction).
+   * Phase 1, in this transaction, of the step the outcome just recorded made due now (the one job
+   * the phase scheduled: WorkflowStore.takeDueJob), taken out of the queue; null when there is none.
+   * A deadlock, a lost connection or a stale prepared statement is the transaction's (it runs again
+   * whole, chain included); any other failure is a ChainedPrepareError.
    */
-  private async commitChaining(runner: QueryRunner, next: Prepared | null): Promise<void> {
+  private async startDue(manager: EntityManager, prepared: Prepared, workflow: WorkflowRecord): Promise<Prepared | null> {
+    const due = this.store.takeDueJob(manager);
+    if (!due) return null;
+    try {
+      // The hero's read writes this outcome and the new row with it (its id is needed next), in one
+      // statement where the dialect allows; a step whose own transaction reads its hero is left to it.
+      const readsHero = phaseOneReadsHero(prepared.definition, prepared.definition.step(due.stepName));
+      const hero = readsHero ? await this.store.readHero(manager, workflow.heroType, workflow.heroId) : undefined;
+      if (!readsHero) await this.store.flush(manager);
+      const started = await this.prepare.prepareLocked(manager, workflow, due, due.id, { ...prepared.run, jobId: undefined }, null, hero);
+      return 'run' in started ? started.run : null;
+    } catch (error) {
+      if (isDeadlock(error) || isConnectionError(error) || isStaleStatement(error)) throw error;
+      throw new ChainedPrepareError(error);
+    }
+  }
+
+  /**
+   * The COMMIT of a finalize (`commit`: the transaction's own, a transactional step's); where it
+   * chained into a transactional step, that step's transaction begins in the same round trip, on the
+   * same connection, where the dialect can (StepTransaction.continueOn): the step then runs in it
+   * (Prepared.transaction).
+   */
+  async commitChaining(runner: QueryRunner, next: Prepared | null, commit: (runner: QueryRunner) => Promise<void> = (own) => own.commitTransaction()): Promise<void> {
     const { step, workflow } = next ?? {};
-    if (!next || !step!.transactional || step!.resumable) return runner.commitTransaction();
+    if (!next || !step!.transactional || step!.resumable) return commit(runner);
     const transaction = this.store.stepTransaction(runner.manager, step!.transactionTimeoutMs, { type: workflow!.heroType, id: workflow!.heroId });
     const continued = await transaction.continueOn(runner);
-    if (continued === false) return runner.commitTransaction();
+    if (continued === false) return commit(runner);
     if (continued === 'continued') next.transaction = transaction;
   }
 
@@ -262,4 +271,9 @@ export class FinalizePhase {
 /** Whether the body started children: they are written under the row locks, never by the one-statement end. */
 function startsChildren(prepared: Prepared): boolean {
   return (prepared.outputs?.children.length ?? 0) > 0;
+}
+
+/** Whether the step is its workflow's last: nothing can come due after it, so there is nothing to chain into. */
+function isLastStep({ step, definition }: Prepared): boolean {
+  return definition.steps[definition.steps.length - 1] === step;
 }

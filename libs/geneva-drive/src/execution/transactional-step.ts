@@ -8,15 +8,16 @@ import { writeCursor } from '../persistence/sql/step-checkpoint.js';
 import { EndRefusedError, type StepTransaction } from '../persistence/step-transaction.js';
 import type { WorkflowStore } from '../persistence/workflow-store.js';
 import { workflowInternals } from '../workflow/geneva-workflow.js';
-import type { FinalizePhase, Recorded } from './finalize-phase.js';
+import { ChainedPrepareError, type FinalizePhase, type Recorded } from './finalize-phase.js';
 import type { StepBody } from './step-body.js';
-import { keepsOutputs, type BodyResult, type Prepared } from './step-run.js';
+import { keepsOutputs, type BodyResult, type Chain, type Prepared } from './step-run.js';
 
 /**
  * The step's transaction: run again here, not by the runner (a re-run must re-run the body with it),
  * begun as `opening` says (bounded by the step's `transactionTimeout` where the database can).
+ * `commit`, when given, replaces the opening's COMMIT (a step started inline: FinalizePhase.commitChaining).
  */
-const stepTransaction = (opening: StepTransaction): TransactionOptions => ({ once: true, begin: opening.begin, commit: opening.commit, runner: opening.runner });
+const stepTransaction = (opening: StepTransaction, commit = opening.commit): TransactionOptions => ({ once: true, begin: opening.begin, commit, rollback: opening.rollback, runner: opening.runner });
 /** Runs of a transaction lost to a deadlock or a connection before COMMIT, body included. */
 const TRANSIENT_TRIES = 4;
 
@@ -46,7 +47,8 @@ class RollBack extends Error {
  * `transactionTimeout`, and an end refused because the rows moved on (recovered, canceled, paused).
  *
  * A deadlock or a connection lost before COMMIT runs the whole transaction again, body included:
- * nothing of it was committed. A connection lost during COMMIT leaves the outcome unknown: either
+ * nothing of it was committed. So does a failure to start the next step inline (`chainAfter`), with
+ * that step left to the queue. A connection lost during COMMIT leaves the outcome unknown: either
  * both the writes and the outcome are in the database, or neither is and housekeeping's stuck-step
  * recovery runs the step again.
  */
@@ -58,26 +60,43 @@ export class TransactionalStep {
     private readonly finalize: FinalizePhase,
   ) {}
 
-  async run(prepared: Prepared): Promise<Prepared | null> {
+  /**
+   * `chainAfter` says, from the body's result, whether the step the outcome makes due may start
+   * inline, in this transaction (ExecutorService.mayChain); never after a resumable step.
+   */
+  async run(prepared: Prepared, chainAfter: (result: BodyResult) => Chain | undefined = () => undefined): Promise<Prepared | null> {
     if (prepared.step.resumable) return this.runInSegments(prepared);
+    let chaining = true;
+    // The rows as phase 1 left them, for a run again: an end that did not commit may have changed them in memory.
+    const { workflow, execution } = prepared;
+    const rows = { workflow: { ...workflow }, execution: { ...execution } };
     for (let attempt = 1; ; attempt++) {
+      if (attempt > 1) {
+        prepared.workflow = Object.assign(workflow, rows.workflow);
+        prepared.execution = Object.assign(execution, rows.execution);
+      }
       const started = performance.now();
       // Begun already by the COMMIT that chained this step, the first time.
       const opening = prepared.transaction ?? this.opening(prepared, true);
       prepared.transaction = undefined;
       let ran: BodyResult | null = null;
       let undone: BodyResult | null = null;
+      let next: Prepared | null = null;
       try {
         const { result, recorded } = await this.transactions.run(
           async (manager): Promise<{ result: BodyResult; recorded: Recorded }> => {
             const result = (ran = await this.runBody(manager, prepared, opening));
-            const recorded = keepsOutputs(result) ? await this.finalize.recordWithBody(manager, prepared, result) : null;
-            if (recorded) return { result, recorded };
+            const chain = chaining ? chainAfter(result) : undefined;
+            const recorded = keepsOutputs(result) ? await this.finalize.recordWithBody(manager, prepared, result, chain) : null;
+            if (recorded) {
+              next = recorded.next;
+              return { result, recorded };
+            }
             undone = result;
             throw new RollBack();
           },
           undefined,
-          stepTransaction(opening),
+          stepTransaction(opening, (runner) => this.finalize.commitChaining(runner, next, opening.commit)),
         );
         return this.finalize.report(prepared, result, recorded, started);
       } catch (error) {
@@ -90,11 +109,19 @@ export class TransactionalStep {
         // A child refused (an ongoing workflow of its class for its hero): the step fails, nothing kept.
         const refused = this.finalize.childrenRefused(prepared, error);
         if (refused) return this.finalize.finalize(prepared, refused);
+        // The next step could not start inline: nothing committed; this one runs again, that one through the queue.
+        if (error instanceof ChainedPrepareError) {
+          prepared.logger.warn(`Starting the next step inline failed (${String(error.cause)}): the transactional step runs again, and that step goes through the queue`);
+          chaining = false;
+          continue;
+        }
         // Its answer lost, the end may have committed: the jobs of the rows it wrote go out if so.
         if (error instanceof CommitOutcomeUnknownError && opening.endSent) await this.finalize.resendIfRecorded(prepared).catch(() => undefined);
         // Nothing of the transaction committed: the body runs again, on a fresh transaction.
         if (attempt < TRANSIENT_TRIES && isTransient(error)) {
           prepared.logger.warn(`The transactional step's transaction was lost (${String(error)}): it runs again`);
+          // Without the inline start, which may be what outlasted the transaction's bounds.
+          chaining = false;
           continue;
         }
         throw error;

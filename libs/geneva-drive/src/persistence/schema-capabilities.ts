@@ -1,4 +1,4 @@
-import type { DataSource, EntityMetadata } from 'typeorm';
+import type { DataSource, EntityMetadata, QueryRunner } from 'typeorm';
 import { ProcessRecord } from '../entities/process.entity.js';
 import { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
@@ -35,6 +35,7 @@ export class SchemaCapabilities {
   private children = true;
   private processes: 'ready' | 'not migrated' | 'entity not registered' = 'ready';
   private keys: PrimaryKeyType = 'bigint';
+  private sessionTimeouts = false;
 
   get hasSignals(): boolean {
     return this.signals;
@@ -62,6 +63,15 @@ export class SchemaCapabilities {
    */
   get processTable(): 'ready' | 'not migrated' | 'entity not registered' {
     return this.processes;
+  }
+
+  /**
+   * Whether the server bounds a session's statements and idle transactions (MariaDB 10.3 and later:
+   * `max_statement_time`, `idle_transaction_timeout`): a transactional step's transaction is then
+   * bounded by them (HotPathSql.sessionBounds). MySQL has neither; PostgreSQL's are set otherwise.
+   */
+  get hasSessionTimeouts(): boolean {
+    return this.sessionTimeouts;
   }
 
   /** The key type of the geneva-drive tables. */
@@ -95,6 +105,7 @@ export class SchemaCapabilities {
     try {
       for (const table of TABLES) tables.set(table, await tableColumns(runner, table));
       processes = await tableColumns(runner, PROCESSES_TABLE);
+      this.sessionTimeouts = await sessionTimeoutsOf(runner);
     } finally {
       await runner.release();
     }
@@ -134,6 +145,18 @@ export class SchemaCapabilities {
         { entity: Signal, properties: ['workflowId'] },
       ]);
     }
+  }
+}
+
+/** See SchemaCapabilities.hasSessionTimeouts: asked of the server (MySQL answers an unknown variable with an error). */
+async function sessionTimeoutsOf(runner: QueryRunner): Promise<boolean> {
+  const type = runner.connection.options.type;
+  if (type !== 'mysql' && type !== 'mariadb') return false;
+  try {
+    await runner.query('SELECT @@session.idle_transaction_timeout, @@session.max_statement_time');
+    return true;
+  } catch {
+    return false;
   }
 }
 

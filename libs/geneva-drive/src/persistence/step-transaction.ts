@@ -1,6 +1,6 @@
 import type { EntityManager, QueryRunner } from 'typeorm';
 import type { PhaseBatch } from './phase-batch.js';
-import type { HotPathSql } from './sql/hot-path-sql.js';
+import type { HotPathSql, SessionBounds } from './sql/hot-path-sql.js';
 import { committedOutside, ownsTransactionEvents } from './transaction-runner.js';
 
 /** How a transactional step's transaction begins and commits, and how its body gets the hero. */
@@ -9,6 +9,8 @@ export interface StepTransaction {
   begin?: (runner: QueryRunner) => Promise<void>;
   /** TransactionOptions.commit, where the dialect commits it itself. */
   commit?: (runner: QueryRunner) => Promise<void>;
+  /** TransactionOptions.rollback, where the dialect must undo what its `begin` set. */
+  rollback?: (runner: QueryRunner) => Promise<void>;
   hero(manager: EntityManager): Promise<object | null>;
   /** Whether the step's end went out with the COMMIT: a lost answer then lost the ids of the rows it wrote. */
   endSent: boolean;
@@ -48,7 +50,10 @@ export function openStepTransaction(
   const codec = hero && sql.heroCodec(hero.type);
   const read = hero && codec && sql.inlines(codec.param(codec.primaryKey, hero.id)) ? sql.heroRead(codec, hero.id) : undefined;
   const readInTransaction = (manager: EntityManager) => (hero ? readHero(manager, hero.type, hero.id) : Promise.resolve(null));
-  if (!sql.beginsSteps) return { hero: readInTransaction, endSent: false, continueOn: () => Promise.resolve(false) };
+  if (!sql.beginsSteps) {
+    const bounds = sql.sessionBounds(timeoutMs);
+    return { hero: readInTransaction, endSent: false, continueOn: () => Promise.resolve(false), ...(bounds ? boundedBySession(bounds) : {}) };
+  }
   let rows: Array<Record<string, unknown>> | null = null;
   const opening: StepTransaction = {
     begin: async (runner) => {
@@ -95,4 +100,52 @@ export function openStepTransaction(
     endSent: false,
   };
   return opening;
+}
+
+/**
+ * A transaction bounded by its session's timeouts (MariaDB: HotPathSql.sessionBounds), which its own
+ * BEGIN sets and its COMMIT lifts. When TypeORM begins and commits (ownsTransactionEvents, decided
+ * once, at BEGIN), the bounds are set after its BEGIN and lifted before its COMMIT (its events run
+ * without them). A rollback rolls back the whole transaction, whatever TypeORM counts (a savepoint
+ * the body left open, a nested rollback that ended it already), then lifts the bounds: turning
+ * autocommit back on with anything still open would commit it. A connection that could not be rolled
+ * back, or whose bounds could not be lifted, is destroyed, never returned to the pool.
+ */
+function boundedBySession(bounds: SessionBounds): Pick<StepTransaction, 'begin' | 'commit' | 'rollback'> {
+  let typeormBegan = false;
+  const destroy = (runner: QueryRunner) => {
+    if (!runner.isReleased) (runner as { databaseConnection?: { destroy?: () => void } }).databaseConnection?.destroy?.();
+  };
+  const lift = async (runner: QueryRunner) => {
+    try {
+      await runner.query(bounds.end);
+    } catch (error) {
+      destroy(runner);
+      throw error;
+    }
+  };
+  return {
+    begin: async (runner) => {
+      typeormBegan = !ownsTransactionEvents(runner.connection);
+      if (!typeormBegan) return void (await runner.query(bounds.begin));
+      Object.assign(runner, { isTransactionActive: false, transactionDepth: 0 });
+      await runner.startTransaction();
+      await runner.query(bounds.set);
+    },
+    commit: async (runner) => {
+      await lift(runner);
+      if (typeormBegan) await runner.commitTransaction();
+      else await committedOutside(runner);
+    },
+    rollback: async (runner) => {
+      try {
+        Object.assign(runner, { isTransactionActive: true, transactionDepth: 1 });
+        await runner.rollbackTransaction();
+      } catch (error) {
+        destroy(runner);
+        throw error;
+      }
+      await lift(runner);
+    },
+  };
 }

@@ -100,6 +100,8 @@ export interface TransactionOptions {
    * WorkflowStore.stepTransaction), and does TypeORM's bookkeeping of it; only with `begin`.
    */
   commit?: (runner: QueryRunner) => Promise<void>;
+  /** Rolls back in its stead, undoing what `begin` set on the session too (MariaDB's bounds: WorkflowStore.stepTransaction); run even when TypeORM counts no open transaction. */
+  rollback?: (runner: QueryRunner) => Promise<void>;
   /**
    * A runner whose transaction is already open (begun by the COMMIT of the one before it on the same
    * connection: StepTransaction.continueOn): the work runs in it.
@@ -226,7 +228,7 @@ export class TransactionRunner {
    * COMMIT began the next transaction on it (StepTransaction.continueOn) is not released: that
    * transaction's work releases it.
    */
-  private async transaction<T>({ begin, commit, runner: open }: TransactionOptions, work: (manager: EntityManager) => Promise<T>): Promise<T> {
+  private async transaction<T>({ begin, commit, rollback, runner: open }: TransactionOptions, work: (manager: EntityManager) => Promise<T>): Promise<T> {
     if (!begin && !commit && !open) return this.dataSource.transaction(work);
     const runner = open ?? this.dataSource.createQueryRunner();
     let handedOn = false;
@@ -244,7 +246,9 @@ export class TransactionRunner {
       return result;
     } catch (error) {
       // A failed rollback (a dead connection) leaves the server to roll back; the work's error is the one to report.
-      if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
+      // `rollback` undoes what `begin` set on the session too, so it runs whatever TypeORM counts.
+      if (rollback) await rollback(runner).catch(() => undefined);
+      else if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
       throw error;
     } finally {
       if (!handedOn) await runner.release();

@@ -47,7 +47,7 @@ export class WorkflowStore {
     afterCommit: AfterCommitSubscriber,
     enqueueAfterCommit: boolean,
     private readonly schema: SchemaCapabilities,
-    private readonly sqlOptions: HotPathSqlOptions,
+    private readonly sqlOptions: Omit<HotPathSqlOptions, 'sessionTimeouts'>,
     private readonly clock: () => Date = () => new Date(),
   ) {
     this.phase = new PhaseBatch((manager) => this.sql(manager), queue, afterCommit, enqueueAfterCommit, () => this.now());
@@ -69,7 +69,7 @@ export class WorkflowStore {
 
   /** The hot path's SQL, built on first use: after boot detected the schema (key type, signal columns). */
   sql(manager: EntityManager): HotPathSql {
-    return (this.sqlOf ??= hotPathSqlFor(manager.connection, this.sqlOptions));
+    return (this.sqlOf ??= hotPathSqlFor(manager.connection, { ...this.sqlOptions, sessionTimeouts: this.schema.hasSessionTimeouts }));
   }
 
   /**

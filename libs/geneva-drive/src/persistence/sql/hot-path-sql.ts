@@ -60,6 +60,16 @@ export interface HeroRow {
   deletedColumn?: string;
 }
 
+/** HotPathSql.sessionBounds: a transactional step's time bounds, set with its BEGIN and lifted with its COMMIT. */
+export interface SessionBounds {
+  /** Autocommit off, and the bounds: the transaction begins with the next statement. */
+  begin: string;
+  /** The bounds alone, in a transaction begun by START TRANSACTION. */
+  set: string;
+  /** Autocommit on, which commits after `begin` (not after START TRANSACTION), and the bounds lifted. */
+  end: string;
+}
+
 /** A statement and its parameters. */
 export interface Statement {
   sql: string;
@@ -166,6 +176,17 @@ export abstract class HotPathSql {
 
   /** Whether a transactional step's transaction begins and ends with messages of the dialect's own: {@link beginStep}, {@link commitAndBeginStep}, {@link endAndCommit} (PostgreSQL). */
   readonly beginsSteps: boolean = false;
+
+  /**
+   * Where the server bounds a session's statements and its idle time in a transaction (MariaDB): the
+   * statement that turns autocommit off with a transactional step's bounds (the transaction then
+   * begins with its first statement, as after START TRANSACTION) and the one that turns it back on and
+   * lifts them, which commits what is open. Null elsewhere (PostgreSQL's bounds ride on its BEGIN:
+   * {@link beginStep}).
+   */
+  sessionBounds(_timeoutMs: number): SessionBounds | null {
+    return null;
+  }
 
   /** Whether `value` (a bound parameter) can ride on {@link beginStep}'s read. */
   inlines(_value: unknown): boolean {

@@ -10,6 +10,8 @@ export type { HotPathSql, WriteBatch } from './hot-path-sql.js';
 export interface HotPathSqlOptions {
   /** PostgreSQL and MySQL: prepared statements (see GenevaDriveModuleOptions.preparedStatements). */
   preparedStatements: boolean;
+  /** MySQL/MariaDB: the server's session timeouts bound a transactional step (SchemaCapabilities.hasSessionTimeouts). */
+  sessionTimeouts: boolean;
 }
 
 /** The hot path's SQL for the DataSource's dialect. Built after the schema was detected (key type, signal columns). */
@@ -19,7 +21,7 @@ export function hotPathSqlFor(dataSource: DataSource, options: HotPathSqlOptions
       return new PostgresHotPathSql(dataSource, options.preparedStatements);
     case 'mysql':
     case 'mariadb':
-      return new MysqlHotPathSql(dataSource, options.preparedStatements);
+      return new MysqlHotPathSql(dataSource, options.preparedStatements, options.sessionTimeouts);
     case 'better-sqlite3':
     case 'sqljs':
       return new SqliteHotPathSql(dataSource);

@@ -3,7 +3,7 @@ import type { Signal } from '../../entities/signal.entity.js';
 import type { WorkflowRecord } from '../../entities/workflow.entity.js';
 import { isUniqueViolation } from '../unique-violation.js';
 import type { StepExecution } from '../../entities/step-execution.entity.js';
-import { HotPathSql, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
+import { HotPathSql, type SessionBounds, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
 
 /** The mysql2 connection behind TypeORM's query runner (mysql2 is an optional peer: only what is called here). */
 interface Mysql2Connection {
@@ -20,8 +20,28 @@ export class MysqlHotPathSql extends HotPathSql {
     dataSource: DataSource,
     /** Server-side prepared statements (GenevaDriveModuleOptions.preparedStatements). */
     private readonly prepares: boolean,
+    /** Whether the server bounds a session's statements and idle transactions (see sessionBounds). */
+    private readonly boundsSessions: boolean,
   ) {
     super(dataSource);
+  }
+
+  /**
+   * MariaDB: `max_statement_time` bounds each statement, `idle_transaction_timeout` (whole seconds)
+   * each pause between two, by killing the connection, which rolls the transaction back. Set for the
+   * step's transaction only: the statement that would be START TRANSACTION turns autocommit off with
+   * them, the one that would be COMMIT turns it on again — committing — and restores the server's
+   * global values, so no round trip is added. MySQL has no such timeouts.
+   */
+  sessionBounds(timeoutMs: number): SessionBounds | null {
+    if (!this.boundsSessions) return null;
+    const seconds = Math.ceil(timeoutMs) / 1000;
+    const bounds = `max_statement_time = ${seconds}, idle_transaction_timeout = ${Math.ceil(seconds)}`;
+    return {
+      begin: `SET SESSION autocommit = 0, ${bounds}`,
+      set: `SET SESSION ${bounds}`,
+      end: 'SET SESSION autocommit = 1, max_statement_time = DEFAULT, idle_transaction_timeout = DEFAULT',
+    };
   }
 
   /** A server-side prepared statement (see HotPathSql.onConnection), which mysql2 keeps per connection by its text. */
@@ -150,3 +170,4 @@ export async function mysqlHasIndex(manager: EntityManager, table: string, index
   const rows: unknown[] = await manager.query('SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = ? LIMIT 1', [table, index]);
   return rows.length > 0;
 }
+
