@@ -10,6 +10,7 @@ import { InjectDataSource, TypeOrmModule, type TypeOrmModuleOptions } from '@nes
 import { channel, subscribe } from 'node:diagnostics_channel';
 import { Column, DataSource, Entity, PrimaryGeneratedColumn, Table, type Logger as TypeOrmLogger, type MigrationInterface, type QueryRunner } from 'typeorm';
 import {
+  childrenOf,
   GENEVA_DRIVE_CHANNELS,
   GENEVA_DRIVE_ENTITIES,
   GENEVA_DRIVE_MIGRATIONS,
@@ -33,6 +34,9 @@ export const DEADLINE_PAYMENT_WORKFLOW = 'BenchDeadlinePaymentWorkflow';
 /** The same shape whose `b` writes one row: through its transaction (a transactional step), or through the DataSource (a plain one). */
 export const LEDGER_PAYMENT_WORKFLOW = 'BenchLedgerPaymentWorkflow';
 export const PLAIN_LEDGER_PAYMENT_WORKFLOW = 'BenchPlainLedgerPaymentWorkflow';
+/** The children scenario: the two-step workflow started as a child or by start(), and the parent fanning out to it. */
+export const CHILD_WORKFLOW = 'BenchChildWorkflow';
+export const FAN_OUT_WORKFLOW = 'BenchFanOutWorkflow';
 /** The signal BenchPaymentWorkflow's second step waits for. */
 export const PAYMENT_SIGNAL = 'payment_confirmed';
 /** The parked step of BenchSignalWorkflow. */
@@ -169,6 +173,14 @@ export const probe = {
   paymentBodies: new Arrivals<number>(),
   /** BenchPaymentWorkflow's last outcome committed, by workflow id. */
   paymentFinished: new Arrivals<FinalizeEvent>(),
+  /** BenchChildWorkflow finished, by workflow id (started by start() or as a child). */
+  childFinished: new Arrivals<true>(),
+  /** The heroes of the children BenchFanOutWorkflow starts, by the parent's hero id (set before its start()). */
+  childHeroes: new Map<number, BenchHero[]>(),
+  /** BenchFanOutWorkflow's fan-in body ran, by workflow id: the children it saw and how many had finished. */
+  fanIn: new Arrivals<{ children: number; finished: number; keys: number }>(),
+  /** BenchFanOutWorkflow finished, by workflow id. */
+  fanOutFinished: new Arrivals<true>(),
 };
 
 /** The workflows of the shape whose parks and ends the probe reports. */
@@ -184,6 +196,8 @@ subscribe(GENEVA_DRIVE_CHANNELS.finalize, (message) => {
   const event = message as FinalizeEvent;
   if (event.workflowClass === SIGNAL_WORKFLOW) probe.finalized.arrive(event.workflowId, event);
   if (FINISHING_SHAPES.has(event.workflowClass) && event.workflowState === 'finished') probe.paymentFinished.arrive(event.workflowId, event);
+  if (event.workflowClass === CHILD_WORKFLOW && event.workflowState === 'finished') probe.childFinished.arrive(event.workflowId, true);
+  if (event.workflowClass === FAN_OUT_WORKFLOW && event.workflowState === 'finished') probe.fanOutFinished.arrive(event.workflowId, true);
 });
 
 // ------------------------------------------------------------------ workflows
@@ -290,6 +304,38 @@ export class BenchPlainLedgerPaymentWorkflow extends GenevaWorkflow<BenchHero> {
   }
 }
 
+/** Two no-op steps, `a` → `b`: started by start() (independent), or by BenchFanOutWorkflow as its children. */
+@Workflow({ name: CHILD_WORKFLOW, hero: () => BenchHero })
+export class BenchChildWorkflow extends GenevaWorkflow<BenchHero> {
+  @Step()
+  async a() {}
+
+  @Step()
+  async b() {}
+}
+
+/**
+ * One step starts a BenchChildWorkflow per hero of `probe.childHeroes` (each its own hero: one
+ * ongoing workflow per hero and class), the next parks until all of them have ended.
+ */
+@Workflow({ name: FAN_OUT_WORKFLOW, hero: () => BenchHero })
+export class BenchFanOutWorkflow extends GenevaWorkflow<BenchHero> {
+  @Step()
+  async fanOut() {
+    for (const hero of probe.childHeroes.get(this.hero.id) ?? []) this.startChild(BenchChildWorkflow, hero, { key: hero.id });
+  }
+
+  @Step({ waitFor: childrenOf('fanOut') })
+  async fanIn() {
+    const children = this.children;
+    probe.fanIn.arrive(this.record.id, {
+      children: children.length,
+      finished: children.filter((child) => child.state === 'finished').length,
+      keys: new Set(children.map((child) => child.key)).size,
+    });
+  }
+}
+
 /** A workflow class of the shape (a → b waiting for `payment_confirmed`), its stored type name, and whether `b` writes a row. */
 export interface PaymentShape {
   workflowClass: typeof BenchPaymentWorkflow | typeof BenchLedgerPaymentWorkflow | typeof BenchPlainLedgerPaymentWorkflow;
@@ -361,7 +407,7 @@ export class BenchModule {
         // No housekeeping: nothing but the measured work runs.
         GenevaDriveModule.forRoot({ queue: config.queue, housekeeping: false, logger: config.logger }),
       ],
-      providers: [BenchStepsWorkflow, BenchSignalWorkflow, BenchPaymentWorkflow, BenchDeadlinePaymentWorkflow, BenchLedgerPaymentWorkflow, BenchPlainLedgerPaymentWorkflow],
+      providers: [BenchStepsWorkflow, BenchSignalWorkflow, BenchPaymentWorkflow, BenchDeadlinePaymentWorkflow, BenchLedgerPaymentWorkflow, BenchPlainLedgerPaymentWorkflow, BenchChildWorkflow, BenchFanOutWorkflow],
     };
   }
 }

@@ -4,7 +4,7 @@
  * in the test suite.
  *
  *   npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull|bullmq] [--quick] [--concurrency=N] [--runs=N] [--explain]
- *                    [--scenarios=engine,shape,ledger,scale,dashboard]
+ *                    [--scenarios=engine,shape,ledger,scale,dashboard,children]
  *
  * Prints a table and writes bench/results/latest.json. Exits non-zero when a check fails (the work
  * was not all done), when signal() got markedly slower with the parked population (see
@@ -23,6 +23,7 @@ import { BulkWriter } from './bulk.js';
 import { databaseOptions, describeDatabase, parseArgs, PROJECT_ROOT, recreateDatabase, redisQueue, redisUrl, removeKeys, sizesFor, UsageError, type BenchOptions } from './config.js';
 import { measureScale } from './scale.js';
 import { BenchCheckError, measureLatency, measurePopulation, measureThroughput, type BenchContext } from './scenarios.js';
+import { CHILD_COST_GOAL, countChildrenVariant, runChildrenVariant, type ChildrenRun, type ChildrenVariant } from './children.js';
 import { LIST_PAGE_P50_GOAL_MS, measureListPage } from './dashboard.js';
 import { countCost, countPhases, LEDGER_STATEMENT_BUDGET, measureIdle, REDIS_BUDGET, runSequential, runSignalAfter, runSignalFirst, round, runSimultaneous, STATEMENT_BUDGET, type RedisTarget, type ShapeRun } from './shape.js';
 import { evaluateGoals, figure, goalsTable, loads, type ShapeTimings } from './goals.js';
@@ -136,6 +137,7 @@ async function runMeasurements(
   if (options.scenarios.includes('ledger')) failures.push(await runLedgerScenario(ctx, results, bull));
   if (options.scenarios.includes('scale')) failures.push(await runScaleScenario(ctx, results));
   if (options.scenarios.includes('dashboard')) failures.push(await runDashboardScenario(ctx, results));
+  if (options.scenarios.includes('children')) failures.push(await runChildrenScenario(ctx, results));
   if (logger.errors.length > 0) return new BenchCheckError(`the engine logged ${logger.errors.length} error(s); first: ${logger.errors[0]}`);
   return failures.find((failure) => failure !== undefined);
 }
@@ -389,6 +391,60 @@ async function runDashboardScenario(ctx: BenchContext, results: Record<string, u
     ]),
   );
   return met ? undefined : new BenchCheckError(`the dashboard's list page p50 is at or over ${LIST_PAGE_P50_GOAL_MS} ms at ${list.workflows} workflows: ${over.map((timing) => timing.page).join(', ')}`);
+}
+
+/**
+ * One parent fanning out to N children of `a` → `b` and fanning in, beside N independent `a` → `b`
+ * workflows: statements per workflow (one counted run of each), then `--runs` timed runs of both,
+ * interleaved (their order alternating): wall time, Node and database CPU per workflow, medians, and
+ * the ratio child / independent against CHILD_COST_GOAL (reported, not gated: the checks of the
+ * database are).
+ */
+async function runChildrenScenario(ctx: BenchContext, results: Record<string, unknown>): Promise<BenchCheckError | undefined> {
+  const { sizes, options } = ctx;
+  const n = sizes.children;
+  console.log(`children: counting statements, ${n} independent a → b workflows, then one parent fanning out to ${n} children of a → b ...`);
+  const count = { independent: await countChildrenVariant(ctx, 'independent', n), children: await countChildrenVariant(ctx, 'children', n) };
+  const runs: Record<ChildrenVariant, ChildrenRun[]> = { independent: [], children: [] };
+  for (let run = 1; run <= options.runs; run++) {
+    const order: ChildrenVariant[] = run % 2 === 1 ? ['independent', 'children'] : ['children', 'independent'];
+    console.log(`children, run ${run} of ${options.runs}: ${order.join(', then ')} (load ${loadavg()[0].toFixed(2)}) ...`);
+    for (const variant of order) runs[variant].push(await runChildrenVariant(ctx, variant, n));
+  }
+  const cpu = (run: ChildrenRun) => run.nodeCpuMsPerWorkflow + (run.serverCpuMsPerWorkflow ?? 0);
+  const mid = (variant: ChildrenVariant, pick: (run: ChildrenRun) => number | undefined) => medianOf(runs[variant].map(pick));
+  const ratio = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined || b === 0 ? undefined : round(a / b));
+  const ratios = {
+    statements: ratio(count.children.statementsPerWorkflow, count.independent.statementsPerWorkflow),
+    nodeCpu: ratio(mid('children', (r) => r.nodeCpuMsPerWorkflow), mid('independent', (r) => r.nodeCpuMsPerWorkflow)),
+    serverCpu: ratio(mid('children', (r) => r.serverCpuMsPerWorkflow), mid('independent', (r) => r.serverCpuMsPerWorkflow)),
+    cpu: ratio(mid('children', cpu), mid('independent', cpu)),
+    wall: ratio(mid('children', (r) => r.wallMs), mid('independent', (r) => r.wallMs)),
+  };
+  const met = (value: number | undefined) => (value === undefined ? '' : value <= CHILD_COST_GOAL ? 'met' : 'NOT MET');
+  results.children = { count, runs, ratios, goal: CHILD_COST_GOAL };
+  const server = options.db === 'postgres' ? 'PostgreSQL' : options.db === 'mysql' ? 'mariadbd (whole server)' : undefined;
+  const perRun = (variant: ChildrenVariant, pick: (run: ChildrenRun) => number | undefined) => runs[variant].map((run) => figure(pick(run))).join(' / ');
+  const row = (label: string, pick: (run: ChildrenRun) => number | undefined, r: number | undefined) => [
+    label,
+    figure(mid('independent', pick)),
+    figure(mid('children', pick)),
+    r === undefined ? '' : `${r.toFixed(2)}× ${met(r)}`,
+    `${perRun('independent', pick)} | ${perRun('children', pick)}`,
+  ];
+  console.log('');
+  console.log(
+    table([
+      [`children: ${n} workflows of a → b (medians of ${options.runs})`, 'independent', 'children', `child / independent (goal ≤ ${CHILD_COST_GOAL}×)`, 'runs independent | children'],
+      ['statements / workflow (parent included)', String(count.independent.statementsPerWorkflow), String(count.children.statementsPerWorkflow), ratios.statements === undefined ? '' : `${ratios.statements.toFixed(2)}× ${met(ratios.statements)}`, 'one counted run of each'],
+      row('Node CPU ms / workflow', (r) => r.nodeCpuMsPerWorkflow, ratios.nodeCpu),
+      ...(server ? [row(`${server} CPU ms / workflow`, (r) => r.serverCpuMsPerWorkflow, ratios.serverCpu), row('Node + database CPU ms / workflow', cpu, ratios.cpu)] : []),
+      row('end-to-end ms (first start() → last finished / parent finished)', (r) => r.wallMs, ratios.wall),
+      ['load per run (1-min, start→end)', loads(runs.independent.map((r) => r.load)), loads(runs.children.map((r) => r.load)), '', ''],
+    ]),
+  );
+  printPerWorkflow('statements per workflow by kind', count.independent.statementsByKind, count.children.statementsByKind, 'independent | children');
+  return undefined;
 }
 
 async function serverVersion(dataSource: DataSource, options: BenchOptions): Promise<string> {
