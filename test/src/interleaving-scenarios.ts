@@ -3,11 +3,12 @@
  * on one workflow, each with the state it starts from and the rule it must keep besides the
  * invariants. The interleavings proof explores them; the defect specs pin single schedules of them.
  */
-import { CommitOutcomeUnknownError, HousekeepingService, SignalService, WorkflowService, type StepJob, type WorkflowRecord } from 'geneva-drive';
+import { CHILD_FINISHED, CommitOutcomeUnknownError, HousekeepingService, Signal, SignalService, StepExecution, WorkflowService, type StepJob, type WorkflowRecord } from 'geneva-drive';
+import type { Run } from '../utils/explorer/schedule-explorer.js';
 import { WaitDeadline } from '../../libs/geneva-drive/src/execution/wait-deadline.js';
 import type { ExplorerHarness, Scenario } from '../utils/explorer/harness.js';
 import { TestHero } from '../utils/fixtures.js';
-import { bodyRuns, DeadlineWorkflow, GatedWorkflow, HeroMatchedWorkflow, LedgerGatedWorkflow, LedgerWaitingWorkflow, PlainWorkflow } from './interleaving-workflows.js';
+import { bodyRuns, DeadlineWorkflow, FAN_OUT, FanParentWorkflow, GatedWorkflow, LedgerFanParentWorkflow, HeroMatchedWorkflow, LedgerGatedWorkflow, LedgerWaitingWorkflow, PlainWorkflow } from './interleaving-workflows.js';
 import { ensureEffectTable, TestEffect } from './transactional-workflows.js';
 
 export interface Parked {
@@ -84,6 +85,83 @@ function webhook(h: ExplorerHarness, parked: Parked, change: Partial<TestHero>, 
     await manager.update(TestHero, { id: parked.hero.id }, change);
     await signals(h).signal(parked.workflow.id, 'go', { manager, ...(key ? { idempotencyKey: key } : {}) });
   });
+}
+
+/**
+ * A parent of FanParentWorkflow (or LedgerFanParentWorkflow) after its fan-out: its first child
+ * ended (unless `bothLive`), the other children's jobs and (unless parked) its fan-in job left in
+ * the queue.
+ */
+interface FannedOut {
+  workflow: WorkflowRecord;
+  /** The children's ids, in id order. */
+  children: string[];
+  /** The jobs of the children's only step not run yet (the last child's last): each end delivers child_finished to the parent. */
+  childJobs: StepJob[];
+  /** The parent's fan-in job, when not parked already. */
+  gateJob?: StepJob;
+  /** Its children are LedgerLeafWorkflow (a transactional step). */
+  ledger: boolean;
+}
+
+/** Runs the parent's fan-out and the first child (none with `bothLive`); `parked`: the parent's fan-in gate ran too, and parked. */
+async function fannedOut(h: ExplorerHarness, parked: boolean, options: { ledger?: boolean; bothLive?: boolean } = {}): Promise<FannedOut> {
+  if (options.ledger) await ensureEffectTable(h.app.dataSource);
+  const workflow = await workflows(h).start(options.ledger ? LedgerFanParentWorkflow : FanParentWorkflow, await hero(h));
+  const [first] = h.newJobs();
+  await h.runJob(first, { chain: false });
+  const owners = new Map<StepJob, string>();
+  for (const job of h.newJobs()) owners.set(job, (await h.app.dataSource.getRepository(StepExecution).findOneByOrFail({ id: job.executionId })).workflowId);
+  const jobs = [...owners.keys()];
+  const gateJob = jobs.find((job) => owners.get(job) === workflow.id)!;
+  const childJobs = jobs.filter((job) => job !== gateJob).sort((x, y) => owners.get(x)!.localeCompare(owners.get(y)!, undefined, { numeric: true }));
+  if (!gateJob || childJobs.length !== FAN_OUT) throw new Error(`the fan-out left ${jobs.length} jobs, not the gate's and ${FAN_OUT} children's`);
+  if (!options.bothLive) {
+    await h.runJob(childJobs[0]);
+    h.newJobs();
+  }
+  if (parked) {
+    await h.runJob(gateJob, { chain: false });
+    h.newJobs();
+    const gate = await workflows(h).currentExecution(workflow.id);
+    if (gate?.state !== 'waiting') throw new Error(`the fan-in gate is ${gate?.state}, not parked`);
+  }
+  return { workflow, children: childJobs.map((job) => owners.get(job)!), childJobs: options.bothLive ? childJobs : childJobs.slice(1), ...(parked ? {} : { gateJob }), ledger: options.ledger === true };
+}
+
+/**
+ * What must hold of a parent and its children whatever the order: the fan-in body ran at most once,
+ * with every child ended; each child's end delivered one child_finished, or none when the parent's
+ * cancel canceled it (its cascade tells the canceling parent nothing); no child ongoing under a
+ * canceled parent; the parent in one of `states`; no operation threw but a COMMIT whose answer was
+ * lost (a deadlock the runner retried is no error; one it let through is).
+ */
+async function familyHolds(h: ExplorerHarness, at: FannedOut, run: Run, states: string[]): Promise<string[]> {
+  const violations: string[] = [];
+  const fanIns = runsOf(at.workflow, 'fanIn');
+  if (fanIns.length > 1) violations.push(`the fan-in body ran ${fanIns.length} times`);
+  for (const fanIn of fanIns) {
+    const ended = (fanIn.children ?? []).filter((child) => child.state === 'finished' || child.state === 'canceled');
+    if (ended.length !== FAN_OUT) violations.push(`the fan-in body ran with ${ended.length} of ${FAN_OUT} children ended: ${JSON.stringify(fanIn.children)}`);
+  }
+  const parent = await workflows(h).find(at.workflow.id);
+  if (!states.includes(parent.state)) violations.push(`the parent ended ${parent.state}, not ${states.join(' or ')}`);
+  const delivered = await h.app.dataSource.getRepository(Signal).findBy({ workflowId: at.workflow.id, name: CHILD_FINISHED });
+  for (const id of at.children) {
+    const child = await workflows(h).find(id);
+    const rows = delivered.filter((signal) => signal.idempotencyKey === id).length;
+    const byCascade = parent.state === 'canceled' && child.state === 'canceled';
+    // A child whose run waited for housekeeping (a lost answer) may end after its parent: told nothing.
+    const afterParent = parent.finishedAt !== null && child.finishedAt !== null && child.finishedAt >= parent.finishedAt;
+    if (child.state !== 'finished' && child.state !== 'canceled') violations.push(`child ${id} is ${child.state}, not ended`);
+    if (rows > 1 || (rows === 0 && !byCascade && !afterParent) || (rows === 1 && byCascade)) violations.push(`child ${id} ended ${child.state} and its parent (${parent.state}) holds ${rows} child_finished signals for it, not ${byCascade ? 0 : 1}`);
+  }
+  // A transactional leaf: one effect row per completed run of its step, whoever won its lock waits.
+  if (at.ledger) for (const id of at.children) violations.push(...(await effectsMatchCompletions(h, { id } as WorkflowRecord)));
+  for (const [op, outcome] of Object.entries(run.outcomes)) {
+    if (outcome.error !== undefined && !(outcome.error instanceof CommitOutcomeUnknownError)) violations.push(`${op} threw ${String(outcome.error)}`);
+  }
+  return violations;
 }
 
 export const SCENARIOS: Array<Scenario<any>> = [
@@ -399,6 +477,76 @@ export const SCENARIOS: Array<Scenario<any>> = [
       return violations;
     },
   },
+  ...([false, true] as const).flatMap((ledger): Array<Scenario<FannedOut>> => {
+    const child = ledger ? "a transactional child's end" : "a child's end";
+    return [
+      {
+        // The child's end locks the child, then the parent, and delivers child_finished: buffered if
+        // the gate has not run, waking it if parked, or counted by a gate that holds the parent's lock.
+        name: `${child} × the fan-in gate`,
+        setup: (h) => fannedOut(h, false, { ledger }),
+        operations: (h, at) => [
+          { name: 'child', run: () => h.runJob(at.childJobs[0]) },
+          { name: 'gate', run: () => h.runJob(at.gateJob!) },
+        ],
+        check: async (h, at, run) => [
+          ...(await familyHolds(h, at, run, ['finished'])),
+          ...(runsOf(at.workflow, 'fanIn').length === 1 ? [] : ['the fan-in body did not run']),
+          ...bodyRanOnce(at.workflow, 'after'),
+        ],
+      },
+      {
+        // Lock order: the child's end holds the child and locks the parent; the cancel holds the
+        // parent and locks the children (cascade 'cancel'). The database's deadlock victim runs
+        // again: TransactionRunner's retry, or, for a transactional leaf, TransactionalStep's (body
+        // included; or the child is found canceled by the cascade, its effect rolled back).
+        name: `${child} × cancel of its parent`,
+        deadlocks: true,
+        setup: (h) => fannedOut(h, true, { ledger }),
+        operations: (h, at) => [
+          { name: 'child', run: () => h.runJob(at.childJobs[0]) },
+          { name: 'cancel', run: () => workflows(h).cancel(at.workflow.id) },
+        ],
+        check: async (h, at, run) => [
+          ...(await familyHolds(h, at, run, ['canceled'])),
+          ...(runsOf(at.workflow, 'fanIn').length === 0 ? [] : ['the fan-in body ran in a parent canceled while it waited']),
+        ],
+      },
+    ];
+  }),
+  {
+    // The skip finds the fan-in step parked, or woken and scheduled: skipped either way, the parent
+    // goes on to `after`, and the child's end, before or after, is delivered once.
+    name: "a child's end × skip of the fan-in step",
+    // MySQL/MariaDB: the child's signal insert and the skip's settling meet on the parent's signal rows too.
+    deadlocks: true,
+    setup: (h) => fannedOut(h, true),
+    operations: (h, at: FannedOut) => [
+      { name: 'child', run: () => h.runJob(at.childJobs[0]) },
+      { name: 'skip', run: () => workflows(h).skip(at.workflow.id) },
+    ],
+    check: async (h, at: FannedOut, run) => [
+      ...(await familyHolds(h, at, run, ['finished'])),
+      ...(runsOf(at.workflow, 'fanIn').length === 0 ? [] : ['the fan-in body ran although it was skipped']),
+      ...bodyRanOnce(at.workflow, 'after'),
+    ],
+  },
+  {
+    // Both children end while the cascade locks them in id order: each end holds its child and waits
+    // for the parent; the cancel holds the parent and waits for a child.
+    name: "two children's ends × cancel of their parent",
+    deadlocks: true,
+    setup: (h) => fannedOut(h, true, { bothLive: true }),
+    operations: (h, at: FannedOut) => [
+      { name: 'first', run: () => h.runJob(at.childJobs[0]) },
+      { name: 'second', run: () => h.runJob(at.childJobs[1]) },
+      { name: 'cancel', run: () => workflows(h).cancel(at.workflow.id) },
+    ],
+    check: async (h, at: FannedOut, run) => [
+      ...(await familyHolds(h, at, run, ['canceled'])),
+      ...(runsOf(at.workflow, 'fanIn').length === 0 ? [] : ['the fan-in body ran in a parent canceled while it waited']),
+    ],
+  },
 ];
 
 /** Scenarios of the list above, with a connection killed at one statement boundary of each schedule. */
@@ -416,6 +564,10 @@ export const WITH_FAULTS: Array<Scenario<any>> = [
   'signal × resumeAt the parked step',
   'signal × resumeAt the next step',
   'resumeAt × pause',
+  "a child's end × the fan-in gate",
+  "a child's end × cancel of its parent",
+  "a child's end × skip of the fan-in step",
+  "a transactional child's end × cancel of its parent",
 ].map((name) => {
   const scenario = SCENARIOS.find((candidate) => candidate.name === name)!;
   return { ...scenario, name: `${name}, with a connection killed`, faults: 1 };

@@ -3,7 +3,7 @@
  * saw (`bodyRuns`), so a check can tell a body run twice, or one that ran on a hero older than the
  * commit its gate acted on.
  */
-import { SignalMatcher, Step, Workflow } from 'geneva-drive';
+import { childrenOf, SignalMatcher, Step, Workflow } from 'geneva-drive';
 import { GenevaWorkflow } from 'geneva-drive';
 import { TestHero } from '../utils/fixtures.js';
 import { TestEffect } from './transactional-workflows.js';
@@ -15,6 +15,8 @@ export interface BodyRun {
   heroActive: boolean;
   heroCanceled: boolean;
   signalId: string | null;
+  /** A fan-in body: the children it was handed in `this.children` (id and state). */
+  children?: Array<{ id: string; state: string }>;
 }
 
 /** Every body run of this process, in order. */
@@ -147,4 +149,71 @@ export class LedgerWaitingWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
-export const INTERLEAVING_WORKFLOWS = [GatedWorkflow, HeroMatchedWorkflow, PlainWorkflow, DeadlineWorkflow, LedgerGatedWorkflow, LedgerWaitingWorkflow];
+/** A child of FanParentWorkflow: one step that sets a result. */
+@Workflow({ hero: () => TestHero })
+export class FanLeafWorkflow extends GenevaWorkflow<TestHero> {
+  @Step()
+  async work() {
+    record(this, 'work');
+    this.setResult({ leaf: this.record.id });
+  }
+}
+
+/** A child whose only step is transactional: its end (and the child_finished to its parent) commits with its effect row. */
+@Workflow({ hero: () => TestHero })
+export class LedgerLeafWorkflow extends GenevaWorkflow<TestHero> {
+  @Step({ transactional: true })
+  async t() {
+    record(this, 't');
+    await this.manager.getRepository(TestEffect).insert({ workflowId: this.record.id, step: 't' });
+    this.setResult({ leaf: this.record.id });
+  }
+}
+
+/** How many children a fan-out starts. */
+export const FAN_OUT = 2;
+
+/**
+ * `fanOut` (FAN_OUT leaves of `leaf` on the parent's hero, canceled with it) → `fanIn` (waitFor all
+ * of them) → `after`: the fan-in step is not the last, so its skip leaves the parent ongoing.
+ */
+function fanParent(leaf: typeof FanLeafWorkflow | typeof LedgerLeafWorkflow) {
+  @Workflow({ hero: () => TestHero, name: `${leaf.name === FanLeafWorkflow.name ? '' : 'Ledger'}FanParentWorkflow` })
+  class FanParent extends GenevaWorkflow<TestHero> {
+    @Step()
+    async fanOut() {
+      record(this, 'fanOut');
+      for (let index = 0; index < FAN_OUT; index++) this.startChild(leaf, this.hero, { allowMultiple: true });
+    }
+
+    @Step({ waitFor: childrenOf('fanOut') })
+    async fanIn() {
+      record(this, 'fanIn');
+      bodyRuns[bodyRuns.length - 1].children = this.children.map((child) => ({ id: child.id, state: child.state }));
+    }
+
+    @Step()
+    async after() {
+      record(this, 'after');
+    }
+  }
+  return FanParent;
+}
+
+export const FanParentWorkflow = fanParent(FanLeafWorkflow);
+/** FanParentWorkflow, its children LedgerLeafWorkflow. */
+export const LedgerFanParentWorkflow = fanParent(LedgerLeafWorkflow);
+export type FanParentClass = typeof FanParentWorkflow;
+
+export const INTERLEAVING_WORKFLOWS = [
+  GatedWorkflow,
+  HeroMatchedWorkflow,
+  PlainWorkflow,
+  DeadlineWorkflow,
+  LedgerGatedWorkflow,
+  LedgerWaitingWorkflow,
+  FanLeafWorkflow,
+  FanParentWorkflow,
+  LedgerLeafWorkflow,
+  LedgerFanParentWorkflow,
+];

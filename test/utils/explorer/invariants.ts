@@ -6,6 +6,7 @@ import type { DataSource } from 'typeorm';
 import { Signal, StepExecution, WorkflowRecord } from 'geneva-drive';
 import { WorkflowInstances } from '../../../libs/geneva-drive/src/execution/workflow-instances.js';
 import { WorkflowRegistry } from '../../../libs/geneva-drive/src/registry/workflow.registry.js';
+import { isChildrenMatcher } from '../../../libs/geneva-drive/src/workflow/children-matcher.js';
 import type { INestApplicationContext } from '@nestjs/common';
 
 const ACTIVE = ['scheduled', 'waiting', 'in_progress'];
@@ -48,8 +49,27 @@ export async function checkInvariants(app: INestApplicationContext, dataSource: 
     if (workflow.state === 'performing' && options.stranded) violations.push(`workflow ${workflow.id} is performing with nothing running`);
   }
 
+  const registry = app.get(WorkflowRegistry, { strict: false });
+  // A fan-in gate (childrenOf) pins nothing: each of its passes claims the child_finished signals of
+  // the children it counted, and its clean end consumes them (execution/fan-in.ts).
+  const fanInRuns = (workflowId: string) =>
+    executions.filter((execution) => {
+      if (execution.workflowId !== workflowId || execution.startedAt === null) return false;
+      const workflow = workflows.find((w) => w.id === workflowId)!;
+      return isChildrenMatcher(registry.findByName(workflow.type)?.step(execution.stepName)?.waitFor);
+    });
   for (const signal of signals) {
     const pinned = executions.filter((execution) => execution.signalId === signal.id);
+    const gates = fanInRuns(signal.workflowId);
+    if (pinned.length === 0 && gates.length > 0 && signal.name === 'child_finished') {
+      const label = `signal ${signal.id} (${signal.name}, ${signal.state}, claimed ${signal.claimed}, consumed ${signal.consumed})`;
+      if (Number(signal.claimed) > gates.length) violations.push(`${label}: claimed more often than the ${gates.length} fan-in gate(s) that passed`);
+      if (Number(signal.consumed) > Number(signal.claimed)) violations.push(`${label}: consumed more often than claimed`);
+      if (Number(signal.consumed) > new Set(gates.map((execution) => execution.stepName)).size) violations.push(`${label}: consumed more often than the fan-in steps that passed`);
+      if (signal.state === 'pending' && (Number(signal.claimed) !== 0 || Number(signal.consumed) !== 0)) violations.push(`${label}: pending with counters set`);
+      if (signal.state !== 'pending' && signal.claimedAt === null) violations.push(`${label}: ${signal.state} without claimedAt`);
+      continue;
+    }
     // A successor inherits its predecessor's pin without a claim: a continuation (continuesFromId),
     // or the re-run housekeeping recovery puts after a step whose worker died.
     const inherits = (execution: StepExecution) => {
@@ -70,7 +90,6 @@ export async function checkInvariants(app: INestApplicationContext, dataSource: 
 
   // No lost event: a buffered signal that a parked step accepts (its matcher deciding on the hero as
   // it is now) must have woken it.
-  const registry = app.get(WorkflowRegistry, { strict: false });
   const instances = app.get(WorkflowInstances, { strict: false });
   for (const execution of executions.filter((e) => options.lostEvents && e.state === 'waiting')) {
     const workflow = workflows.find((w) => w.id === execution.workflowId)!;
@@ -78,6 +97,15 @@ export async function checkInvariants(app: INestApplicationContext, dataSource: 
     const definition = registry.findByName(workflow.type);
     const step = definition?.step(execution.stepName);
     if (!definition || !step?.waitFor) continue;
+    if (isChildrenMatcher(step.waitFor)) {
+      // A fan-in gate is woken by the count of its ended children, not by one signal: lost only once it is reached.
+      const matcher = step.waitFor;
+      const children = workflows.filter((w) => w.parentId === workflow.id && w.parentStepName === matcher.stepName);
+      const ended = children.filter((w) => w.state === 'finished' || w.state === 'canceled').length;
+      const pending = signals.filter((s) => s.workflowId === workflow.id && s.state === 'pending' && matcher.matches(s));
+      if (ended >= matcher.needed(children.length) && pending.length > 0) violations.push(`execution ${execution.id} (${execution.stepName}) is parked with ${ended} of ${children.length} children ended and signal ${pending[0].id} (${pending[0].name}) pending: a lost event`);
+      continue;
+    }
     const instance = await instances.createBound(manager, definition, workflow, execution, { withHero: true });
     for (const signal of signals.filter((s) => s.workflowId === workflow.id && s.state === 'pending')) {
       if (step.waitFor.matches(signal, instance)) violations.push(`signal ${signal.id} (${signal.name}) is pending while execution ${execution.id} (${execution.stepName}), parked, accepts it: a lost event`);
