@@ -395,6 +395,49 @@ function exampleAppSuite(backend: Backend): void {
       await webhook('/webhooks/signatures', { eventId: eventId(), contractId: 2_147_483_648, documentId: 'DOC' }).expect(400);
     });
   });
+
+  describe('shipments: an order shipped in parcels, one child workflow each, fanned in', () => {
+    interface ShipmentsView {
+      order: Order & { status: string };
+      workflow: { id: string; state: string; result: { parcels: number; delivered: number } | null };
+      shipments: Array<{ workflowId: string; key: string; shipmentId: number; state: string; result: { shipmentId: number; deliveredAt: string } | null }>;
+    }
+    const shipmentsOf = async (orderId: number) => (await http().get(`/orders/${orderId}/shipments`).expect(200)).body as ShipmentsView;
+
+    it('starts one shipment workflow per parcel and delivers the order once every parcel is delivered, in whatever order', async () => {
+      const { order } = await createOrder({ amountCents: 3_000 });
+      const started = (await http().post(`/orders/${order.id}/shipments`).send({ parcels: 3 }).expect(201)).body as { workflowId: string; shipments: number[] };
+      expect(started.shipments).toHaveLength(3);
+      const fannedOut = await until('three parcels dispatched', () => shipmentsOf(order.id), (v) => v.shipments.length === 3 && v.order.status === 'shipped');
+      expect(fannedOut.shipments.map((s) => s.key).sort()).toEqual(started.shipments.map((id) => `shipment-${id}`).sort());
+      expect(fannedOut.workflow).toMatchObject({ id: started.workflowId, result: null });
+
+      // The last parcel first; a scan the carrier sends twice is recorded once.
+      const [first, second, third] = started.shipments;
+      await http().post(`/shipments/${third}/delivered`).expect(201);
+      const scan = (await http().post(`/shipments/${first}/delivered`).expect(201)).body as { signalId: string };
+      expect((await http().post(`/shipments/${first}/delivered`).expect(201)).body).toMatchObject({ signalId: scan.signalId });
+      const partly = await until('two parcels delivered', () => shipmentsOf(order.id), (v) => v.shipments.filter((s) => s.state === 'finished').length === 2);
+      expect(partly.workflow.state).not.toBe('finished');
+      expect(partly.order.status).toBe('shipped');
+
+      await http().post(`/shipments/${second}/delivered`).expect(201);
+      const done = await until('the order delivered', () => shipmentsOf(order.id), (v) => v.workflow.state === 'finished');
+      expect(done.order.status).toBe('delivered');
+      expect(done.workflow.result).toEqual({ parcels: 3, delivered: 3 });
+      expect(done.shipments.map((s) => [s.shipmentId, s.state, s.result?.shipmentId]).sort()).toEqual(started.shipments.map((id) => [id, 'finished', id]).sort());
+    });
+
+    it('answers 404 for an unknown order or shipment and 400 for a bad parcel count', async () => {
+      await http().post('/orders/999999/shipments').send({ parcels: 2 }).expect(404);
+      await http().get('/orders/999999/shipments').expect(404);
+      await http().post('/shipments/999999/delivered').expect(404);
+      const { order } = await createOrder({ amountCents: 1_000, pickup: true });
+      await http().post(`/orders/${order.id}/shipments`).send({ parcels: 0 }).expect(400);
+      await http().post(`/orders/${order.id}/shipments`).send({ parcels: 21 }).expect(400);
+      await http().get(`/orders/${order.id}/shipments`).expect(404);
+    });
+  });
 }
 
 describe('example app configuration (the environment main.ts reads)', () => {

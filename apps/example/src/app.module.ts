@@ -11,6 +11,9 @@ import { CreateExampleOrders1700000000000 } from './orders/create-orders.migrati
 import { Order } from './orders/order.entity.js';
 import { OrdersModule } from './orders/orders.module.js';
 import { PaymentsModule } from './payments/payments.module.js';
+import { CreateExampleShipments1700000000002 } from './shipments/create-shipments.migration.js';
+import { Shipment } from './shipments/shipment.entity.js';
+import { ShipmentsModule } from './shipments/shipments.module.js';
 import { WebhooksModule } from './webhooks/webhooks.module.js';
 
 /** Where the SQLite database lives when no DATABASE_URL is given. */
@@ -24,8 +27,8 @@ export function sqliteFile(env: NodeJS.ProcessEnv = process.env): string {
  */
 export function databaseOptions(env: NodeJS.ProcessEnv = process.env): TypeOrmModuleOptions {
   const common = {
-    entities: [Order, Contract, ...GENEVA_DRIVE_ENTITIES],
-    migrations: [CreateExampleOrders1700000000000, CreateExampleContracts1700000000001, ...GENEVA_DRIVE_MIGRATIONS],
+    entities: [Order, Contract, Shipment, ...GENEVA_DRIVE_ENTITIES],
+    migrations: [CreateExampleOrders1700000000000, CreateExampleContracts1700000000001, CreateExampleShipments1700000000002, ...GENEVA_DRIVE_MIGRATIONS],
     migrationsRun: true,
   };
   const url = env.DATABASE_URL;
@@ -71,6 +74,7 @@ export class AppModule {
         OrdersModule,
         PaymentsModule,
         ContractsModule,
+        ShipmentsModule,
         ...dashboardImports(env),
       ],
       controllers: [HealthController],

@@ -12,7 +12,7 @@ export class Order {
   amountCents: number;
 
   @Column({ type: 'varchar', length: 32, default: 'new' })
-  status: 'new' | 'reserved' | 'paid' | 'shipped';
+  status: 'new' | 'reserved' | 'paid' | 'shipped' | 'delivered';
 
   @Column({ type: 'boolean', default: false })
   pickup: boolean;
