@@ -1,6 +1,6 @@
 /**
  * `geneva-drive --data-source <file> <command>` as a child process, on SQLite and PostgreSQL: every
- * command, its --json output, and the exit codes of the typed errors. With the application's Bull
+ * command, its --json output (a workflow's parent and children with `show`), and the exit codes of the typed errors. With the application's Bull
  * queue in the data source file, a signal sent from the shell wakes the step in the application's worker.
  * A database server that accepts the connection and never answers is reported in time on the
  * PostgreSQL and MySQL drivers.
@@ -14,7 +14,7 @@ import { randomUUID } from 'node:crypto';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
 import { cliQueue } from '../../libs/geneva-drive/src/cli/cli.module.js';
 import { compileCli, type CliRun, type CompiledCli } from '../src/cli-runner.js';
-import { createDashboardApp, parkedInvoice as parkInvoice, InvoiceFlow, saveHero, type DashboardApp } from '../src/dashboard-app.js';
+import { createDashboardApp, insertChildren, parkedInvoice as parkInvoice, InvoiceFlow, saveHero, type DashboardApp } from '../src/dashboard-app.js';
 import { describeEachDatabase, redisAvailable, redisUrl } from '../utils/databases.js';
 
 // Every command is a process that boots Nest: a test runs several, slowly on a loaded machine.
@@ -75,6 +75,35 @@ describeEachDatabase('geneva-drive CLI', (kind) => {
     const missing = await cli(kind, ['show', '999999']);
     expect(missing.code).toBe(3);
     expect(missing.stderr).toMatch(/^geneva-drive: WorkflowNotFoundError: .*999999/);
+  });
+
+  it("shows a workflow's parent and its children, counted by state and paged", async () => {
+    const parent = await d.workflows.start(InvoiceFlow, await saveHero(d.dataSource, 'parent'));
+    const ids = await insertChildren(d.dataSource, parent, 5, { state: (i) => (i === 0 ? 'finished' : 'ready'), key: (i) => (i === 1 ? 'line\u001b[2J' : `line-${i}`), result: (i) => (i === 0 ? { total: 7 } : null) });
+    const shown = await cli(kind, ['show', parent.id, '--limit', '2']);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).not.toContain('\nparent ');
+    expect(shown.stdout).toContain(
+      'children: 5 (4 ready, 1 finished)\n' +
+        `  ${ids[0]}\tInvoiceFlow\tfinished\tstep fanOut key line-0\t-\t{ "total": 7 }\n` +
+        `  ${ids[1]}\tInvoiceFlow\tready\tstep fanOut key line\\u001b[2J\t-\t-\n` +
+        `  more: --children-after ${ids[1]}\n`,
+    );
+    const rest = await cli(kind, ['show', parent.id, '--limit', '2', '--children-after', ids[3]]);
+    expect(rest.stdout).toMatch(new RegExp(`children: 5 \\(4 ready, 1 finished\\)\\n  ${ids[4]}\\tInvoiceFlow\\tready\\t[^\\n]*\\n$`));
+    const json = JSON.parse((await cli(kind, ['show', parent.id, '--json', '--children-after', ids[0]])).stdout);
+    expect(json.children.map((c: { id: string }) => c.id)).toEqual(ids.slice(1));
+    expect(json.childCounts).toEqual({ total: 5, byState: { finished: 1, ready: 4 } });
+
+    const child = await cli(kind, ['show', ids[0]]);
+    expect(child.stdout.split('\n').slice(0, 3)).toEqual([
+      `workflow ${ids[0]} InvoiceFlow finished  hero TestHero:child-${parent.id}-0`,
+      `parent ${parent.id} InvoiceFlow ready  step fanOut key line-0`,
+      'result { "total": 7 }',
+    ]);
+    expect(child.stdout).not.toContain('children:');
+    expect(JSON.parse((await cli(kind, ['show', ids[0], '--json'])).stdout).parent).toEqual({ id: parent.id, type: 'InvoiceFlow', state: 'ready', stepName: 'fanOut', key: 'line-0' });
+    expect((await cli(kind, ['show', parent.id, '--children-after', 'nope'])).code).toBe(2);
   });
 
   it('sends a signal, and exits with the code of each typed error', async () => {

@@ -3,7 +3,7 @@
  * CSRF tokens, cross-origin posts, malformed cookies, the security headers, the root mount, hostile
  * list filters and signal fields (each a 4xx with a message, never a 500, nothing written), and a
  * workflow page that stays small however many signals the workflow has, and reads and renders as
- * much (so takes as long) however large their payloads.
+ * much (so takes as long) however large their payloads, or however many children the workflow has.
  */
 import { Injectable, UnauthorizedException, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import request from 'supertest';
@@ -11,7 +11,7 @@ import type { DataSource, QueryRunner } from 'typeorm';
 import { StepExecution } from 'geneva-drive';
 import { DashboardPathError, GenevaDriveDashboardModule } from 'geneva-drive/dashboard';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
-import { createDashboardApp, csrfFor, parkedInvoice as parkInvoice, DASHBOARD_TOKEN, InvoiceFlow, LoudFlow, saveHero, TokenGuard, type DashboardApp } from '../src/dashboard-app.js';
+import { createDashboardApp, csrfFor, insertChildren, parkedInvoice as parkInvoice, DASHBOARD_TOKEN, InvoiceFlow, LoudFlow, saveHero, TokenGuard, type DashboardApp } from '../src/dashboard-app.js';
 import { describeEachDatabase } from '../utils/databases.js';
 
 const AUTH = { Authorization: `Bearer ${DASHBOARD_TOKEN}` };
@@ -36,7 +36,14 @@ function sizeOf(value: unknown): number {
 
 /** How many bytes the database returned to the queries `dataSource` ran while `work` ran (every query goes through a query runner). */
 async function bytesRead(dataSource: DataSource, work: () => Promise<void>): Promise<number> {
+  return (await reads(dataSource, work)).bytes;
+}
+
+/** What the database returned to the queries `dataSource` ran while `work` ran: bytes, rows (of the statements that return rows), statements. */
+async function reads(dataSource: DataSource, work: () => Promise<void>): Promise<{ bytes: number; rows: number; statements: number }> {
   let bytes = 0;
+  let rows = 0;
+  let statements = 0;
   const driver = dataSource.driver;
   const create = driver.createQueryRunner;
   const wrapped = new Set<QueryRunner>();
@@ -47,7 +54,10 @@ async function bytesRead(dataSource: DataSource, work: () => Promise<void>): Pro
       const query = runner.query;
       runner.query = async function (this: QueryRunner, ...queryArgs: Parameters<typeof query>) {
         const result = await query.apply(this, queryArgs);
-        bytes += sizeOf((result as { records?: unknown } | undefined)?.records ?? result);
+        const records = (result as { records?: unknown } | undefined)?.records ?? result;
+        bytes += sizeOf(records);
+        if (Array.isArray(records)) rows += records.length;
+        statements++;
         return result;
       } as typeof query;
     }
@@ -59,7 +69,7 @@ async function bytesRead(dataSource: DataSource, work: () => Promise<void>): Pro
     driver.createQueryRunner = create;
     for (const runner of wrapped) delete (runner as Partial<QueryRunner>).query;
   }
-  return bytes;
+  return { bytes, rows, statements };
 }
 
 /** Lets in two operators, each with a token of their own. */
@@ -359,6 +369,45 @@ describeEachDatabase('the workflow page of a flooded workflow', (kind) => {
     expect(large.html.match(/full error<\/a>/g)).toHaveLength(2);
     expect(large.html).toContain(`<pre class="payload">{\n  &quot;i&quot;: 0,\n  &quot;blob&quot;: &quot;xxxxxxxx`);
     expect(small.html).not.toContain('full payload</a>');
+  }, 180_000);
+
+  /** What showing the page at `query` reads from the database (rows and statements, as counts), and the page. */
+  async function childrenPage(workflowId: string, query: Record<string, string> = {}): Promise<{ rows: number; statements: number; html: string }> {
+    let html = '';
+    const read = await reads(d.dataSource, async () => {
+      html = (await request(d.url).get(`/geneva/workflows/${workflowId}`).query(query).set(AUTH).expect(200)).text;
+    });
+    return { rows: read.rows, statements: read.statements, html };
+  }
+
+  // 10,000 children render as fast as 60: measured without a clock, by what the page reads. A page is a
+  // keyset range of (parent_id, id) and a count per state comes back, never a row per child.
+  it('shows a page of 10,000 children reading as many rows and statements as for 60, and pages through them by keyset', async () => {
+    const few = await d.workflows.start(InvoiceFlow, await saveHero(d.dataSource, 'few'));
+    await insertChildren(d.dataSource, few, 60, { state: (i) => (i % 10 === 0 ? 'finished' : 'ready'), result: (i) => ({ i, blob: 'r'.repeat(3_000) }) });
+    const many = await d.workflows.start(InvoiceFlow, await saveHero(d.dataSource, 'many'));
+    const ids = await insertChildren(d.dataSource, many, 10_000, { state: (i) => (i % 10 === 0 ? 'finished' : 'ready'), result: (i) => ({ i, blob: 'r'.repeat(3_000) }) });
+    const shownIds = (html: string) => [...html.matchAll(/data-child-id="([^"]+)"/g)].map((m) => m[1]);
+    const next = (html: string) => /<a id="next-children" href="[^"?]+\?([^"]+)"/.exec(html)?.[1].replace(/&amp;/g, '&');
+
+    const small = await childrenPage(few.id);
+    const large = await childrenPage(many.id);
+    expect(shownIds(large.html)).toEqual(ids.slice(0, 50));
+    expect(large.html).toContain('<h2 id="children">Children (10000)</h2>');
+    expect(large.html).toContain('<span data-child-count="ready">9000</span> ready, <span data-child-count="finished">1000</span> finished');
+    expect(large.html.match(/full result<\/a>/g)).toHaveLength(50);
+    expect(large.rows).toBe(small.rows);
+    expect(large.statements).toBe(small.statements);
+    expect(large.rows).toBeLessThan(80); // the workflow, its executions, 51 children, a count per state
+    expect(Buffer.byteLength(large.html)).toBeLessThan(300_000);
+
+    const second = await childrenPage(many.id, Object.fromEntries(new URLSearchParams(next(large.html))));
+    expect(shownIds(second.html)).toEqual(ids.slice(50, 100));
+    expect(second.rows).toBe(large.rows);
+    const last = await childrenPage(many.id, { childrenAfter: ids[9_949] });
+    expect(shownIds(last.html)).toEqual(ids.slice(9_950));
+    expect(next(last.html)).toBeUndefined();
+    expect(last.rows).toBeLessThan(large.rows);
   }, 180_000);
 });
 

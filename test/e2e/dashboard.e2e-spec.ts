@@ -1,7 +1,8 @@
 /**
  * The dashboard over HTTP, on every database: mounting rules, the guard, CSRF and read-only mode,
  * the list filters and keyset pages, the workflow page, escaping, the typed errors of actions, the
- * "resume at step" action, and removed steps (gravestones) in a workflow's steps and history.
+ * "resume at step" action, removed steps (gravestones) in a workflow's steps and history, and a
+ * workflow's parent and children.
  */
 import { Injectable, type CanActivate } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
@@ -10,7 +11,7 @@ import request from 'supertest';
 import { GenevaDriveModule, WorkflowService, type WorkflowRecord } from 'geneva-drive';
 import { DashboardUnguardedError, GenevaDriveDashboardModule } from 'geneva-drive/dashboard';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
-import { createDashboardApp, csrfFor as csrfOf, parkedInvoice as parkInvoice, DASHBOARD_TOKEN, FragileFlow, InvoiceFlow, saveHero, type DashboardApp } from '../src/dashboard-app.js';
+import { createDashboardApp, csrfFor as csrfOf, insertChildren, parkedInvoice as parkInvoice, DASHBOARD_TOKEN, FragileFlow, InvoiceFlow, saveHero, type DashboardApp } from '../src/dashboard-app.js';
 import { InvoiceFlowBeforeDeploy, ShippingFlowBeforeDeploy } from '../src/deploy-check-workflows.js';
 import { createTestApp, engineLogger } from '../src/test-app.js';
 import { AddGenevaDriveListIndexes1730000000003 } from '../../libs/geneva-drive/src/migrations/index.js';
@@ -173,6 +174,61 @@ describeEachDatabase('dashboard over HTTP', (kind) => {
     ]);
     expect(woken.signalId).toBe(api.body.signals[0].id);
     expect(api.body.signalNames).toEqual(['payment_confirmed']);
+  });
+
+  it("shows a workflow's parent and key, its children with their states and results, and the tree, escaped", async () => {
+    const parent = await d.workflows.start(InvoiceFlow, await saveHero(d.dataSource, 'parent'));
+    const states = ['finished', 'ready', 'canceled'] as const;
+    const [first, second, third] = await insertChildren(d.dataSource, parent, 3, {
+      state: (i) => states[i],
+      key: (i) => (i === 0 ? '<b>k</b>' : `line-${i}`),
+      result: (i) => (i === 0 ? { note: '<script>alert(1)</script>' } : null),
+    });
+    const [grandchild] = await insertChildren(d.dataSource, await d.workflows.find(first), 1, { stepName: 'split' });
+    const shown = async (id: string) => (await request(d.url).get(`/geneva/workflows/${id}`).set(AUTH).expect(200)).text;
+
+    const page = await shown(parent.id);
+    expect(page).toContain('<h2 id="children">Children (3)</h2>');
+    expect(page).toContain('<p class="child-counts"><span data-child-count="ready">1</span> ready, <span data-child-count="finished">1</span> finished, <span data-child-count="canceled">1</span> canceled</p>');
+    expect([...page.matchAll(/data-child-id="([^"]+)" data-state="([^"]+)"/g)].map((m) => `${m[1]}:${m[2]}`)).toEqual([`${first}:finished`, `${second}:ready`, `${third}:canceled`]);
+    expect(page).toContain(`<td><a href="/geneva/workflows/${first}">#${first}</a></td><td>InvoiceFlow</td><td>fanOut</td><td>&lt;b&gt;k&lt;/b&gt;</td><td><span class="state state-finished">finished</span></td>`);
+    expect(page).toContain('<pre class="result">{\n  &quot;note&quot;: &quot;&lt;script&gt;alert(1)&lt;/script&gt;&quot;\n}</pre>');
+    expect(page).not.toContain('<script>alert(1)</script>');
+    expect(page.match(/class="grandchildren"/g)).toHaveLength(1);
+    expect(page).toContain(`<a class="grandchildren" href="/geneva/workflows/${first}#children">its children →</a>`);
+    expect(page).toContain('<ul class="tree" id="family"><li class="self"><b>InvoiceFlow #');
+    expect(page).toContain('<a href="#children">3 children</a>: ');
+    expect(page).not.toContain('<dd id="parent">');
+
+    const child = await shown(first);
+    expect(child).toContain(`<dd id="parent"><a href="/geneva/workflows/${parent.id}">#${parent.id}</a> <span class="muted">step</span> fanOut <span class="muted">key</span> <span id="child-key">&lt;b&gt;k&lt;/b&gt;</span></dd>`);
+    expect(child).toContain(`<ul class="tree" id="family"><li><a href="/geneva/workflows/${parent.id}">#${parent.id}</a> InvoiceFlow <span class="state state-ready">ready</span><ul><li class="self"><b>InvoiceFlow #${first}</b> <span class="state state-finished">finished</span><ul><li><a href="#children">1 child</a>: <span data-child-count="ready">1</span> ready</li></ul></li></ul></li></ul>`);
+    expect(child).toContain('<pre class="result" id="result">{\n  &quot;note&quot;: &quot;&lt;script&gt;alert(1)&lt;/script&gt;&quot;\n}</pre>');
+    expect([...child.matchAll(/data-child-id="([^"]+)"/g)].map((m) => m[1])).toEqual([grandchild]);
+    expect(await shown(grandchild)).toContain(`<dd id="parent"><a href="/geneva/workflows/${first}">#${first}</a> <span class="muted">step</span> split <span class="muted">key</span> <span id="child-key">0</span></dd>`);
+
+    const api = (await request(d.url).get(`/geneva/api/workflows/${parent.id}`).set(AUTH).expect(200)).body;
+    expect(api.parent).toBeNull();
+    expect(api.childCounts).toEqual({ total: 3, byState: { canceled: 1, finished: 1, ready: 1 } });
+    expect(api.childrenNextAfter).toBeNull();
+    expect(api.children.map((c: { id: string; key: string; state: string; hasChildren: boolean }) => `${c.id}:${c.key}:${c.state}:${c.hasChildren}`)).toEqual([
+      `${first}:<b>k</b>:finished:true`,
+      `${second}:line-1:ready:false`,
+      `${third}:line-2:canceled:false`,
+    ]);
+    expect(api.children[0].result).toEqual({ text: '{\n  "note": "<script>alert(1)</script>"\n}', truncated: false });
+    const childApi = (await request(d.url).get(`/geneva/api/workflows/${first}`).set(AUTH).expect(200)).body;
+    expect(childApi.parent).toEqual({ id: parent.id, type: 'InvoiceFlow', state: 'ready', stepName: 'fanOut', key: '<b>k</b>' });
+    expect(childApi.workflow.result).toEqual({ text: '{\n  "note": "<script>alert(1)</script>"\n}', truncated: false });
+
+    const later = (await request(d.url).get(`/geneva/api/workflows/${parent.id}`).query({ childrenAfter: first }).set(AUTH).expect(200)).body;
+    expect(later.children.map((c: { id: string }) => c.id)).toEqual([second, third]);
+    const bad = await request(d.url).get(`/geneva/workflows/${parent.id}`).query({ childrenAfter: 'x<y' }).set(AUTH).expect(400);
+    expect(bad.text).toContain('Invalid childrenAfter &quot;x&lt;y&quot;');
+
+    const alone = await shown((await d.workflows.start(InvoiceFlow, await saveHero(d.dataSource, 'alone'))).id);
+    expect(alone).not.toContain('id="family"');
+    expect(alone).not.toContain('id="children"');
   });
 
   it('resumes a paused workflow at a chosen step; without the token, from another origin or at a step the class lacks, nothing changes', async () => {

@@ -9,7 +9,7 @@ import { Test } from '@nestjs/testing';
 import request from 'supertest';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
-import { GenevaDriveModule, GenevaWorkflow, SignalService, Step, Workflow, WorkflowService, type GenevaDriveModuleOptions, type WorkflowRecord } from 'geneva-drive';
+import { GenevaDriveModule, GenevaWorkflow, SignalService, Step, Workflow, WorkflowRecord, WorkflowService, type GenevaDriveModuleOptions, type WorkflowState } from 'geneva-drive';
 import type { GenevaDriveTesting } from 'geneva-drive/testing';
 import { GenevaDriveDashboardModule, type GenevaDriveDashboardModuleOptions } from 'geneva-drive/dashboard';
 import { dataSourceOptions, prepareDatabase, truncateAll, type DatabaseKind } from '../utils/databases.js';
@@ -107,4 +107,51 @@ export async function csrfFor(url: string, workflowId: string, auth: Record<stri
 
 export async function saveHero(dataSource: DataSource, name = 'hero'): Promise<TestHero> {
   return dataSource.getRepository(TestHero).save(dataSource.getRepository(TestHero).create({ name }));
+}
+
+/** How {@link insertChildren} makes each child, by its position. */
+export interface ChildRows {
+  state?: (index: number) => WorkflowState;
+  key?: (index: number) => string;
+  result?: (index: number) => unknown;
+  stepName?: string;
+}
+
+/**
+ * `count` InvoiceFlow children of `parent` written as rows, as a step's `this.startChild` writes them
+ * (500 to a multi-row INSERT) but without running anything, and the parent marked as having children.
+ * Returns their ids in id order.
+ */
+export async function insertChildren(dataSource: DataSource, parent: WorkflowRecord, count: number, rows: ChildRows = {}): Promise<string[]> {
+  const now = new Date();
+  for (let start = 0; start < count; start += 500) {
+    const values = Array.from({ length: Math.min(500, count - start) }, (_, offset) => {
+      const i = start + offset;
+      const state = rows.state?.(i) ?? 'ready';
+      return {
+        type: 'InvoiceFlow',
+        heroType: 'TestHero',
+        heroId: `child-${parent.id}-${i}`,
+        state,
+        currentStepName: null,
+        nextStepName: state === 'ready' ? 'prepare' : null,
+        allowMultiple: false,
+        parentId: parent.id,
+        parentStepName: rows.stepName ?? 'fanOut',
+        childKey: rows.key?.(i) ?? String(i),
+        onParentCancel: 'cancel',
+        hasChildren: null,
+        result: rows.result?.(i) ?? null,
+        startedAt: null,
+        transitionedAt: null,
+        finishedAt: null,
+        createdAt: now,
+        updatedAt: now,
+      };
+    });
+    await dataSource.createQueryBuilder().insert().into(WorkflowRecord).values(values as never).updateEntity(false).execute();
+  }
+  await dataSource.getRepository(WorkflowRecord).update(parent.id, { hasChildren: true });
+  const made = await dataSource.getRepository(WorkflowRecord).find({ select: { id: true }, where: { parentId: parent.id }, order: { id: 'ASC' } });
+  return made.map((row) => row.id);
 }

@@ -8,7 +8,8 @@ import { ManualQueueAdapter } from '../queue/manual-queue.adapter.js';
 import { WorkflowService } from '../client/workflow.service.js';
 import { WorkflowActions } from '../operator/workflow-actions.js';
 import { WorkflowCatalog } from '../operator/workflow-catalog.js';
-import { WorkflowReader, type ListFilters } from '../operator/workflow-reader.js';
+import { WorkflowReader, type ListFilters, type WorkflowDetail } from '../operator/workflow-reader.js';
+import { WORKFLOW_STATES } from '../state/workflow-state.js';
 import { CliUsageError } from './cli-usage.error.js';
 import { terminalSafe, tty } from './terminal-text.js';
 
@@ -49,7 +50,7 @@ const STEP_MARK: Record<string, string> = { removed: ' (removed)', 'not-defined'
 
 const iso = (date: Date | null | undefined) => (date ? date.toISOString() : '-');
 
-/** `--limit N`: rows per page of `list`, and of each of `show`'s two lists. */
+/** `--limit N`: rows per page of `list`, and of each of `show`'s lists. */
 function limit(invocation: CliInvocation): number {
   const value = Number(invocation.options.limit ?? 50);
   if (!Number.isInteger(value) || value < 1 || value > 1000) throw new CliUsageError(`--limit must be an integer from 1 to 1000, got ${String(invocation.options.limit)}`);
@@ -91,6 +92,28 @@ async function payloadText(option: string | boolean | undefined): Promise<string
   }
 }
 
+/** `show`'s line of the workflow's parent (none for a workflow started by `start()`). */
+function parentLines({ parent }: WorkflowDetail): string[] {
+  if (!parent) return [];
+  const what = parent.type === null ? '(purged)' : tty`${parent.type} ${parent.state}`;
+  return [tty`parent ${parent.id} ` + what + tty`  step ${parent.stepName ?? '-'} key ${parent.key ?? '-'}`];
+}
+
+/** `show`'s children: their count by state, then one page of them (none without children). */
+function childLines(detail: WorkflowDetail): string[] {
+  const counts = detail.childCounts;
+  const lines: string[] = [];
+  if (counts.total === 0) return lines;
+  const byState = WORKFLOW_STATES.filter((state) => counts.byState[state]).map((state) => `${counts.byState[state]} ${state}`);
+  lines.push(`children: ${counts.total} (${byState.join(', ')})`);
+  for (const child of detail.children) {
+    const result = child.result === null ? '-' : child.result.text.replace(/\n\s*/g, ' ');
+    lines.push(tty`  ${child.id}\t${child.type}\t${child.state}\tstep ${child.parentStepName ?? '-'} key ${child.key ?? '-'}\t${child.hasChildren ? 'has children' : '-'}\t${result}`);
+  }
+  if (detail.childrenNextAfter) lines.push(tty`  more: --children-after ${detail.childrenNextAfter}`);
+  return lines;
+}
+
 export async function runCommand(app: INestApplicationContext, invocation: CliInvocation): Promise<CliResult> {
   const reader = app.get(WorkflowReader);
   const actions = app.get(WorkflowActions);
@@ -107,14 +130,17 @@ export async function runCommand(app: INestApplicationContext, invocation: CliIn
       return { json: page, text: lines.join('\n') || 'no workflows match' };
     }
     case 'show': {
-      const { 'executions-after': executionsAfter, 'signals-after': signalsAfter } = invocation.options;
+      const { 'executions-after': executionsAfter, 'signals-after': signalsAfter, 'children-after': childrenAfter } = invocation.options;
       const detail = await reader.detail(id(invocation), limit(invocation), {
         ...(typeof executionsAfter === 'string' ? { executionsAfter } : {}),
         ...(typeof signalsAfter === 'string' ? { signalsAfter } : {}),
+        ...(typeof childrenAfter === 'string' ? { childrenAfter } : {}),
       });
       const wf = detail.workflow;
       const lines = [
         tty`workflow ${wf.id} ${wf.type} ${wf.state}  hero ${wf.heroType}:${wf.heroId}`,
+        ...parentLines(detail),
+        ...(wf.result ? [tty`result ${wf.result.text.replace(/\n\s*/g, ' ')}`] : []),
         `steps: ${detail.steps?.map((step) => (step.position === 'current' ? tty`[${step.name}]` : tty`${step.name}`) + (step.removed ? ' (removed)' : '')).join(' > ') ?? '(class not registered)'}`,
         ...(detail.waitingSince ? [`waiting since ${iso(detail.waitingSince)}`] : []),
         'executions (oldest first):',
@@ -123,6 +149,7 @@ export async function runCommand(app: INestApplicationContext, invocation: CliIn
         'signals:',
         ...detail.signals.map((s) => tty`  ${s.id}\t${s.name}\t${s.state}\tkey ${s.idempotencyKey ?? '-'}\tclaimed ${s.claimed} consumed ${s.consumed}\t${s.payload.text.replace(/\n\s*/g, ' ')}`),
         ...(detail.signalsNextAfter ? [tty`  more: --signals-after ${detail.signalsNextAfter}`] : []),
+        ...childLines(detail),
       ];
       return { json: detail, text: lines.join('\n') };
     }

@@ -23,7 +23,7 @@ const USAGE = `usage: geneva-drive --data-source <file.js> <command> [--json]
 commands:
   list [--type T] [--state S] [--hero-type T] [--hero-id ID] [--waiting-for SIGNAL] [--failed-step STEP]
        [--created-from DATE] [--created-to DATE] [--updated-from DATE] [--updated-to DATE] [--search ID] [--after ID] [--limit N]
-  show ID [--executions-after ID] [--signals-after ID] [--limit N]
+  show ID [--executions-after ID] [--signals-after ID] [--children-after ID] [--limit N]
   signal ID NAME [--payload JSON | --payload @file.json] [--key KEY]
   pause ID | resume ID | skip ID | cancel ID
   resume-at ID STEP
@@ -46,6 +46,7 @@ function parse(argv: string[]): CliInvocation & { dataSource: string; json: bool
         limit: { type: 'string' },
         'executions-after': { type: 'string' },
         'signals-after': { type: 'string' },
+        'children-after': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         ...listOptions,
       },

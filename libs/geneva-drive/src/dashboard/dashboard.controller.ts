@@ -6,7 +6,7 @@ import { DASHBOARD_CSS, DASHBOARD_JS } from './dashboard.assets.js';
 import { DONE_MESSAGES, errorPage, listPage, overviewPage, workflowPage, type PageContext } from './dashboard.pages.js';
 import { ensureCsrfToken } from './csrf.js';
 import { statusOf, WorkflowActions, type SignalRequest } from '../operator/workflow-actions.js';
-import { LIST_FILTER_KEYS, WorkflowReader, type DetailCursors, type ListFilters } from '../operator/workflow-reader.js';
+import { DETAIL_CURSOR_KEYS, LIST_FILTER_KEYS, WorkflowReader, type DetailCursors, type ListFilters } from '../operator/workflow-reader.js';
 import { WorkflowCatalog } from '../operator/workflow-catalog.js';
 
 /** The parts of Express's request and response the dashboard uses. */
@@ -199,7 +199,7 @@ export class DashboardController {
 
 function detailCursors(query: Record<string, unknown>): DetailCursors {
   const cursors: DetailCursors = {};
-  for (const key of ['executionsAfter', 'signalsAfter'] as const) if (typeof query[key] === 'string' && query[key] !== '') cursors[key] = query[key];
+  for (const key of DETAIL_CURSOR_KEYS) if (typeof query[key] === 'string' && query[key] !== '') cursors[key] = query[key];
   return cursors;
 }
 

@@ -1,8 +1,8 @@
 import { CSRF_FIELD } from './csrf.js';
 import { html, type SafeHtml } from './html.js';
 import { OPERATOR_ACTIONS, type OperatorAction } from '../operator/workflow-actions.js';
-import { LIST_FILTER_KEYS, type DetailCursors, type ExecutionView, type ListFilters, type Overview, type SignalView, type WorkflowDetail, type WorkflowPage } from '../operator/workflow-reader.js';
-import { WORKFLOW_STATES } from '../state/workflow-state.js';
+import { LIST_FILTER_KEYS, type ChildView, type DetailCursors, type ExecutionView, type ListFilters, type Overview, type SignalView, type WorkflowDetail, type WorkflowPage } from '../operator/workflow-reader.js';
+import { WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
 
 /** What every page needs: where the dashboard is mounted, and a message to show on top. */
 export interface PageContext {
@@ -150,6 +150,43 @@ function signalRow(signal: SignalView, workflowBase: string): SafeHtml {
 </tr>`;
 }
 
+function childRow(child: ChildView, ctx: PageContext): SafeHtml {
+  return html`<tr data-child-id="${child.id}" data-state="${child.state}">
+<td>${workflowLink(ctx, child.id)}</td><td>${child.type}</td><td>${child.parentStepName ?? '—'}</td><td>${child.key ?? '—'}</td><td>${state(child.state)}</td>
+<td>${child.result === null ? '—' : html`<pre class="result">${child.result.text}</pre>${fullValueLink(child.result.truncated, apiBase(ctx, child.id), 'full result')}`}</td>
+<td>${child.hasChildren ? html`<a class="grandchildren" href="${ctx.base}/workflows/${encodeURIComponent(child.id)}#children">its children →</a>` : '—'}</td><td>${time(child.updatedAt)}</td>
+</tr>`;
+}
+
+/** "3 finished, 2 ready": the children's counts by state, in the states' order. */
+function childCounts(byState: Partial<Record<WorkflowState, number>>): SafeHtml {
+  const present = WORKFLOW_STATES.filter((s) => byState[s]);
+  return html`${present.map((s, i) => html`${i > 0 ? ', ' : ''}<span data-child-count="${s}">${byState[s]}</span> ${s}`)}`;
+}
+
+/**
+ * The workflow among its own: its parent (one level up), itself, and its children (one level down,
+ * as counts by state; each child of the list below links to its own children).
+ */
+function familyTree(detail: WorkflowDetail, ctx: PageContext): SafeHtml | '' {
+  const wf = detail.workflow;
+  const { parent, childCounts: counts } = detail;
+  if (!parent && counts.total === 0) return '';
+  const self = html`<li class="self"><b>${wf.type} #${wf.id}</b> ${state(wf.state)}${counts.total > 0 ? html`<ul><li><a href="#children">${counts.total} ${counts.total === 1 ? 'child' : 'children'}</a>: ${childCounts(counts.byState)}</li></ul>` : ''}</li>`;
+  return html`<h2>Family</h2>
+<ul class="tree" id="family">${parent ? html`<li>${workflowLink(ctx, parent.id)} ${parent.type ?? html`<span class="muted">(purged)</span>`} ${parent.state ? state(parent.state) : ''}<ul>${self}</ul></li>` : self}</ul>`;
+}
+
+function childrenSection(detail: WorkflowDetail, ctx: PageContext, at: DetailCursors): SafeHtml | '' {
+  if (detail.childCounts.total === 0) return '';
+  return html`<h2 id="children">Children (${detail.childCounts.total})</h2>
+<p class="child-counts">${childCounts(detail.childCounts.byState)}</p>
+<table id="children-table"><thead><tr><th>id</th><th>type</th><th>started by step</th><th>key</th><th>state</th><th>result</th><th>children</th><th>updated</th></tr></thead><tbody>
+${detail.children.map((child) => childRow(child, ctx))}
+</tbody></table>
+${detail.childrenNextAfter ? nextPageLink(ctx, detail, { ...at, childrenAfter: detail.childrenNextAfter }, 'next-children', 'Next children') : ''}`;
+}
+
 function actionForms(detail: WorkflowDetail, ctx: PageContext, actions: ActionContext): SafeHtml {
   if (actions.readOnly) return html``;
   const base = `${ctx.base}/workflows/${encodeURIComponent(detail.workflow.id)}`;
@@ -180,7 +217,7 @@ function resumeAtForm(detail: WorkflowDetail, base: string, csrf: SafeHtml): Saf
 </form>`;
 }
 
-/** The workflow page again, one list moved on to its next page and the other kept where it is. */
+/** The workflow page again, one list moved on to its next page and the others kept where they are. */
 function nextPageLink(ctx: PageContext, detail: WorkflowDetail, cursors: DetailCursors, id: string, label: string): SafeHtml {
   const params = new URLSearchParams(Object.entries(cursors).filter((entry): entry is [string, string] => typeof entry[1] === 'string'));
   return html`<p><a id="${id}" href="${ctx.base}/workflows/${encodeURIComponent(detail.workflow.id)}?${params.toString()}">${label} →</a></p>`;
@@ -192,6 +229,8 @@ export function workflowPage(detail: WorkflowDetail, ctx: PageContext, actions: 
   return layout(`Workflow ${wf.id}`, ctx, html`<h1>${wf.type} #${wf.id} ${state(wf.state)}</h1>
 <dl class="facts">
   <dt>hero</dt><dd id="hero">${wf.heroType} ${wf.heroId}</dd>
+  ${detail.parent ? html`<dt>parent</dt><dd id="parent">${workflowLink(ctx, detail.parent.id)} <span class="muted">step</span> ${detail.parent.stepName ?? '—'} <span class="muted">key</span> <span id="child-key">${detail.parent.key ?? '—'}</span></dd>` : ''}
+  ${wf.result ? html`<dt>result</dt><dd><pre class="result" id="result">${wf.result.text}</pre></dd>` : ''}
   <dt>current step</dt><dd>${wf.currentStepName ?? wf.nextStepName ?? '—'}</dd>
   ${detail.waitingSince ? html`<dt>waiting since</dt><dd id="waiting-since">${time(detail.waitingSince)}</dd>` : ''}
   <dt>created</dt><dd>${time(wf.createdAt)}</dd><dt>started</dt><dd>${time(wf.startedAt)}</dd>
@@ -199,18 +238,20 @@ export function workflowPage(detail: WorkflowDetail, ctx: PageContext, actions: 
 </dl>
 <h2>Steps</h2>
 ${detail.steps ? html`<ol class="steps">${detail.steps.map((step) => html`<li class="${step.position}${step.removed ? ' removed' : ''}">${step.name}${step.removed ? stepBadge('removed') : ''}${step.transactional ? html` <span class="badge" title="its writes through this.manager commit with its outcome">transactional</span>` : ''}${step.waitFor ? html` <span class="muted">waits for ${step.waitFor}</span>` : ''}</li>`)}</ol>` : html`<p class="muted">This application has no class for ${wf.type}.</p>`}
+${familyTree(detail, ctx)}
 ${actionForms(detail, ctx, actions)}
 <h2>Executions (oldest first)</h2>
 <table id="executions"><thead><tr><th>id</th><th>step</th><th>state</th><th>outcome</th><th>scheduled</th><th>started</th><th>finished</th><th>duration</th><th>error</th><th>cursor</th><th>reattempt reason</th><th>signal</th></tr></thead><tbody>
 ${detail.executions.map((execution) => executionRow(execution, api))}
 </tbody></table>
-${detail.executionsNextAfter ? nextPageLink(ctx, detail, { executionsAfter: detail.executionsNextAfter, signalsAfter: at.signalsAfter }, 'next-executions', 'Next executions') : ''}
+${detail.executionsNextAfter ? nextPageLink(ctx, detail, { ...at, executionsAfter: detail.executionsNextAfter }, 'next-executions', 'Next executions') : ''}
 <h2>Signals</h2>
 <table id="signals"><thead><tr><th>id</th><th>name</th><th>key</th><th>state</th><th>claimed / consumed</th><th>payload</th><th>arrived</th><th>claimed by</th></tr></thead><tbody>
 ${detail.signals.length === 0 ? html`<tr><td colspan="8" class="muted">No signals.</td></tr>` : ''}
 ${detail.signals.map((signal) => signalRow(signal, api))}
 </tbody></table>
-${detail.signalsNextAfter ? nextPageLink(ctx, detail, { signalsAfter: detail.signalsNextAfter, executionsAfter: at.executionsAfter }, 'next-signals', 'Next signals') : ''}`);
+${detail.signalsNextAfter ? nextPageLink(ctx, detail, { ...at, signalsAfter: detail.signalsNextAfter }, 'next-signals', 'Next signals') : ''}
+${childrenSection(detail, ctx, at)}`);
 }
 
 export function errorPage(status: number, text: string, ctx: PageContext): string {

@@ -41,6 +41,11 @@ export class EngineView {
     return this.schema.hasSignals;
   }
 
+  /** Whether the child-workflows migration ran (without it no workflow has a parent or children). */
+  get hasChildren(): boolean {
+    return this.schema.hasChildren;
+  }
+
   /** The definition of a workflow type, if this application has its class. */
   definition(type: string): WorkflowDefinition | undefined {
     return this.registry.findByName(type);

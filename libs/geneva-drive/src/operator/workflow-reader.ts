@@ -2,10 +2,10 @@ import { Inject, Injectable, NotFoundException } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
 import { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
-import type { WorkflowRecord } from '../entities/workflow.entity.js';
+import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { waitingGauges } from '../persistence/gauges.js';
 import { countStuck } from '../persistence/recovery-queries.js';
-import { activeExecutionState, claimedBy, countsByTypeAndState, executionsIn, listWorkflows, pageOfWorkflow, typeStateIndexUsable, type WorkflowListQuery } from '../persistence/workflow-list.js';
+import { activeExecutionState, childCountsByState, claimedBy, countsByTypeAndState, executionsIn, listWorkflows, pageOfWorkflow, typeStateIndexUsable, type WorkflowListQuery } from '../persistence/workflow-list.js';
 import { WorkflowService } from '../client/workflow.service.js';
 import { OPERATOR_DATA_SOURCE } from './operator.constants.js';
 import { DashboardInputError } from '../errors/dashboard-input.error.js';
@@ -40,11 +40,14 @@ export const LIST_FILTER_KEYS: readonly (keyof ListFilters)[] = [
   'type', 'state', 'heroType', 'heroId', 'waitingFor', 'failedStep', 'createdFrom', 'createdTo', 'updatedFrom', 'updatedTo', 'q', 'after',
 ];
 
-/** Where the workflow page's two lists start. */
+/** Where the workflow page's lists start. */
 export interface DetailCursors {
   executionsAfter?: string;
   signalsAfter?: string;
+  childrenAfter?: string;
 }
+
+export const DETAIL_CURSOR_KEYS: readonly (keyof DetailCursors)[] = ['executionsAfter', 'signalsAfter', 'childrenAfter'];
 
 export interface WorkflowRow {
   id: string;
@@ -115,8 +118,42 @@ export interface SignalView {
   claimedBy: string[];
 }
 
+/** A workflow started by a step of another (`this.startChild`), as its parent's page lists it. */
+export interface ChildView {
+  id: string;
+  type: string;
+  state: WorkflowState;
+  /** The parent's step that started it, and its key among that step's children. */
+  parentStepName: string | null;
+  key: string | null;
+  /** Whether it started children of its own (its page lists them). */
+  hasChildren: boolean;
+  /** What it stored with `this.setResult`, cut to a preview (its own page's API has it whole). */
+  result: ValuePreview | null;
+  updatedAt: Date;
+}
+
+/** The workflow whose step started this one; `type` and `state` are null when that workflow was purged. */
+export interface ParentView {
+  id: string;
+  type: string | null;
+  state: WorkflowState | null;
+  /** Its step that started this workflow, and this workflow's key among that step's children. */
+  stepName: string | null;
+  key: string | null;
+}
+
 export interface WorkflowDetail {
-  workflow: WorkflowRow & { currentStepName: string | null; startedAt: Date | null; finishedAt: Date | null };
+  workflow: WorkflowRow & { currentStepName: string | null; startedAt: Date | null; finishedAt: Date | null; result: ValuePreview | null };
+  /** The workflow whose step started this one; null for a workflow started by `start()`. */
+  parent: ParentView | null;
+  /**
+   * One page of its children in id order from `childrenAfter` (`childrenNextAfter` as below), and how
+   * many it has in each state (`total` of them all): read without loading every child.
+   */
+  children: ChildView[];
+  childrenNextAfter: string | null;
+  childCounts: { total: number; byState: Partial<Record<WorkflowState, number>> };
   /** The class's steps and gravestones (`removed`) in run order; null when the application has no class for the workflow's type. */
   steps: Array<StepSummary & { position: 'done' | 'current' | 'upcoming' }> | null;
   /** One page, oldest first; `executionsNextAfter` is the next page's cursor, null on the last. */
@@ -224,6 +261,7 @@ export class WorkflowReader {
     const manager = this.dataSource.manager;
     const executionsAfter = page.executionsAfter ? this.cursor('executionsAfter', page.executionsAfter) : null;
     const signalsAfter = page.signalsAfter ? this.cursor('signalsAfter', page.signalsAfter) : null;
+    const childrenAfter = page.childrenAfter ? this.cursor('childrenAfter', page.childrenAfter) : null;
     const executions = await pageOfWorkflow<StepExecution>(manager, StepExecution, record.id, executionsAfter, pageSize, {
       heads: { cursor: PREVIEW_CHARS, errorMessage: PREVIEW_CHARS, errorBacktrace: BACKTRACE_CHARS },
       members: { metadata: 'reattemptReason' },
@@ -231,12 +269,14 @@ export class WorkflowReader {
     const signals = this.engine.hasSignals ? await pageOfWorkflow<Signal>(manager, Signal, record.id, signalsAfter, pageSize, { heads: { payload: PREVIEW_CHARS } }) : { rows: [], nextAfter: null };
     const attached = await claimedBy(manager, record.id, signals.rows.map(({ row }) => row.id));
     const current = await activeExecutionState(manager, record.id);
+    const family = await this.family(record, childrenAfter, pageSize);
     const steps = this.catalog.runOrder(record.type);
     const position = record.currentStepName ?? record.nextStepName;
     const index = steps?.findIndex((step) => step.name === position) ?? -1;
     const finished = record.state === 'finished';
     return {
-      workflow: { ...toRow(record), currentStepName: record.currentStepName, startedAt: record.startedAt, finishedAt: record.finishedAt },
+      workflow: { ...toRow(record), currentStepName: record.currentStepName, startedAt: record.startedAt, finishedAt: record.finishedAt, result: record.result === null || record.result === undefined ? null : previewOf(record.result) },
+      ...family,
       steps:
         steps?.map((step, i) => ({
           ...step,
@@ -248,6 +288,39 @@ export class WorkflowReader {
       signalsNextAfter: signals.nextAfter,
       waitingSince: current?.state === 'waiting' ? current.waitingSince : null,
       signalNames: this.catalog.signalNames(record.type),
+    };
+  }
+
+  /**
+   * The workflow's parent and one page of its children with their counts by state. A workflow that
+   * started no children (`has_children` unset) costs no query; one that did reads a page of the
+   * (parent_id, id) index, each child's result as a bounded head, and one count per state, however
+   * many children it has.
+   */
+  private async family(record: WorkflowRecord, after: string | null, pageSize: number): Promise<Pick<WorkflowDetail, 'parent' | 'children' | 'childrenNextAfter' | 'childCounts'>> {
+    const manager = this.dataSource.manager;
+    let parent: ParentView | null = null;
+    if (record.parentId) {
+      const row = await manager.findOne(WorkflowRecord, { select: { id: true, type: true, state: true }, where: { id: record.parentId } });
+      parent = { id: record.parentId, type: row?.type ?? null, state: row?.state ?? null, stepName: record.parentStepName, key: record.childKey };
+    }
+    if (!this.engine.hasChildren || !record.hasChildren) return { parent, children: [], childrenNextAfter: null, childCounts: { total: 0, byState: {} } };
+    const page = await pageOfWorkflow<WorkflowRecord>(manager, WorkflowRecord, record.id, after, pageSize, { heads: { result: PREVIEW_CHARS } }, 'parentId');
+    const counts = await childCountsByState(manager, record.id);
+    return {
+      parent,
+      children: page.rows.map(({ row, read }) => ({
+        id: row.id,
+        type: row.type,
+        state: row.state,
+        parentStepName: row.parentStepName,
+        key: row.childKey,
+        hasChildren: row.hasChildren === true,
+        result: previewOfStored(read.result),
+        updatedAt: row.updatedAt,
+      })),
+      childrenNextAfter: page.nextAfter,
+      childCounts: { total: counts.reduce((sum, row) => sum + row.count, 0), byState: Object.fromEntries(counts.map((row) => [row.state, row.count])) },
     };
   }
 

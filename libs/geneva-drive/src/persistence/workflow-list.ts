@@ -155,16 +155,18 @@ export interface RowWithHeads<T> {
 
 /**
  * One workflow's rows after a cursor, by id (creation order: bigint keys grow, uuid keys are
- * time-ordered). The `long` columns are never read whole: however large the payloads, a page reads a
- * bounded number of bytes from the database.
+ * time-ordered): its executions or signals (by `workflowId`), or its children (workflows by
+ * `parentId`, on the (parent_id, id) index). The `long` columns are never read whole: however large
+ * the payloads, a page reads a bounded number of bytes from the database.
  */
-export async function pageOfWorkflow<T extends StepExecution | Signal>(
+export async function pageOfWorkflow<T extends StepExecution | Signal | WorkflowRecord>(
   manager: EntityManager,
   entity: new () => T,
   workflowId: string,
   after: string | null,
   pageSize: number,
   long: LongColumns<T>,
+  owner: 'workflowId' | 'parentId' = 'workflowId',
 ): Promise<{ rows: Array<RowWithHeads<T>>; nextAfter: string | null }> {
   const metadata = manager.connection.getMetadata(entity);
   const heads = Object.entries(long.heads ?? {}) as Array<[string, number]>;
@@ -173,7 +175,7 @@ export async function pageOfWorkflow<T extends StepExecution | Signal>(
   const qb = manager
     .createQueryBuilder(entity, 'r')
     .select(metadata.columns.filter((column) => !skipped.has(column.propertyName)).map((column) => `r.${column.propertyName}`))
-    .where('r.workflowId = :workflowId', { workflowId })
+    .where(`r.${owner} = :workflowId`, { workflowId })
     .orderBy('r.id', 'ASC')
     .limit(pageSize + 1);
   const column = (property: string) => `${qb.escape('r')}.${qb.escape(metadata.findColumnWithPropertyName(property)!.databaseName)}`;
@@ -186,6 +188,19 @@ export async function pageOfWorkflow<T extends StepExecution | Signal>(
   const more = rows.length > pageSize;
   if (more) rows.length = pageSize;
   return { rows, nextAfter: more ? rows[rows.length - 1].row.id : null };
+}
+
+/** How many children the workflow has in each state (an index range of (parent_id, id); a row per state comes back). */
+export async function childCountsByState(manager: EntityManager, parentId: string): Promise<Array<{ state: string; count: number }>> {
+  const rows = await manager
+    .createQueryBuilder(WorkflowRecord, 'w')
+    .select('w.state', 'state')
+    .addSelect('COUNT(*)', 'count')
+    .where('w.parentId = :parentId', { parentId })
+    .groupBy('w.state')
+    .orderBy('w.state')
+    .getRawMany<{ state: string; count: string | number }>();
+  return rows.map((row) => ({ state: row.state, count: Number(row.count) }));
 }
 
 /** The workflow's active execution (scheduled, waiting or in progress), if any: its state and since when it waits, nothing long. */
