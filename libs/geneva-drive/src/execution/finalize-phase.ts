@@ -108,8 +108,10 @@ export class FinalizePhase {
       prepared.workflow = workflow;
       prepared.execution = execution;
       await this.recordOutcome(manager, prepared, result);
+      // As the outcome left them: starting the next step inline changes the workflow's state.
+      const states = { workflowState: workflow.state, stepState: execution.state };
       const next = chain ? await this.startDue(manager, prepared, workflow) : null;
-      return { states: { workflowState: workflow.state, stepState: execution.state }, next };
+      return { states, next };
     });
   }
 
@@ -190,8 +192,10 @@ export class FinalizePhase {
         return null;
       }
       await this.recordOutcome(manager, prepared, result);
+      // As the outcome left them: starting the next step inline changes the workflow's state.
+      const states = { workflowState: workflow.state, stepState: execution.state };
       if (chain) next = await this.startDue(manager, prepared, workflow);
-      return { workflowState: workflow.state, stepState: execution.state };
+      return states;
     }), undefined, { ...IDEMPOTENT, commit: (runner) => this.commitChaining(runner, next) });
     return { states, next };
   }
