@@ -165,8 +165,15 @@ function operatorSuite(kind: DatabaseKind, entry: () => string, children: Set<Ch
       while (sender.of('done').length === 0) {
         sender.assertAlive('sender');
         await sleep(ACTION_GAP_MS[0] + Math.random() * (ACTION_GAP_MS[1] - ACTION_GAP_MS[0]));
-        const recent = startedSoFar().slice(-TARGET_WINDOW);
-        if (recent.length > 0) await act(pickAction(applied), recent[Math.floor(Math.random() * recent.length)]);
+        const startedNow = startedSoFar();
+        const recent = startedNow.slice(-TARGET_WINDOW);
+        if (recent.length === 0) continue;
+        const action = pickAction(applied);
+        // A resume is aimed at a paused workflow when there is one: aimed at random, whether any
+        // resume applies would depend on how the machine's speed lines pauses up with picks.
+        const paused = action === 'resume' ? (await workflows.findByState('paused')).map((w) => w.id).filter((id) => startedNow.includes(id)) : [];
+        const targets = paused.length > 0 ? paused : recent;
+        await act(action, targets[Math.floor(Math.random() * targets.length)]);
       }
     };
     await Promise.all(Array.from({ length: OPERATORS }, operator));
