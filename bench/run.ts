@@ -397,8 +397,8 @@ async function runDashboardScenario(ctx: BenchContext, results: Record<string, u
  * One parent fanning out to N children of `a` → `b` and fanning in, beside N independent `a` → `b`
  * workflows: statements per workflow (one counted run of each), then `--runs` timed runs of both,
  * interleaved (their order alternating): wall time, Node and database CPU per workflow, medians, and
- * the ratio child / independent against CHILD_COST_GOAL (reported, not gated: the checks of the
- * database are).
+ * the ratio child / independent against CHILD_COST_GOAL: gated for the statements (deterministic
+ * counts), reported for the timings; the checks of the database gate too.
  */
 async function runChildrenScenario(ctx: BenchContext, results: Record<string, unknown>): Promise<BenchCheckError | undefined> {
   const { sizes, options } = ctx;
@@ -444,6 +444,10 @@ async function runChildrenScenario(ctx: BenchContext, results: Record<string, un
     ]),
   );
   printPerWorkflow('statements per workflow by kind', count.independent.statementsByKind, count.children.statementsByKind, 'independent | children');
+  // The counts are deterministic: the statements of a child are gated by the goal.
+  if (ratios.statements !== undefined && ratios.statements > CHILD_COST_GOAL) {
+    return new BenchCheckError(`over budget: a child issued ${ratios.statements}× the statements of an independent workflow (goal ≤ ${CHILD_COST_GOAL}×)`);
+  }
   return undefined;
 }
 

@@ -19,6 +19,7 @@ import {
 } from 'geneva-drive';
 import { CHILD_WORKFLOWS, FanOutAllWorkflow, FanOutAnyWorkflow, FanOutTwoWorkflow, GrandparentWorkflow, kids, LeafWorkflow } from '../src/child-workflows.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
+import { loggedDuring } from '../utils/logged-statements.js';
 import { describeEachDatabase } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 
@@ -140,6 +141,29 @@ describeEachDatabase('child workflows', (kind) => {
       children.map((child) => [CHILD_FINISHED, child.id, 'consumed', 1, 1]),
     );
     expect(signals[0].payload).toEqual({ childId: children[0].id, workflowClass: 'LeafWorkflow', key: '0', state: 'finished', result: { name: 'leaf 0', at: AT } });
+  });
+
+  (kind === 'postgres' ? it : it.skip)("PostgreSQL ends a child in one transaction: its parent locked with the step's rows, the end written with the child_finished signal, a parked fan-in counted", async () => {
+    const { parent, children } = await fannedOut();
+    /** The statements of the child's last transaction, between its START TRANSACTION and COMMIT. */
+    const endOf = async (child: WorkflowRecord) => {
+      const sent = await loggedDuring(app.dataSource, () => runChild(child));
+      const begin = sent.lastIndexOf('START TRANSACTION');
+      return sent.slice(begin + 1, sent.indexOf('COMMIT', begin));
+    };
+    const before = await endOf(children[0]); // the parent not parked yet: the signal is buffered
+    expect(before).toHaveLength(2);
+    expect(before[0]).toMatch(/LEFT JOIN \(SELECT \* FROM "geneva_drive_workflows" WHERE "id" = \$3 FOR UPDATE\) p ON true .* FOR UPDATE OF w, e$/);
+    expect(before[1]).toMatch(/UPDATE "geneva_drive_workflows" .*INSERT INTO "geneva_drive_signals"/);
+    await app.gd.performNextStep(parent); // fanIn parks: one of three ended
+    const parked = await endOf(children[1]); // the parked gate counts its children's ends, reading no child
+    expect(parked).toHaveLength(3);
+    expect(parked[2]).toMatch(/^SELECT COUNT\(\*\) AS "all", SUM\(CASE WHEN "w"."state" IN \('finished', 'canceled'\) THEN 1 ELSE 0 END\) AS "ended" FROM "geneva_drive_workflows" "w" WHERE/);
+    expect((await signalsOf(parent)).map((signal) => [signal.idempotencyKey, signal.state])).toEqual([
+      [children[0].id, 'pending'],
+      [children[1].id, 'pending'],
+    ]);
+    expect(await current(parent)).toMatchObject({ stepName: 'fanIn', state: 'waiting' });
   });
 
   it('fan-in all, the children ending before the parent parks: their signals are buffered and the gate opens without parking', async () => {

@@ -13,6 +13,7 @@ import { waitUntil } from '../src/bull-wait.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { BatchLedgerWorkflow, control, ensureEffectTable, HastyLedgerWorkflow, IdleLedgerWorkflow, LedgerWorkflow, PaidLedgerWorkflow, RelayLedgerWorkflow, SignalingLedgerWorkflow, SoleLedgerWorkflow, TestEffect, TRANSACTIONAL_WORKFLOWS } from '../src/transactional-workflows.js';
 import { REDIS_QUEUE_DRIVERS } from '../src/redis-queues.js';
+import { loggedDuring } from '../utils/logged-statements.js';
 import { describeEachDatabase, redisAvailable, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 
@@ -153,7 +154,7 @@ describeEachDatabase('transactional steps', (kind: DatabaseKind) => {
     const wf = await workflows.start(PaidLedgerWorkflow, hero);
     await app.moduleRef.get(SignalService).signal(wf, 'paid', { payload: { cents: 700 } });
     // The locked phase 1 attaches the signal; the step's transaction reads the hero.
-    const heroReads = heroReadsIn(app, await loggedDuring(app, () => app.gd.performNextStep(wf)));
+    const heroReads = heroReadsIn(app, await loggedDuring(app.dataSource, () => app.gd.performNextStep(wf)));
     expect([heroReads, (await effects(wf)).map((e) => e.step)]).toEqual([1, ['paid 700']]);
     expect(await heroName()).toBe('paid 700 wrote');
   });
@@ -340,7 +341,7 @@ describeEachDatabase('transactional steps', (kind: DatabaseKind) => {
       const wf = await atB();
       const { run, release } = await bodyAtGate(wf);
       await app.dataSource.getRepository(WorkflowRecord).update(wf.id, { state: 'canceled' });
-      const sent = await loggedDuring(app, async () => {
+      const sent = await loggedDuring(app.dataSource, async () => {
         release();
         await run;
       });
@@ -367,7 +368,7 @@ describeEachDatabase('transactional steps in a chain', (kind: DatabaseKind) => {
     const hero = await heroes.save(heroes.create({ name: 'Ada' }));
     const workflows = app.moduleRef.get(WorkflowService);
     let wf!: WorkflowRecord;
-    const sent = await loggedDuring(app, async () => {
+    const sent = await loggedDuring(app.dataSource, async () => {
       wf = await workflows.start(LedgerWorkflow, hero);
       await waitUntil(`workflow ${wf.id} to finish`, async () => (await workflows.find(wf.id)).state === 'finished');
     });
@@ -407,7 +408,7 @@ describeEachDatabase('transactional steps in a chain', (kind: DatabaseKind) => {
 
     control.reset();
     let chained!: WorkflowRecord;
-    const sent = await loggedDuring(app, async () => {
+    const sent = await loggedDuring(app.dataSource, async () => {
       chained = await workflows.start(RelayLedgerWorkflow, await heroes.save(heroes.create({ name: 'Ada' })));
       await waitUntil(`workflow ${chained.id} to finish`, async () => (await workflows.find(chained.id)).state === 'finished');
     });
@@ -427,7 +428,7 @@ describeEachDatabase('transactional steps in a chain', (kind: DatabaseKind) => {
     const heroes = app.dataSource.getRepository(TestHero);
     const workflows = app.moduleRef.get(WorkflowService);
     let wf!: WorkflowRecord;
-    const sent = await loggedDuring(app, async () => {
+    const sent = await loggedDuring(app.dataSource, async () => {
       wf = await workflows.start(SoleLedgerWorkflow, await heroes.save(heroes.create({ name: 'Ada' })));
       await waitUntil(`workflow ${wf.id} to finish`, async () => (await workflows.find(wf.id)).state === 'finished');
     });
@@ -447,7 +448,7 @@ describeEachDatabase('transactional steps in a chain', (kind: DatabaseKind) => {
     app.dataSource.subscribers.push(subscriber);
     let wf!: WorkflowRecord;
     try {
-      const sent = await loggedDuring(app, async () => {
+      const sent = await loggedDuring(app.dataSource, async () => {
         wf = await workflows.start(LedgerWorkflow, hero);
         await waitUntil(`workflow ${wf.id} to finish`, async () => (await workflows.find(wf.id)).state === 'finished');
       });
@@ -487,18 +488,6 @@ async function boundedSessions(app: TestApp, kind: DatabaseKind): Promise<number
   }
 }
 
-/** The statements sent while `work` runs, as TypeORM logs them (the engine's too). */
-async function loggedDuring(app: TestApp, work: () => Promise<unknown>): Promise<string[]> {
-  const sent: string[] = [];
-  const logger = app.dataSource.logger;
-  Object.assign(app.dataSource, { logger: Object.assign(Object.create(logger) as typeof logger, { logQuery: (query: string) => void sent.push(query) }) });
-  try {
-    await work();
-  } finally {
-    Object.assign(app.dataSource, { logger });
-  }
-  return sent;
-}
 
 /** How many of `sent` read the hero's table. */
 function heroReadsIn(app: TestApp, sent: string[]): number {

@@ -22,13 +22,15 @@ import type { SignalRendezvous } from './signal-rendezvous.js';
  * - A canceled parent cancels its ongoing children whose `onParentCancel` is `cancel`, each ending
  *   here in turn (grandchildren too).
  *
- * Lock order: a child's end holds the child's row and then locks its parent's; a parent's cancel
- * holds the parent's and then locks its children's. The two can meet in opposite orders: the
- * database then picks one as the deadlock victim, which is rolled back whole and run again by
- * TransactionRunner (every transaction that ends a workflow is the engine's own and may run again:
- * TransactionalStep runs a transactional body again, its writes rolled back with it). Either
- * order of the outcome is consistent: the child ended first and the parent (canceled after) keeps
- * its signal, or the parent canceled first and the child is canceled with it.
+ * Lock order: a parent's cancel holds the parent's row and then locks its children's; a child's
+ * step that may end it locks its parent first where the dialect can (WorkflowStore.lockStep with
+ * the parent: PostgreSQL); every other end of a child holds the child's row and then locks its
+ * parent's. Those can meet in opposite orders: the database then picks one as the deadlock victim,
+ * which is rolled back whole and run again by TransactionRunner (every transaction that ends a
+ * workflow is the engine's own and may run again: TransactionalStep runs a transactional body
+ * again, its writes rolled back with it). Either order of the outcome is consistent: the child
+ * ended first and the parent (canceled after) keeps its signal, or the parent canceled first and
+ * the child is canceled with it.
  */
 export class ChildEnd {
   /** The parents ending by cancellation in a transaction: their children being canceled need not tell them. */
@@ -48,13 +50,8 @@ export class ChildEnd {
   }
 
   private async tellParent(manager: EntityManager, child: WorkflowRecord): Promise<void> {
-    let locked: Awaited<ReturnType<WorkflowStore['lockForSignal']>>;
-    try {
-      locked = await this.store.lockForSignal(manager, child.parentId!);
-    } catch (error) {
-      if (error instanceof WorkflowNotFoundError) return; // purged by housekeeping
-      throw error;
-    }
+    const locked = await this.lockParent(manager, child.parentId!);
+    if (!locked) return; // purged by housekeeping
     const { workflow: parent, waiting: parked } = locked;
     if (!parent.isOngoing()) return;
     const payload: ChildFinishedPayload = {
@@ -68,8 +65,21 @@ export class ChildEnd {
     const signal = newSignal(manager, this.schema, this.store.now(), parent.id, { name: CHILD_FINISHED, payload: decodePayload(encodePayload(payload)), idempotencyKey: child.id });
     // A paused parent buffers: resume delivers.
     const delivers = !parent.isPaused();
-    const { inserted, waiting } = await this.store.sql(manager).insertSignal(manager, signal, delivers && !parked);
+    // The child's end, still pending, is written with the signal: it writes nothing of the parent's.
+    const { inserted, waiting } = await this.store.insertSignal(manager, signal, delivers && !parked);
     if (inserted && delivers) await this.rendezvous.dispatch(manager, parent, signal, parked ?? waiting);
+  }
+
+  /** The parent under its row lock: locked with the child's step rows where it was (WorkflowStore.lockStep), else now. Null when it is gone. */
+  private async lockParent(manager: EntityManager, parentId: string): Promise<Awaited<ReturnType<WorkflowStore['lockForSignal']>> | null> {
+    const prelocked = this.store.takeLockedParent(manager, parentId);
+    if (prelocked) return { workflow: prelocked };
+    try {
+      return await this.store.lockForSignal(manager, parentId);
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) return null;
+      throw error;
+    }
   }
 
   private async cancelChildren(manager: EntityManager, parent: WorkflowRecord): Promise<void> {

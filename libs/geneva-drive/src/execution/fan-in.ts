@@ -1,7 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import type { StepExecution } from '../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
-import { childrenOfStep, claimSignals, consumeSignals, unconsumedSignals } from '../persistence/child-queries.js';
+import { childrenOfStep, claimSignals, countChildrenOfStep, consumeSignals, unconsumedSignals } from '../persistence/child-queries.js';
 import type { WorkflowStore } from '../persistence/workflow-store.js';
 import { CHILD_FINISHED, type ChildEndState, type ChildrenMatcher, type ChildWorkflow } from '../workflow/children-matcher.js';
 
@@ -42,7 +42,10 @@ export class FanIn {
 
   /** Whether enough of the step's children have ended for the gate to open (a parked fan-in step is then woken). */
   async reached(manager: EntityManager, workflow: WorkflowRecord, matcher: ChildrenMatcher): Promise<boolean> {
-    return (await this.endedChildren(manager, workflow, matcher)).reached;
+    // Asked at every child's end while the step is parked: counted, never read row by row.
+    await this.store.flush(manager);
+    const { all, ended } = await countChildrenOfStep(manager, workflow.id, matcher.stepName);
+    return ended >= matcher.needed(all);
   }
 
   /** Consumes the signals a gate claimed, at the step's clean end. */

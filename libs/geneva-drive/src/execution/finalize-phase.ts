@@ -103,7 +103,7 @@ export class FinalizePhase {
       }
     }
     return this.store.batched(manager, async () => {
-      const { workflow, execution } = await this.store.lockStep(manager, prepared.workflowId, prepared.executionId);
+      const { workflow, execution } = await this.store.lockStep(manager, prepared.workflowId, prepared.executionId, parentToTell(prepared, result));
       if (!execution || execution.state !== 'in_progress' || workflow.state !== 'performing') return null;
       prepared.workflow = workflow;
       prepared.execution = execution;
@@ -171,7 +171,7 @@ export class FinalizePhase {
     // having died with the lost answer.
     const states = await this.transactions.run((manager) => this.store.batched(manager, async () => {
       next = null; // a transaction run again after a lost connection starts over
-      const { workflow, execution } = await this.store.lockStep(manager, prepared.workflowId, prepared.executionId);
+      const { workflow, execution } = await this.store.lockStep(manager, prepared.workflowId, prepared.executionId, parentToTell(prepared, result));
       if (!execution || execution.state !== 'in_progress') {
         prepared.logger.warn(`Execution is ${execution?.state ?? 'gone'} after the body ran (recorded by a lost answer, or recovered meanwhile): outcome discarded`);
         await this.resendScheduled(manager, workflow, prepared.definition);
@@ -280,4 +280,13 @@ function startsChildren(prepared: Prepared): boolean {
 /** Whether the step is its workflow's last: nothing can come due after it, so there is nothing to chain into. */
 function isLastStep({ step, definition }: Prepared): boolean {
   return definition.steps[definition.steps.length - 1] === step;
+}
+
+/**
+ * The parent of a child whose outcome may end it (its last step, or a flow intent: `finished()`,
+ * `cancel()`), to be locked with the step's rows (WorkflowStore.lockStep): the end tells it.
+ */
+function parentToTell(prepared: Prepared, result: BodyResult): string | undefined {
+  const { parentId } = prepared.workflow;
+  return parentId && (result.kind === 'flow' || isLastStep(prepared)) ? parentId : undefined;
 }

@@ -58,6 +58,20 @@ export function childrenOfStep(manager: EntityManager, parentId: string, stepNam
   return manager.find(WorkflowRecord, { where: { parentId, parentStepName: stepName }, order: { id: 'ASC' } });
 }
 
+/**
+ * How many children the parent's step started, and how many of them have ended (finished or
+ * canceled): one aggregate, no row read into Node. Under the parent's lock, as {@link childrenOfStep}.
+ */
+export async function countChildrenOfStep(manager: EntityManager, parentId: string, stepName: string): Promise<{ all: number; ended: number }> {
+  const row = await manager
+    .createQueryBuilder(WorkflowRecord, 'w')
+    .select('COUNT(*)', 'all')
+    .addSelect(`SUM(CASE WHEN w.state IN ('finished', 'canceled') THEN 1 ELSE 0 END)`, 'ended')
+    .where('w.parentId = :parentId AND w.parentStepName = :stepName', { parentId, stepName })
+    .getRawOne<{ all: unknown; ended: unknown }>();
+  return { all: Number(row?.all ?? 0), ended: Number(row?.ended ?? 0) };
+}
+
 /** The parent's ongoing children that canceling it cancels, locked (they are canceled in the same transaction). */
 export function childrenToCancel(manager: EntityManager, parentId: string): Promise<WorkflowRecord[]> {
   return manager.find(WorkflowRecord, {

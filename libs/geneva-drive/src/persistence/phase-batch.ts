@@ -1,4 +1,5 @@
 import type { EntityManager } from 'typeorm';
+import type { Signal } from '../entities/signal.entity.js';
 import type { StepExecution } from '../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { jobTraceContext } from '../instrumentation/job-context.js';
@@ -164,9 +165,20 @@ export class PhaseBatch {
 
   /** Writes what the phase has pending and then runs `read`, in one statement where the dialect allows; its rows. */
   async flushThenRead(manager: EntityManager, read: TrailingRead): Promise<Array<Record<string, unknown>>> {
+    return this.sql(manager).write(manager, this.takePending(manager), read);
+  }
+
+  /** Writes what the phase has pending and inserts `signal` (HotPathSql.writeAndInsertSignal). */
+  async flushThenInsertSignal(manager: EntityManager, signal: Signal, withWaiting: boolean): Promise<{ inserted: boolean; waiting: StepExecution[] }> {
+    this.assertMayRead(manager);
+    return this.sql(manager).writeAndInsertSignal(manager, this.takePending(manager), signal, withWaiting);
+  }
+
+  /** The phase's pending writes, handed over to be written by the caller (empty outside a phase). */
+  private takePending(manager: EntityManager): WriteBatch {
     const pending = this.writes.get(manager);
     if (pending) this.writes.set(manager, emptyBatch());
-    return this.sql(manager).write(manager, pending ?? emptyBatch(), read);
+    return pending ?? emptyBatch();
   }
 
   /** The phase's pending writes, or undefined outside a phase. */

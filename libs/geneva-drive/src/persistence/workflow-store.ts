@@ -39,6 +39,8 @@ export type { NewExecution } from './new-rows.js';
 export class WorkflowStore {
   private sqlOf: HotPathSql | undefined;
   private readonly phase: PhaseBatch;
+  /** Per transaction, the parent lockStep locked with a child's step rows (see takeLockedParent). */
+  private readonly lockedParents = new WeakMap<EntityManager, WorkflowRecord>();
   /** Told of the end of a child or of a parent, in the transaction of that end (execution/child-end.ts). */
   private workflowEnded: ((manager: EntityManager, workflow: WorkflowRecord) => Promise<void>) | undefined;
 
@@ -131,11 +133,24 @@ export class WorkflowStore {
    * The workflow and its execution under their row locks, read in one statement (the start of every
    * executor transaction). The execution is null when it is gone or not the workflow's.
    */
-  async lockStep(manager: EntityManager, workflowId: string, executionId: string): Promise<{ workflow: WorkflowRecord; execution: StepExecution | null; signal: Signal | null }> {
+  async lockStep(manager: EntityManager, workflowId: string, executionId: string, parentId?: string): Promise<{ workflow: WorkflowRecord; execution: StepExecution | null; signal: Signal | null }> {
     await this.flush(manager);
-    const rows = await this.sql(manager).lockStep(manager, this.workflowId(workflowId), executionId);
+    this.lockedParents.delete(manager);
+    const rows = await this.sql(manager).lockStep(manager, this.workflowId(workflowId), executionId, true, parentId === undefined ? undefined : this.workflowId(parentId));
+    if (rows?.parent) this.lockedParents.set(manager, rows.parent);
     if (rows) return rows;
     return { workflow: await this.lockWorkflow(manager, workflowId), execution: await this.lockExecution(manager, executionId), signal: null };
+  }
+
+  /**
+   * The parent `lockStep` locked with the step's rows in this transaction (where the dialect does:
+   * given `parentId`, see HotPathSql.lockStep), taken once; undefined otherwise. No statement of
+   * the transaction writes a parent row while a child's end runs, so it is as the lock found it.
+   */
+  takeLockedParent(manager: EntityManager, id: string): WorkflowRecord | undefined {
+    const parent = this.lockedParents.get(manager);
+    this.lockedParents.delete(manager);
+    return parent?.id === id ? parent : undefined;
   }
 
   /**
@@ -182,6 +197,15 @@ export class WorkflowStore {
     const locked = await this.sql(manager).lockForSignal(manager, this.workflowId(id));
     if (!locked) throw new WorkflowNotFoundError(id);
     return locked;
+  }
+
+  /**
+   * Inserts a signal as HotPathSql.insertSignal does, with the phase's pending writes (in one
+   * statement on PostgreSQL); those must not touch the signal's workflow: its parked executions are
+   * read as they were before them.
+   */
+  insertSignal(manager: EntityManager, signal: Signal, withWaiting: boolean): Promise<{ inserted: boolean; waiting: StepExecution[] }> {
+    return this.phase.flushThenInsertSignal(manager, signal, withWaiting);
   }
 
   async lockWorkflow(manager: EntityManager, id: string): Promise<WorkflowRecord> {

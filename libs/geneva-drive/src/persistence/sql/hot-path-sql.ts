@@ -213,34 +213,46 @@ export abstract class HotPathSql {
    * or execution is gone or the execution is not the workflow's. `signal` is null without a pin or
    * without the signals migration. Never the hero: a locking read's snapshot is taken before it
    * waits for the locks, so what it reads beside the locked rows may predate their holder's commit
-   * (read the hero with {@link heroRead} once the locks are held).
+   * (read the hero with {@link heroRead} once the locks are held). With `parentId`, where
+   * {@link locksParentWithStep}, also the parent workflow under its row lock, taken before the
+   * others (`parent` null when it is gone): a child's end then tells its parent without a
+   * statement of its own, in the order a parent's cancel locks (the parent, then its children).
    */
   async lockStep(
     manager: EntityManager,
     workflowId: string,
     executionId: string,
     locked = true,
-  ): Promise<{ workflow: WorkflowRecord; execution: StepExecution; signal: Signal | null } | null> {
+    parentId?: string,
+  ): Promise<{ workflow: WorkflowRecord; execution: StepExecution; signal: Signal | null; parent?: WorkflowRecord | null } | null> {
     if (locked) await this.beforeLock(manager, workflowId);
+    const withParent = locked && parentId !== undefined && this.locksParentWithStep;
     const pins = this.executions.has('signalId');
-    const key = locked ? 'lock' : 'read';
+    const key = locked ? (withParent ? 'lock-with-parent' : 'lock') : 'read';
     let sql = this.lockSql.get(key);
     if (sql === undefined) {
+      const w = this.workflows;
       sql =
-        `SELECT ${this.workflows.selectList('w')}, ${this.executions.selectList('e')}${pins ? `, ${this.signals.selectList('s')}` : ''} ` +
-        `FROM ${this.workflows.table} w ${this.join()} ${this.executions.table} e ` +
-        `ON e.${this.executions.column('id')} = ${this.placeholder(1)} AND e.${this.executions.column('workflowId')} = w.${this.workflows.column('id')} ` +
+        `SELECT ${w.selectList('w')}, ${this.executions.selectList('e')}${pins ? `, ${this.signals.selectList('s')}` : ''}${withParent ? `, ${w.selectList('p')}` : ''} ` +
+        `FROM ${w.table} w ${this.join()} ${this.executions.table} e ` +
+        `ON e.${this.executions.column('id')} = ${this.placeholder(1)} AND e.${this.executions.column('workflowId')} = w.${w.column('id')} ` +
         (pins ? `LEFT JOIN ${this.signals.table} s ON s.${this.signals.column('id')} = e.${this.executions.column('signalId')} ` : '') +
-        `WHERE w.${this.workflows.column('id')} = ${this.placeholder(2)}${locked ? this.lockClause('w, e') : ''}`;
+        // The subquery's own lock is taken as the join reads it, before the outer one locks w and e.
+        (withParent ? `LEFT JOIN (SELECT * FROM ${w.table} WHERE ${w.column('id')} = ${this.placeholder(3)}${this.lockClause()}) p ON true ` : '') +
+        `WHERE w.${w.column('id')} = ${this.placeholder(2)}${locked ? this.lockClause('w, e') : ''}`;
       this.lockSql.set(key, sql);
     }
-    const rows: Array<Record<string, unknown>> = await this.query(manager, sql, [executionId, workflowId]);
+    const rows: Array<Record<string, unknown>> = await this.query(manager, sql, withParent ? [executionId, workflowId, parentId] : [executionId, workflowId]);
     if (rows.length === 0) return null;
     const workflow = this.workflows.fromRow(rows[0], 'w');
     const execution = this.executions.fromRow(rows[0], 'e');
     const signal = pins && execution.signalId !== null ? this.signals.fromRow(rows[0], 's') : null;
-    return { workflow, execution, signal: signal?.id ? signal : null };
+    const parent = withParent ? (rows[0][`p_id`] == null ? null : this.workflows.fromRow(rows[0], 'p')) : undefined;
+    return { workflow, execution, signal: signal?.id ? signal : null, ...(parent === undefined ? {} : { parent }) };
   }
+
+  /** Whether {@link lockStep} locks a parent with the step's rows (PostgreSQL: a locking subquery is taken before the outer lock). */
+  readonly locksParentWithStep: boolean = false;
 
   /** The workflow under its row lock. */
   async lockWorkflow(manager: EntityManager, workflowId: string): Promise<WorkflowRecord | null> {
@@ -273,6 +285,15 @@ export abstract class HotPathSql {
     if (id === null) return { inserted: false, waiting: [] };
     signal.id = id;
     return { inserted: true, waiting: withWaiting ? await this.waitingExecutions(manager, signal.workflowId) : [] };
+  }
+
+  /**
+   * `batch` (a phase's pending writes, none of them to the signal's workflow or its executions), then
+   * {@link insertSignal}: one statement where the dialect allows (PostgreSQL).
+   */
+  async writeAndInsertSignal(manager: EntityManager, batch: WriteBatch, signal: Signal, withWaiting: boolean): Promise<{ inserted: boolean; waiting: StepExecution[] }> {
+    if (batch.updates.length > 0 || batch.inserts.length > 0 || batch.consumptions.length > 0) await this.write(manager, batch);
+    return this.insertSignal(manager, signal, withWaiting);
   }
 
   /**

@@ -44,6 +44,8 @@ export class PostgresHotPathSql extends HotPathSql {
 
   readonly beginsSteps = true;
 
+  readonly locksParentWithStep = true;
+
   inlines(value: unknown): boolean {
     return isSqlLiteral(value);
   }
@@ -164,6 +166,28 @@ export class PostgresHotPathSql extends HotPathSql {
     return { inserted: true, waiting: rows.filter((row) => row.e_id !== null && row.e_id !== undefined).map((row) => e.fromRow(row, 'e')) };
   }
 
+  /**
+   * The batch's writes, the signal's INSERT and (with `withWaiting`) the read of the workflow's parked
+   * executions in one statement. The read sees the rows as they were before the statement: the
+   * batch does not write the signal's workflow (WorkflowStore.insertSignal).
+   */
+  async writeAndInsertSignal(manager: EntityManager, batch: WriteBatch, signal: Signal, withWaiting: boolean): Promise<{ inserted: boolean; waiting: StepExecution[] }> {
+    if (batch.updates.length === 0 && batch.inserts.length === 0 && batch.consumptions.length === 0) return this.insertSignal(manager, signal, withWaiting);
+    const e = this.executions;
+    const waiting: TrailingRead | undefined = withWaiting
+      ? { sql: (bind) => `SELECT ${e.selectList('e')} FROM ${e.table} e WHERE e.${e.column('workflowId')} = ${bind(signal.workflowId)} AND e.${e.column('state')} = 'waiting'` }
+      : undefined;
+    const statement = this.batchStatement(batch, waiting, undefined, false, {
+      insert: (params) => this.insertIgnoringDuplicate(signal, params),
+      orderBy: 'r."e_createdAt", r."e_id"',
+    })!;
+    const rows: Array<Record<string, unknown>> = await this.query(manager, statement.sql, statement.params);
+    statement.received(rows[0]);
+    if (rows[0].signal_id == null) return { inserted: false, waiting: [] };
+    signal.id = String(rows[0].signal_id);
+    return { inserted: true, waiting: rows.filter((row) => row.e_id != null).map((row) => e.fromRow(row, 'e')) };
+  }
+
   /** Both rows in one statement: the execution's INSERT reads the workflow's new id from the first. */
   async insertStart(manager: EntityManager, workflow: WorkflowRecord, execution: StepExecution | null, hero: HeroRow): Promise<boolean> {
     if (!execution) return super.insertStart(manager, workflow, null, hero);
@@ -217,7 +241,13 @@ export class PostgresHotPathSql extends HotPathSql {
    * `expected` the guard of {@link writeIfUnchanged} (CTEs `l` and `g`); a lone insert or read goes out as it
    * is. `received` hands the inserted ids over. Null when there is nothing to run.
    */
-  private batchStatement(batch: WriteBatch, then?: TrailingRead, expected?: ExpectedStates, raising = false): (Statement & { received(row: Record<string, unknown>): void }) | null {
+  private batchStatement(
+    batch: WriteBatch,
+    then?: TrailingRead,
+    expected?: ExpectedStates,
+    raising = false,
+    signal?: { insert: (params: unknown[]) => string; orderBy: string },
+  ): (Statement & { received(row: Record<string, unknown>): void }) | null {
     const params: unknown[] = [];
     const bind = (value: unknown) => this.bind(params, value);
     const guarded = expected ? ' AND EXISTS (SELECT 1 FROM g)' : '';
@@ -228,6 +258,8 @@ export class PostgresHotPathSql extends HotPathSql {
       const sql = this.updateStatement(update, params);
       if (sql) updated.push(`p${parts.push(`${sql}${guarded} RETURNING 1`) - 1}`);
     }
+    // A signal's INSERT (writeAndInsertSignal) writes no row the batch writes: it may run in any order.
+    const signalPart = signal ? `p${parts.push(signal.insert(params)) - 1}` : undefined;
     if (!expected && parts.length === 0 && batch.inserts.length === 0) return then ? { sql: then.sql(bind), params, received: () => undefined } : null;
     if (!expected && parts.length === 0 && batch.inserts.length === 1 && !then) {
       const [insert] = batch.inserts;
@@ -240,10 +272,11 @@ export class PostgresHotPathSql extends HotPathSql {
     const ids = inserted.map(({ name }) => `(SELECT * FROM ${name}) AS ${name}`);
     // `raising`: moved-on rows are an error of the statement's own (see endAndCommit), not a count of
     // 0. The cast depends on `g`, so that it is evaluated as the statement runs, never when planned.
+    if (signalPart) ids.push(`(SELECT ${this.signals.column('id')} FROM ${signalPart}) AS signal_id`);
     if (expected) ids.unshift(raising ? `CAST(CASE WHEN EXISTS (SELECT 1 FROM g) THEN '1' ELSE '${REFUSED_END}' END AS integer) AS unchanged` : '(SELECT count(*) FROM g) AS unchanged');
     // The trailing read sees the rows as they were before the statement: it must not read what the batch writes.
     const select = then
-      ? `SELECT ${[...ids, 'r.*'].join(', ')} FROM (SELECT 1) AS one LEFT JOIN (${then.sql(bind)}) AS r ON true`
+      ? `SELECT ${[...ids, 'r.*'].join(', ')} FROM (SELECT 1) AS one LEFT JOIN (${then.sql(bind)}) AS r ON true${signal ? ` ORDER BY ${signal.orderBy}` : ''}`
       : `SELECT ${ids.length === 0 ? '1' : ids.join(', ')}`;
     const ctes = parts.map((sql, index) => `p${index} AS (${sql})`);
     if (expected) ctes.unshift(...this.guardStatements(expected, params));
