@@ -7,6 +7,7 @@ import { EXCEPTION_ACTIONS, ExceptionPolicy, PAUSE_POLICY, type ExceptionAction 
 import type { StepJobOptions, TimeoutAction, WorkflowCondition } from '../workflow/step-options.interface.js';
 import type { ClassExceptionPolicy, WorkflowOptions } from '../workflow/workflow-options.interface.js';
 import { toSignalMatcher, type SignalMatcherLike } from '../workflow/signal-matcher.js';
+import { isChildrenMatcher } from '../workflow/children-matcher.js';
 import { parseDuration, type Duration } from '../util/duration.js';
 import { DEFAULT_TRANSACTION_TIMEOUT_MS, WorkflowDefinition, type RemovedStep, type StepDefinition } from './workflow-definition.js';
 
@@ -78,6 +79,13 @@ export function buildWorkflowDefinition(target: Function): WorkflowDefinition {
   }
   const ordered = placeSteps([...declared, ...removed.map((r) => ({ name: r.name, before: r.before, after: r.after }))], (problem) => fail(undefined, problem));
   const steps = ordered.flatMap((placed) => (placed.definition ? [placed.definition] : []));
+  for (const step of steps) {
+    if (!isChildrenMatcher(step.waitFor)) continue;
+    // A fan-in waits for the children another step starts: that step must be this workflow's (or a removed one, whose children may still run).
+    const from = step.waitFor.stepName;
+    if (from === step.name) fail(step.name, `waitFor: childrenOf("${from}") names the step itself: a step's children are started by its body, which runs after its gate`);
+    if (!taken.has(from) && !removed.some((r) => r.name === from)) fail(step.name, `waitFor: childrenOf("${from}") names no step of ${className}`);
+  }
   const removedSteps = ordered.flatMap((placed, index): RemovedStep[] =>
     placed.definition ? [] : [{ name: placed.name, next: ordered.slice(index + 1).find((later) => later.definition)?.name ?? null }],
   );

@@ -1,7 +1,8 @@
 /**
- * Two options of a definition: gravestones (`removedSteps`) — where each stands among the live
+ * Options of a definition: gravestones (`removedSteps`) — where each stands among the live
  * steps, which live step its executions continue with — and `transactional` / `transactionTimeout`
- * — their defaults; and the declarations of both refused at boot.
+ * — their defaults; and the declarations of both refused at boot — and the step a fan-in
+ * (`childrenOf`) names.
  */
 import { describe, expect, it } from '@jest/globals';
 import { StepConfigurationError } from '../errors/step-configuration.error.js';
@@ -10,6 +11,7 @@ import { ResumableStep } from '../workflow/resumable-step.decorator.js';
 import type { StepIteration } from '../workflow/step-iteration.js';
 import { Step } from '../workflow/step.decorator.js';
 import { Workflow } from '../workflow/workflow.decorator.js';
+import { childrenOf } from '../workflow/children-matcher.js';
 import type { WorkflowOptions } from '../workflow/workflow-options.interface.js';
 import { buildWorkflowDefinition } from './build-definition.js';
 import { DEFAULT_TRANSACTION_TIMEOUT_MS } from './workflow-definition.js';
@@ -164,5 +166,26 @@ describe('transactional steps in a definition', () => {
         return buildWorkflowDefinition(Flagged);
       }),
     ).toMatch(/transactional must be true or false/);
+  });
+});
+
+describe('childrenOf', () => {
+  const fanIn = (from: string, removedSteps?: WorkflowOptions['removedSteps']) => {
+    @Workflow(removedSteps ? { removedSteps } : {})
+    class FanIn extends GenevaWorkflow {
+      @Step() async fanOut() {}
+      @Step({ waitFor: childrenOf(from) }) async fanIn() {}
+    }
+    return FanIn;
+  };
+
+  it('a fan-in names a step of the workflow, or a removed one', () => {
+    expect(buildWorkflowDefinition(fanIn('fanOut')).step('fanIn').waitFor).toMatchObject({ stepName: 'fanOut' });
+    expect(buildWorkflowDefinition(fanIn('oldFanOut', [{ name: 'oldFanOut', before: 'fanOut' }])).step('fanIn').waitFor).toMatchObject({ stepName: 'oldFanOut' });
+  });
+
+  it('refuses at boot a fan-in naming no step of the workflow, or itself', () => {
+    expect(refusal(() => buildWorkflowDefinition(fanIn('fanout')))).toMatch(/fanIn.*childrenOf\("fanout"\) names no step of FanIn/);
+    expect(refusal(() => buildWorkflowDefinition(fanIn('fanIn')))).toMatch(/childrenOf\("fanIn"\) names the step itself/);
   });
 });
