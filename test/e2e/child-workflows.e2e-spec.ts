@@ -166,6 +166,17 @@ describeEachDatabase('child workflows', (kind) => {
     expect(await current(parent)).toMatchObject({ stepName: 'fanIn', state: 'waiting' });
   });
 
+  (kind === 'mysql' ? it : it.skip)("MySQL/MariaDB: a child's step that may end it locks its parent before its own rows, in the order a parent's cancel locks them", async () => {
+    const { children } = await fannedOut();
+    const sent = await loggedDuring(app.dataSource, () => runChild(children[0]));
+    const begin = sent.lastIndexOf('START TRANSACTION');
+    const [parentLock, stepLock] = sent.slice(begin + 1);
+    // The parent (with its parked executions: what signal() locks), then the child's workflow and execution.
+    expect(parentLock).toMatch(/^SELECT .* FROM `geneva_drive_workflows` w LEFT JOIN `geneva_drive_step_executions` e USE INDEX .* FOR UPDATE$/);
+    expect(stepLock).toMatch(/^SELECT .* FROM `geneva_drive_workflows` w STRAIGHT_JOIN `geneva_drive_step_executions` e ON e.`id` = \? .* FOR UPDATE$/);
+    expect(sent.slice(begin).filter((query) => query === parentLock)).toHaveLength(1);
+  });
+
   it('fan-in all, the children ending before the parent parks: their signals are buffered and the gate opens without parking', async () => {
     const { parent, children } = await fannedOut();
     for (const child of children) await runChild(child);

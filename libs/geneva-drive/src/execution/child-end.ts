@@ -23,9 +23,9 @@ import type { SignalRendezvous } from './signal-rendezvous.js';
  *   here in turn (grandchildren too).
  *
  * Lock order: a parent's cancel holds the parent's row and then locks its children's; a child's
- * step that may end it locks its parent first where the dialect can (WorkflowStore.lockStep with
- * the parent: PostgreSQL); every other end of a child holds the child's row and then locks its
- * parent's. Those can meet in opposite orders: the database then picks one as the deadlock victim,
+ * step that may end it locks its parent first too (WorkflowStore.lockStep with the parent); every
+ * other end of a child (an operator's cancel, a deadline, housekeeping) holds the child's row and
+ * then locks its parent's. Those can meet in opposite orders: the database then picks one as the deadlock victim,
  * which is rolled back whole and run again by TransactionRunner (every transaction that ends a
  * workflow is the engine's own and may run again: TransactionalStep runs a transactional body
  * again, its writes rolled back with it). Either order of the outcome is consistent: the child
@@ -70,10 +70,10 @@ export class ChildEnd {
     if (inserted && delivers) await this.rendezvous.dispatch(manager, parent, signal, parked ?? waiting);
   }
 
-  /** The parent under its row lock: locked with the child's step rows where it was (WorkflowStore.lockStep), else now. Null when it is gone. */
+  /** The parent under its row lock: locked before the child's step rows where it was (WorkflowStore.lockStep), else now. Null when it is gone. */
   private async lockParent(manager: EntityManager, parentId: string): Promise<Awaited<ReturnType<WorkflowStore['lockForSignal']>> | null> {
     const prelocked = this.store.takeLockedParent(manager, parentId);
-    if (prelocked) return { workflow: prelocked };
+    if (prelocked) return prelocked;
     try {
       return await this.store.lockForSignal(manager, parentId);
     } catch (error) {

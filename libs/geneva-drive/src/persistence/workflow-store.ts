@@ -39,8 +39,8 @@ export type { NewExecution } from './new-rows.js';
 export class WorkflowStore {
   private sqlOf: HotPathSql | undefined;
   private readonly phase: PhaseBatch;
-  /** Per transaction, the parent lockStep locked with a child's step rows (see takeLockedParent). */
-  private readonly lockedParents = new WeakMap<EntityManager, WorkflowRecord>();
+  /** Per transaction, the parent lockStep locked before a child's step rows (see takeLockedParent). */
+  private readonly lockedParents = new WeakMap<EntityManager, { workflow: WorkflowRecord; waiting?: StepExecution[] }>();
   /** Told of the end of a child or of a parent, in the transaction of that end (execution/child-end.ts). */
   private workflowEnded: ((manager: EntityManager, workflow: WorkflowRecord) => Promise<void>) | undefined;
 
@@ -136,21 +136,29 @@ export class WorkflowStore {
   async lockStep(manager: EntityManager, workflowId: string, executionId: string, parentId?: string): Promise<{ workflow: WorkflowRecord; execution: StepExecution | null; signal: Signal | null }> {
     await this.flush(manager);
     this.lockedParents.delete(manager);
-    const rows = await this.sql(manager).lockStep(manager, this.workflowId(workflowId), executionId, true, parentId === undefined ? undefined : this.workflowId(parentId));
-    if (rows?.parent) this.lockedParents.set(manager, rows.parent);
+    const sql = this.sql(manager);
+    const parent = parentId === undefined ? undefined : this.workflowId(parentId);
+    // A parent is locked before its child's rows, in the order a parent's cancel locks them: with
+    // them where the dialect can, else by a statement of its own first (which lockForSignal would have been).
+    if (parent !== undefined && !sql.locksParentWithStep) {
+      const locked = await sql.lockForSignal(manager, parent);
+      if (locked) this.lockedParents.set(manager, locked);
+    }
+    const rows = await sql.lockStep(manager, this.workflowId(workflowId), executionId, true, parent);
+    if (rows?.parent) this.lockedParents.set(manager, { workflow: rows.parent });
     if (rows) return rows;
     return { workflow: await this.lockWorkflow(manager, workflowId), execution: await this.lockExecution(manager, executionId), signal: null };
   }
 
   /**
-   * The parent `lockStep` locked with the step's rows in this transaction (where the dialect does:
-   * given `parentId`, see HotPathSql.lockStep), taken once; undefined otherwise. No statement of
-   * the transaction writes a parent row while a child's end runs, so it is as the lock found it.
+   * The parent `lockStep` locked in this transaction (given `parentId`), as lockForSignal answers,
+   * taken once; undefined otherwise. No statement of the transaction writes a parent row while a
+   * child's end runs, so it is as the lock found it.
    */
-  takeLockedParent(manager: EntityManager, id: string): WorkflowRecord | undefined {
+  takeLockedParent(manager: EntityManager, id: string): { workflow: WorkflowRecord; waiting?: StepExecution[] } | undefined {
     const parent = this.lockedParents.get(manager);
     this.lockedParents.delete(manager);
-    return parent?.id === id ? parent : undefined;
+    return parent?.workflow.id === id ? parent : undefined;
   }
 
   /**

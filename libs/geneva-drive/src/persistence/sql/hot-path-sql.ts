@@ -216,7 +216,7 @@ export abstract class HotPathSql {
    * (read the hero with {@link heroRead} once the locks are held). With `parentId`, where
    * {@link locksParentWithStep}, also the parent workflow under its row lock, taken before the
    * others (`parent` null when it is gone): a child's end then tells its parent without a
-   * statement of its own, in the order a parent's cancel locks (the parent, then its children).
+   * statement of its own (elsewhere WorkflowStore.lockStep locks the parent first by one).
    */
   async lockStep(
     manager: EntityManager,
