@@ -143,6 +143,16 @@ for (const kind of ['postgres', 'mysql'] as const) {
       expect(run.trace.some((line) => line.fault === 'lose-answer')).toBe(true);
     });
 
+    // A child's end wakes its parked parent in its transaction; its COMMIT's answer lost, the retry
+    // finds the child's end recorded, and the parent's wake-up, written by that commit, is sent all
+    // the same (its job is the lost commit's, not the retry's).
+    it("a child's end whose COMMIT answer is lost still sends the wake-up of its parent", async () => {
+      // MySQL: the child's phase 1 commits a transaction of its own before its end's.
+      const before = kind === 'mysql' ? [{ op: 'child', through: COMMIT }] : [];
+      const run = await expectClean(h, "a child's end × the fan-in gate, with a connection killed", { op: 'gate' }, ...before, { op: 'child', through: COMMIT, fault: 'lose-answer' });
+      expect(run.trace.some((line) => line.fault === 'lose-answer')).toBe(true);
+    });
+
     // PostgreSQL sends a transactional step's end and its COMMIT as one message: its answer lost, so
     // are the ids of the rows it wrote, the next step's among them. Finding the outcome recorded, the
     // step sends that step's job.

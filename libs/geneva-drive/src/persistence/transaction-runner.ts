@@ -212,6 +212,10 @@ export class TransactionRunner {
         } else if (isStaleStatement(error) && tries < deadlockTries) {
           // A prepared statement the server refused after a migration: prepared afresh on the next try.
         } else if (isConnectionError(error) && tries < connectionTries && (!committing || options.idempotent === true)) {
+          // A COMMIT whose answer was lost may have committed: its jobs go out all the same. The
+          // retry finds its own rows done, but not the rows of other workflows it wrote (a parent a
+          // child's end woke, the waiter a freed slot woke), whose jobs only these are.
+          if (committing && runner) AfterCommitSubscriber.of(this.dataSource)?.commitOutcomeUnknown(runner);
           await pause(CONNECTION_BACKOFF_MS * 2 ** (tries - 1) * (1 + Math.random()));
         } else if (isConnectionError(error) && committing && options.idempotent !== true) {
           if (runner) AfterCommitSubscriber.of(this.dataSource)?.commitOutcomeUnknown(runner);
