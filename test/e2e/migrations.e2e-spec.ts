@@ -5,7 +5,10 @@
  */
 import { DataSource, QueryFailedError, type EntityTarget, type FindOptionsWhere, type MigrationInterface } from 'typeorm';
 import { Signal, StepExecution, WorkflowRecord } from '../../libs/geneva-drive/src/entities/index.js';
+import { identifierText } from '../../libs/geneva-drive/src/entities/column-transformers.js';
+import { FlowControlNotMigratedError } from '../../libs/geneva-drive/src/errors/flow-control-not-migrated.error.js';
 import {
+  AddGenevaDriveFlowControl1730000000007,
   AddGenevaDriveListIndexes1730000000003,
   CreateGenevaDriveTables1730000000000,
   ExactGenevaDriveIdentifiers1730000000002,
@@ -35,6 +38,13 @@ const BASE = { type: 'Bílling', heroType: 'Hérö', heroId: 'Hérö-1', stepNam
 const variantsOf = (value: string) => spellingsOf(value).slice(1).map(([, spelling]) => spelling);
 /** `value` and its variants. */
 const allSpellingsOf = (value: string) => spellingsOf(value).map(([, spelling]) => spelling);
+
+/** The driver's code for a primary key violation (SQLite tells it from a unique index's). */
+const PRIMARY_KEY_VIOLATION: Record<DatabaseKind, string> = {
+  postgres: '23505',
+  mysql: 'ER_DUP_ENTRY',
+  sqlite: 'SQLITE_CONSTRAINT_PRIMARYKEY',
+};
 
 /** The driver's code for a unique violation. */
 const UNIQUE_VIOLATION: Record<DatabaseKind, string> = {
@@ -253,8 +263,9 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
         'AddGenevaDriveWaitDeadlines1730000000004',
         'AddGenevaDriveProcesses1730000000005',
         'AddGenevaDriveChildWorkflows1730000000006',
+        'AddGenevaDriveFlowControl1730000000007',
       ]);
-      for (const table of [...GENEVA_TABLES, 'test_heroes', 'test_uuid_heroes']) {
+      for (const table of [...GENEVA_TABLES, 'geneva_drive_flow_keys', 'test_heroes', 'test_uuid_heroes']) {
         expect(await hasTable(table)).toBe(true);
       }
     });
@@ -323,6 +334,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
           continuesFromId: null,
           signalId: signal.id,
           waitingSince: at,
+          flowKey: 'stripé:Acct_1',
           createdAt: at,
           updatedAt: later,
         }),
@@ -474,7 +486,63 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       });
     });
 
+    describe('the flow keys table', () => {
+      const q = (name: string) => dataSource.driver.escape(name);
+      const p = (n: number) => (kind === 'postgres' ? `$${n}` : '?');
+      // better-sqlite3 cannot bind a Date: SQLite gets the text TypeORM itself would write.
+      const at = () => (kind === 'sqlite' ? '2024-01-01 00:00:00.000' : new Date('2024-01-01T00:00:00Z'));
+      /** Inserts a key as the engine will, by raw SQL; `holding` left to its default unless given. */
+      const insertKey = (key: string, values: { holding?: number; waiters?: string | null } = {}) => {
+        const columns = ['flow_key', 'created_at', 'updated_at'];
+        const params: unknown[] = [key, at(), at()];
+        if (values.waiters !== null) {
+          columns.push('waiters');
+          params.push(values.waiters ?? '[]');
+        }
+        if (values.holding !== undefined) {
+          columns.push('holding');
+          params.push(values.holding);
+        }
+        return dataSource.query(
+          `INSERT INTO ${q('geneva_drive_flow_keys')} (${columns.map(q).join(', ')}) VALUES (${params.map((_, i) => p(i + 1)).join(', ')})`,
+          params,
+        );
+      };
+      const keyRows = async (key: string): Promise<Array<{ key: unknown; holding: number; waiters: string }>> => {
+        const rows: Array<{ key: unknown; holding: unknown; waiters: string }> = await dataSource.query(
+          `SELECT ${q('flow_key')} AS ${q('key')}, ${q('holding')} AS ${q('holding')}, ${q('waiters')} AS ${q('waiters')} ` +
+            `FROM ${q('geneva_drive_flow_keys')} WHERE ${q('flow_key')} = ${p(1)}`,
+          [key],
+        );
+        return rows.map((row) => ({ key: identifierText(row.key), holding: Number(row.holding), waiters: row.waiters }));
+      };
+
+      it('keys its rows by the exact key (case, accents, trailing spaces and normalisation count), up to 255 characters', async () => {
+        for (const key of allSpellingsOf(BASE.key)) await insertKey(key);
+        const longest = '✓'.repeat(255);
+        await insertKey(longest);
+        for (const key of [...allSpellingsOf(BASE.key), longest]) expect(await keyRows(key)).toEqual([{ key, holding: 0, waiters: '[]' }]);
+        for (const key of [BASE.key, longest]) {
+          const error = await insertKey(key).then(() => undefined, (rejection: unknown) => rejection);
+          expect(error).toBeInstanceOf(QueryFailedError);
+          expect(((error as QueryFailedError).driverError as { code?: string }).code).toBe(PRIMARY_KEY_VIOLATION[kind]);
+        }
+      });
+
+      it('starts holding at 0, requires the waiters, and keeps a long waiters list whole', async () => {
+        await expect(insertKey('no-waiters', { waiters: null })).rejects.toBeInstanceOf(QueryFailedError);
+        // Over the 64 KB of MySQL's TEXT: the column is LONGTEXT there.
+        const waiters = JSON.stringify(Array.from({ length: 20_000 }, (_, i) => `0190a3f2-7b1c-7def-8abc-${String(i).padStart(12, '0')}`));
+        await insertKey('stripe', { waiters, holding: 3 });
+        expect(await keyRows('stripe')).toEqual([{ key: 'stripe', holding: 3, waiters }]);
+      });
+    });
+
     it('goes down and up again', async () => {
+      expect(await hasColumn('geneva_drive_step_executions', 'flow_key')).toBe(true);
+      await dataSource.undoLastMigration(); // flow control: its table and column go
+      expect(await hasTable('geneva_drive_flow_keys')).toBe(false);
+      expect(await hasColumn('geneva_drive_step_executions', 'flow_key')).toBe(false);
       expect(await hasColumn('geneva_drive_workflows', 'parent_id')).toBe(true);
       await dataSource.undoLastMigration(); // the child workflows: their columns and indexes go
       for (const column of ['parent_id', 'parent_step_name', 'child_key', 'on_parent_cancel', 'has_children', 'result']) {
@@ -507,7 +575,8 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
 
       await dataSource.runMigrations();
       expect(await dataSource.showMigrations()).toBe(false);
-      for (const table of GENEVA_TABLES) expect(await hasTable(table)).toBe(true);
+      for (const table of [...GENEVA_TABLES, 'geneva_drive_flow_keys']) expect(await hasTable(table)).toBe(true);
+      expect(await hasColumn('geneva_drive_step_executions', 'flow_key')).toBe(true);
 
       // The re-created schema enforces the same guarantees.
       const workflowId = await insertWorkflow();
@@ -517,6 +586,108 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       await truncateAll(dataSource);
       await expectVariantsKeptApart(await insertBaseRows());
       expect(await indexNames()).toEqual(expect.arrayContaining(LIST_INDEXES));
+    });
+  });
+
+  describe.each(['bigint', 'uuid'] as const)('adding flow control to a database in use (%s keys)', (primaryKey) => {
+    let fresh: unknown[];
+    let schema: SchemaCapabilities;
+
+    /** Opens `dataSource` and detects its schema as the engine does at boot (uuid ids, columns hidden). */
+    async function openDetected(): Promise<void> {
+      dataSource = await new DataSource(dataSourceOptions(kind, { primaryKey })).initialize();
+      schema = new SchemaCapabilities();
+      await schema.detect(dataSource);
+    }
+
+    /** What a booting engine detects now (on a DataSource of its own: detect() changes the entities' metadata). */
+    async function detected(): Promise<SchemaCapabilities> {
+      const other = await new DataSource(dataSourceOptions(kind, { primaryKey })).initialize();
+      try {
+        const capabilities = new SchemaCapabilities();
+        await capabilities.detect(other);
+        return capabilities;
+      } finally {
+        await other.destroy();
+      }
+    }
+
+    /** Runs the migration's up or down by itself, whatever the migrations table says. */
+    async function run(direction: 'up' | 'down'): Promise<void> {
+      const runner = dataSource.createQueryRunner();
+      try {
+        await new AddGenevaDriveFlowControl1730000000007()[direction](runner);
+      } finally {
+        await runner.release();
+      }
+    }
+
+    beforeAll(async () => {
+      await prepareDatabase(kind, { primaryKey });
+      await openDetected();
+      fresh = await schemaSnapshot();
+      await dataSource.destroy();
+      await prepareDatabase(kind, { primaryKey, withoutFlowControl: true });
+      await openDetected();
+    });
+    afterAll(() => dataSource?.destroy());
+
+    it('works without it (flow_key out of the statements), then adds both halves, runs again as a no-op, finishes a half-done run, and goes down and up', async () => {
+      const q = (name: string) => dataSource.driver.escape(name);
+      const before = await schemaSnapshot();
+      expect(before).not.toEqual(fresh);
+      expect(await hasTable('geneva_drive_flow_keys')).toBe(false);
+      expect(await hasColumn('geneva_drive_step_executions', 'flow_key')).toBe(false);
+      expect(schema.primaryKey).toBe(primaryKey);
+      expect(schema.hasFlowControl).toBe(false);
+      expect(() => schema.assertFlowControl('Step OrderWorkflow.charge (concurrency)')).toThrow(FlowControlNotMigratedError);
+      expect(() => schema.assertFlowControl('Step OrderWorkflow.charge (concurrency)')).toThrow(
+        'Step OrderWorkflow.charge (concurrency) needs the geneva_drive_flow_keys table and the flow_key column of geneva_drive_step_executions: run the AddGenevaDriveFlowControl1730000000007 migration',
+      );
+      // The entity works on the older schema: written, read and updated without the column.
+      const workflowId = await insertWorkflow();
+      const executionId = await insertExecution(workflowId, 'scheduled');
+      await dataSource.getRepository(StepExecution).update(executionId, { state: 'in_progress' });
+      const older = await dataSource.getRepository(StepExecution).findOneByOrFail({ id: executionId });
+      expect(older).toMatchObject({ stepName: 'charge', state: 'in_progress' });
+      expect(older.flowKey).toBeUndefined();
+
+      expect(await dataSource.showMigrations()).toBe(true); // flow control is pending
+      await dataSource.runMigrations();
+      expect(await dataSource.showMigrations()).toBe(false);
+      expect(await schemaSnapshot()).toEqual(fresh);
+      await run('up'); // applied already: nothing to do
+      expect(await schemaSnapshot()).toEqual(fresh);
+      const now = await detected();
+      expect(now.hasFlowControl).toBe(true);
+      expect(() => now.assertFlowControl('Step OrderWorkflow.charge (concurrency)')).not.toThrow();
+
+      // A run that stopped between its statements (MySQL/MariaDB commit each DDL): either half alone
+      // is not flow control, and running again adds the other.
+      await dataSource.query(`ALTER TABLE ${q('geneva_drive_step_executions')} DROP COLUMN ${q('flow_key')}`);
+      expect((await detected()).hasFlowControl).toBe(false);
+      await run('up');
+      expect(await schemaSnapshot()).toEqual(fresh);
+      await dataSource.query(`DROP TABLE ${q('geneva_drive_flow_keys')}`);
+      expect((await detected()).hasFlowControl).toBe(false);
+      await run('up');
+      expect(await schemaSnapshot()).toEqual(fresh);
+
+      await dataSource.undoLastMigration();
+      expect(await schemaSnapshot()).toEqual(before);
+      await run('down'); // undone already: nothing to do
+      expect(await schemaSnapshot()).toEqual(before);
+      await dataSource.runMigrations();
+      expect(await schemaSnapshot()).toEqual(fresh);
+
+      // Once migrated, a booting engine reads and writes the column; the older rows hold no key.
+      await dataSource.destroy();
+      await openDetected();
+      expect(schema.hasFlowControl).toBe(true);
+      const executions = dataSource.getRepository(StepExecution);
+      expect(await executions.findOneByOrFail({ id: executionId })).toMatchObject({ stepName: 'charge', state: 'in_progress', flowKey: null });
+      await executions.update(executionId, { flowKey: 'stripe' });
+      expect(await executions.findOneByOrFail({ id: executionId })).toMatchObject({ flowKey: 'stripe' });
     });
   });
 
@@ -571,7 +742,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     primaryKey: 'bigint' | 'uuid',
     options: { withoutSignals?: boolean; migrations?: Array<new () => object>; from?: Array<new () => MigrationInterface> } = {},
   ): Promise<{ fresh: unknown[]; beforeDeadlines: unknown[] }> {
-    await prepareDatabase(kind, { primaryKey, withoutDeadlines: true, withoutProcesses: true, withoutChildren: true });
+    await prepareDatabase(kind, { primaryKey, withoutDeadlines: true, withoutProcesses: true, withoutChildren: true, withoutFlowControl: true });
     dataSource = await new DataSource(dataSourceOptions(kind)).initialize();
     const beforeDeadlines = await schemaSnapshot();
     await dataSource.destroy();
@@ -634,6 +805,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       expect(await schemaSnapshot()).toEqual(fresh); // the schema of a new install
       expect(await rowsOf(workflowId)).toEqual(before);
       await expectVariantsKeptApart(workflowId);
+      await dataSource.undoLastMigration(); // flow control
       await dataSource.undoLastMigration(); // the child workflows
       await dataSource.undoLastMigration(); // the process table
       expect(await hasTable('geneva_drive_processes')).toBe(false);

@@ -28,6 +28,7 @@ import {
   AddGenevaDriveWaitDeadlines1730000000004,
   AddGenevaDriveProcesses1730000000005,
   AddGenevaDriveChildWorkflows1730000000006,
+  AddGenevaDriveFlowControl1730000000007,
   CreateGenevaDriveTables1730000000000,
   ExactGenevaDriveIdentifiers1730000000002,
 } from '../../libs/geneva-drive/src/migrations/index.js';
@@ -112,6 +113,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
       AddGenevaDriveWaitDeadlines1730000000004,
       AddGenevaDriveProcesses1730000000005,
       AddGenevaDriveChildWorkflows1730000000006,
+      AddGenevaDriveFlowControl1730000000007,
     ]);
     const uuid = genevaDriveMigrations({ primaryKey: 'uuid' });
     expect(uuid.map((migration) => new migration().name)).toEqual([
@@ -122,6 +124,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
       'AddGenevaDriveWaitDeadlines1730000000004',
       'AddGenevaDriveProcesses1730000000005',
       'AddGenevaDriveChildWorkflows1730000000006',
+      'AddGenevaDriveFlowControl1730000000007',
     ]);
     expect(uuid[0].prototype).toBeInstanceOf(CreateGenevaDriveTables1730000000000);
     expect(uuid[1].prototype).toBeInstanceOf(AddGenevaDriveSignals1730000000001);
@@ -131,6 +134,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
     expect(uuid[4]).toBe(AddGenevaDriveWaitDeadlines1730000000004);
     expect(uuid[5]).toBe(AddGenevaDriveProcesses1730000000005);
     expect(uuid[6]).toBe(AddGenevaDriveChildWorkflows1730000000006);
+    expect(uuid[7]).toBe(AddGenevaDriveFlowControl1730000000007);
     expect(genevaDriveMigrations({ primaryKey: 'uuid' })).toEqual(uuid); // the same classes on every call
     expect(() => genevaDriveMigrations({ primaryKey: 'int' as never })).toThrow(TypeError);
   });
@@ -214,6 +218,7 @@ describeEachDatabase('uuid keys', (kind) => {
         'AddGenevaDriveWaitDeadlines1730000000004',
         'AddGenevaDriveProcesses1730000000005',
         'AddGenevaDriveChildWorkflows1730000000006',
+        'AddGenevaDriveFlowControl1730000000007',
       ]);
     });
   });

@@ -21,6 +21,7 @@ import { DataSource, type DataSourceOptions, type MigrationInterface } from 'typ
 import { GENEVA_DRIVE_ENTITIES } from '../../libs/geneva-drive/src/entities/index.js';
 import {
   AddGenevaDriveChildWorkflows1730000000006,
+  AddGenevaDriveFlowControl1730000000007,
   AddGenevaDriveProcesses1730000000005,
   AddGenevaDriveSignals1730000000001,
   AddGenevaDriveWaitDeadlines1730000000004,
@@ -38,6 +39,8 @@ const URL_ENV = { postgres: 'GD_PG_URL', mysql: 'GD_MYSQL_URL', redis: 'GD_REDIS
 
 /** The geneva-drive tables, children before parents. */
 const GENEVA_TABLES = ['geneva_drive_signals', 'geneva_drive_step_executions', 'geneva_drive_workflows'];
+/** Tables of optional migrations, emptied when they exist. */
+const OPTIONAL_TABLES = ['geneva_drive_signals', 'geneva_drive_flow_keys'];
 
 /** SQLite files live here, one per worker (git-ignored). */
 const SQLITE_DIR = fileURLToPath(new URL('../../.tmp/', import.meta.url));
@@ -105,6 +108,8 @@ export interface SchemaOptions {
   withoutProcesses?: boolean;
   /** Leave out the child-workflows migration (a database not upgraded for `startChild`). */
   withoutChildren?: boolean;
+  /** Leave out the flow-control migration (a database not upgraded for concurrency keys). */
+  withoutFlowControl?: boolean;
   /** The key type of the geneva-drive tables (`genevaDriveMigrations({ primaryKey })`). @default 'bigint' */
   primaryKey?: PrimaryKeyType;
 }
@@ -117,12 +122,14 @@ function migrationsFor(opts: SchemaOptions = {}): (new () => MigrationInterface)
   const isDeadlines = (migration: Function) => migration === AddGenevaDriveWaitDeadlines1730000000004;
   const isProcesses = (migration: Function) => migration === AddGenevaDriveProcesses1730000000005;
   const isChildren = (migration: Function) => migration === AddGenevaDriveChildWorkflows1730000000006;
+  const isFlowControl = (migration: Function) => migration === AddGenevaDriveFlowControl1730000000007;
   const kept = geneva.filter(
     (migration) =>
       !(opts.withoutSignals && isSignals(migration)) &&
       !(opts.withoutDeadlines && isDeadlines(migration)) &&
       !(opts.withoutProcesses && isProcesses(migration)) &&
-      !(opts.withoutChildren && isChildren(migration)),
+      !(opts.withoutChildren && isChildren(migration)) &&
+      !(opts.withoutFlowControl && isFlowControl(migration)),
   );
   return [CreateTestFixtures1600000000000, ...kept];
 }
@@ -227,13 +234,13 @@ export async function emptyPostgresDatabase(suffix: string): Promise<string> {
 
 /**
  * Deletes every row of the geneva-drive and fixture tables (children first), keeping the schema and
- * the id sequences. Works on databases prepared `withoutSignals` too.
+ * the id sequences. Works on databases prepared `withoutSignals` or `withoutFlowControl` too.
  */
 export async function truncateAll(dataSource: DataSource): Promise<void> {
   const queryRunner = dataSource.createQueryRunner();
   try {
-    for (const table of [...GENEVA_TABLES, ...FIXTURE_TABLES]) {
-      if (table === 'geneva_drive_signals' && !(await queryRunner.hasTable(table))) continue;
+    for (const table of ['geneva_drive_flow_keys', ...GENEVA_TABLES, ...FIXTURE_TABLES]) {
+      if (OPTIONAL_TABLES.includes(table) && !(await queryRunner.hasTable(table))) continue;
       await queryRunner.query(`DELETE FROM ${dataSource.driver.escape(table)}`);
     }
   } finally {

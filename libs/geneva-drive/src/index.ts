@@ -46,6 +46,7 @@ export { CommitOutcomeUnknownError } from './errors/commit-outcome-unknown.error
 export { CursorTooLargeError } from './errors/cursor-too-large.error.js';
 export { DataSourceNotFoundError } from './errors/data-source-not-found.error.js';
 export { EntitiesNotRegisteredError } from './errors/entities-not-registered.error.js';
+export { FlowControlNotMigratedError } from './errors/flow-control-not-migrated.error.js';
 export { HeroTypeNotFoundError } from './errors/hero-type-not-found.error.js';
 export { InvalidHeroError } from './errors/invalid-hero.error.js';
 export { InvalidOptionError } from './errors/invalid-option.error.js';

@@ -31,7 +31,7 @@ const SURFACE: Record<Entry, { values: string[]; types: string[] }> = {
       'CHILD_FINISHED', 'ChildrenMatcher', 'ChildrenNotMigratedError',
       'CommitOutcomeUnknownError', 'CursorTooLargeError', 'DataSourceNotFoundError',
       'DeadlinesNotMigratedError', 'DeployCheck', 'EntitiesNotRegisteredError', 'ExceptionPolicy', 'ExecutorService',
-      'FlowControlSignal', 'GENEVA_DRIVE_CHANNELS', 'GENEVA_DRIVE_ENTITIES', 'GENEVA_DRIVE_MIGRATIONS',
+      'FlowControlNotMigratedError', 'FlowControlSignal', 'GENEVA_DRIVE_CHANNELS', 'GENEVA_DRIVE_ENTITIES', 'GENEVA_DRIVE_MIGRATIONS',
       'GENEVA_DRIVE_TRACING_CHANNELS', 'GenevaDriveError', 'GenevaDriveModule', 'GenevaWorkflow',
       'HeroTypeNotFoundError', 'HousekeepingService', 'InvalidHeroError', 'InvalidOptionError',
       'InvalidSignalError', 'InvalidStateError', 'InvalidTransitionError', 'MissingDependencyError',

@@ -98,6 +98,13 @@ export class StepExecution {
   @Column({ name: 'timeout_at', type: Date, nullable: true })
   timeoutAt: Date | null;
 
+  /**
+   * The concurrency key of the step (flow control) this execution holds a slot of, or waits for;
+   * null for a step without one. Needs the flow-control migration.
+   */
+  @Column({ name: 'flow_key', type: 'varchar', length: 255, nullable: true, transformer: identifierTransformer })
+  flowKey: string | null;
+
   @Column({ name: 'created_at', type: Date })
   createdAt: Date;
 

@@ -7,9 +7,11 @@ import { AddGenevaDriveListIndexes1730000000003 } from './1730000000003-add-gene
 import { AddGenevaDriveWaitDeadlines1730000000004 } from './1730000000004-add-geneva-drive-wait-deadlines.js';
 import { AddGenevaDriveProcesses1730000000005 } from './1730000000005-add-geneva-drive-processes.js';
 import { AddGenevaDriveChildWorkflows1730000000006 } from './1730000000006-add-geneva-drive-child-workflows.js';
+import { AddGenevaDriveFlowControl1730000000007 } from './1730000000007-add-geneva-drive-flow-control.js';
 
 export {
   AddGenevaDriveChildWorkflows1730000000006,
+  AddGenevaDriveFlowControl1730000000007,
   AddGenevaDriveListIndexes1730000000003,
   AddGenevaDriveProcesses1730000000005,
   AddGenevaDriveSignals1730000000001,
@@ -32,6 +34,7 @@ export const GENEVA_DRIVE_MIGRATIONS = [
   AddGenevaDriveWaitDeadlines1730000000004,
   AddGenevaDriveProcesses1730000000005,
   AddGenevaDriveChildWorkflows1730000000006,
+  AddGenevaDriveFlowControl1730000000007,
 ];
 
 /** Options of {@link genevaDriveMigrations}. @publicApi */
@@ -42,7 +45,7 @@ export interface GenevaDriveMigrationsOptions {
 
 /*
  * The same migrations configured for uuid keys (the exact-identifiers upgrade, the list indexes, the
- * wait deadlines, the process table and the child workflows' columns do not depend on the key type: the same class serves both sets). TypeORM
+ * wait deadlines, the process table, the child workflows' columns and flow control do not depend on the key type: the same class serves both sets). TypeORM
  * identifies a migration by its `name` (class name + 13-digit timestamp) — the subclasses inherit
  * the name of their parent, so the migrations table reads the same whichever set ran — and
  * instantiates the classes it is given without arguments, hence subclasses rather than constructor
@@ -78,6 +81,7 @@ export function genevaDriveMigrations(options: GenevaDriveMigrationsOptions = {}
         AddGenevaDriveWaitDeadlines1730000000004,
         AddGenevaDriveProcesses1730000000005,
         AddGenevaDriveChildWorkflows1730000000006,
+        AddGenevaDriveFlowControl1730000000007,
       ];
     default:
       throw new TypeError(`genevaDriveMigrations: primaryKey must be 'bigint' or 'uuid', got ${JSON.stringify(primaryKey)}`);

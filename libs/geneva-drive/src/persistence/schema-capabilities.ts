@@ -9,13 +9,17 @@ import { CreateGenevaDriveTables1730000000000 } from '../migrations/173000000000
 import { AddGenevaDriveSignals1730000000001 } from '../migrations/1730000000001-add-geneva-drive-signals.js';
 import { AddGenevaDriveProcesses1730000000005 } from '../migrations/1730000000005-add-geneva-drive-processes.js';
 import { AddGenevaDriveChildWorkflows1730000000006 } from '../migrations/1730000000006-add-geneva-drive-child-workflows.js';
+import { AddGenevaDriveFlowControl1730000000007 } from '../migrations/1730000000007-add-geneva-drive-flow-control.js';
 import { ChildrenNotMigratedError } from '../errors/children-not-migrated.error.js';
+import { FlowControlNotMigratedError } from '../errors/flow-control-not-migrated.error.js';
 import { canonicalKey, keyTypeOf, useUuidKeys, uuidv7, type PrimaryKeyType } from '../migrations/primary-keys.js';
 import { tableColumns } from '../migrations/schema-catalog.js';
 
 const TABLES = ['geneva_drive_workflows', 'geneva_drive_step_executions', 'geneva_drive_signals'];
 /** Optional, with a string key of its own (not part of the key-type check). */
 const PROCESSES_TABLE = 'geneva_drive_processes';
+/** Optional: created by the flow-control migration, with a string key of its own; read by raw SQL (no entity to register). */
+const FLOW_KEYS_TABLE = 'geneva_drive_flow_keys';
 const ENTITIES = [WorkflowRecord, StepExecution, Signal];
 
 /**
@@ -33,6 +37,7 @@ export class SchemaCapabilities {
   private signals = true;
   private deadlines = true;
   private children = true;
+  private flowControl = true;
   private processes: 'ready' | 'not migrated' | 'entity not registered' = 'ready';
   private keys: PrimaryKeyType = 'bigint';
   private sessionTimeouts = false;
@@ -54,6 +59,19 @@ export class SchemaCapabilities {
   /** Throws ChildrenNotMigratedError, naming `what`, without the child-workflows migration. */
   assertChildren(what: string): void {
     if (!this.children) throw new ChildrenNotMigratedError(what, AddGenevaDriveChildWorkflows1730000000006.name);
+  }
+
+  /**
+   * Whether the flow-control migration ran (the `geneva_drive_flow_keys` table and `flow_key` on
+   * executions): steps with a concurrency key need it.
+   */
+  get hasFlowControl(): boolean {
+    return this.flowControl;
+  }
+
+  /** Throws FlowControlNotMigratedError, naming `what`, without the flow-control migration. */
+  assertFlowControl(what: string): void {
+    if (!this.flowControl) throw new FlowControlNotMigratedError(what, AddGenevaDriveFlowControl1730000000007.name);
   }
 
   /**
@@ -92,7 +110,7 @@ export class SchemaCapabilities {
 
   /**
    * Reads the schema, and stops the boot when it cannot work: geneva-drive's entities unknown to the
-   * DataSource, its tables or columns missing (the signals, wait-deadlines and child-workflows migrations alone may be missing), or
+   * DataSource, its tables or columns missing (the signals, wait-deadlines, child-workflows and flow-control migrations alone may be missing), or
    * tables that disagree on their key type. The process table is optional too (see processTable).
    * `dataSourceName` is for the messages.
    */
@@ -102,9 +120,11 @@ export class SchemaCapabilities {
     const runner = dataSource.createQueryRunner();
     const tables = new Map<string, Map<string, string> | null>();
     let processes: Map<string, string> | null;
+    let flowKeys: Map<string, string> | null;
     try {
       for (const table of TABLES) tables.set(table, await tableColumns(runner, table));
       processes = await tableColumns(runner, PROCESSES_TABLE);
+      flowKeys = await tableColumns(runner, FLOW_KEYS_TABLE);
       this.sessionTimeouts = await sessionTimeoutsOf(runner);
     } finally {
       await runner.release();
@@ -117,7 +137,7 @@ export class SchemaCapabilities {
     const stepColumns = columnsOf(dataSource, StepExecution);
     const missing = [
       ...missingColumns('geneva_drive_workflows', workflows, columnsOf(dataSource, WorkflowRecord).filter((column) => !CHILD_COLUMNS.includes(column))),
-      ...missingColumns('geneva_drive_step_executions', executions, stepColumns.filter((column) => !SIGNAL_COLUMNS.includes(column) && !DEADLINE_COLUMNS.includes(column))),
+      ...missingColumns('geneva_drive_step_executions', executions, stepColumns.filter((column) => !SIGNAL_COLUMNS.includes(column) && !DEADLINE_COLUMNS.includes(column) && !FLOW_COLUMNS.includes(column))),
     ];
     if (missing.length > 0) throw new SchemaNotMigratedError(missing, CreateGenevaDriveTables1730000000000.name);
     const signals = tables.get('geneva_drive_signals')!;
@@ -128,6 +148,12 @@ export class SchemaCapabilities {
     }
     this.deadlines = DEADLINE_COLUMNS.every((column) => executions.has(column));
     this.children = CHILD_COLUMNS.every((column) => workflows.has(column));
+    // Both halves, or flow control is off: MySQL/MariaDB may hold the table of a run that stopped before the column.
+    this.flowControl = flowKeys !== null && FLOW_COLUMNS.every((column) => executions.has(column));
+    if (this.flowControl) {
+      const missingFlowKeyColumns = missingColumns(FLOW_KEYS_TABLE, flowKeys!, FLOW_KEYS_TABLE_COLUMNS);
+      if (missingFlowKeyColumns.length > 0) throw new SchemaNotMigratedError(missingFlowKeyColumns, AddGenevaDriveFlowControl1730000000007.name);
+    }
     if (processes === null) this.processes = 'not migrated';
     else if (!dataSource.hasMetadata(ProcessRecord)) this.processes = 'entity not registered';
     else {
@@ -135,7 +161,11 @@ export class SchemaCapabilities {
       if (missingProcessColumns.length > 0) throw new SchemaNotMigratedError(missingProcessColumns, AddGenevaDriveProcesses1730000000005.name);
       this.processes = 'ready';
     }
-    const absentProperties = [...(this.signals ? [] : ['signalId', 'waitingSince']), ...(this.deadlines ? [] : ['timeoutAt'])];
+    const absentProperties = [
+      ...(this.signals ? [] : ['signalId', 'waitingSince']),
+      ...(this.deadlines ? [] : ['timeoutAt']),
+      ...(this.flowControl ? [] : ['flowKey']),
+    ];
     hideColumns(dataSource.getMetadata(StepExecution), absentProperties);
     if (!this.children) hideColumns(dataSource.getMetadata(WorkflowRecord), ['parentId', 'parentStepName', 'childKey', 'onParentCancel', 'hasChildren', 'result']);
     if (this.keys === 'uuid') {
@@ -164,6 +194,10 @@ async function sessionTimeoutsOf(runner: QueryRunner): Promise<boolean> {
 const SIGNAL_COLUMNS = ['signal_id', 'waiting_since'];
 /** The column the wait-deadlines migration adds to the executions table. */
 const DEADLINE_COLUMNS = ['timeout_at'];
+/** The column the flow-control migration adds to the executions table. */
+const FLOW_COLUMNS = ['flow_key'];
+/** The columns of the flow-control migration's table (the engine reads and writes it with raw SQL). */
+const FLOW_KEYS_TABLE_COLUMNS = ['flow_key', 'holding', 'waiters', 'created_at', 'updated_at'];
 /** The columns the child-workflows migration adds to the workflows table. */
 const CHILD_COLUMNS = ['parent_id', 'parent_step_name', 'child_key', 'on_parent_cancel', 'has_children', 'result'];
 
