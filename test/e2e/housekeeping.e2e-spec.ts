@@ -56,6 +56,7 @@ const EMPTY: Omit<HousekeepingSummary, 'gauges' | 'unrunnableExecutions'> = {
   stuckScheduledRecovered: 0,
   stuckScheduledStillQueued: 0,
   overdueDeadlinesRecovered: 0,
+  flowWaitersWoken: 0,
   pausedAtRecoveryLimit: [],
   unrecoverable: [],
 };

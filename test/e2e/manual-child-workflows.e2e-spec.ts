@@ -6,11 +6,10 @@
  * after the parent parks; a canceled shipment counted as lost.
  */
 import { afterAll, beforeAll, beforeEach, expect, it } from '@jest/globals';
-import { Table } from 'typeorm';
 import { CHILD_FINISHED, WorkflowRecord, WorkflowService } from 'geneva-drive';
 import { Carrier, Shipment, ShipmentWorkflow, ShipOrderWorkflow } from '../../docs/samples/child-workflows.js';
 import { Order } from '../../docs/samples/shop.js';
-import { createTestApp, type TestApp } from '../src/test-app.js';
+import { createTestApp, recreateTables, type TestApp } from '../src/test-app.js';
 import { describeEachDatabase } from '../utils/databases.js';
 
 describeEachDatabase('manual §7.16: fan-out and fan-in', (kind) => {
@@ -20,16 +19,7 @@ describeEachDatabase('manual §7.16: fan-out and fan-in', (kind) => {
   beforeAll(async () => {
     app = await createTestApp(kind, [ShipOrderWorkflow, ShipmentWorkflow, Carrier], { entities: [Order, Shipment] });
     workflows = app.moduleRef.get(WorkflowService);
-    const queryRunner = app.dataSource.createQueryRunner();
-    try {
-      for (const entity of [Shipment, Order]) {
-        const metadata = app.dataSource.getMetadata(entity);
-        await queryRunner.dropTable(metadata.tableName, true);
-        await queryRunner.createTable(Table.create(metadata, app.dataSource.driver));
-      }
-    } finally {
-      await queryRunner.release();
-    }
+    await recreateTables(app.dataSource, [Shipment, Order]);
   });
   afterAll(() => app.close());
   beforeEach(() => app.reset());

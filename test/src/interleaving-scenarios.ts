@@ -8,7 +8,21 @@ import type { Run } from '../utils/explorer/schedule-explorer.js';
 import { WaitDeadline } from '../../libs/geneva-drive/src/execution/wait-deadline.js';
 import type { ExplorerHarness, Scenario } from '../utils/explorer/harness.js';
 import { TestHero } from '../utils/fixtures.js';
-import { bodyRuns, DeadlineWorkflow, FAN_OUT, FanParentWorkflow, GatedWorkflow, LedgerFanParentWorkflow, HeroMatchedWorkflow, LedgerGatedWorkflow, LedgerWaitingWorkflow, PlainWorkflow } from './interleaving-workflows.js';
+import {
+  bodyRuns,
+  DeadlineWorkflow,
+  FAN_OUT,
+  FanParentWorkflow,
+  GatedWorkflow,
+  HeroMatchedWorkflow,
+  KeyedWorkflow,
+  keyedProbe,
+  keyOfHero,
+  LedgerFanParentWorkflow,
+  LedgerGatedWorkflow,
+  LedgerWaitingWorkflow,
+  PlainWorkflow,
+} from './interleaving-workflows.js';
 import { ensureEffectTable, TestEffect } from './transactional-workflows.js';
 
 export interface Parked {
@@ -58,6 +72,38 @@ function bodyRanOnce(workflow: WorkflowRecord, step: string): string[] {
 async function finalState(h: ExplorerHarness, workflow: WorkflowRecord, expected: string[]): Promise<string[]> {
   const { state } = await workflows(h).find(workflow.id);
   return expected.includes(state) ? [] : [`workflow ${workflow.id} ended ${state}, not ${expected.join(' or ')}`];
+}
+
+/** Two KeyedWorkflows whose heroes share a name, hence the key of step `a`; their first jobs, in start order. */
+interface Keyed {
+  workflows: WorkflowRecord[];
+  jobs: StepJob[];
+  key: string;
+}
+
+async function keyedPair(h: ExplorerHarness): Promise<Keyed> {
+  keyedProbe.dataSource = h.app.dataSource;
+  const list: WorkflowRecord[] = [];
+  for (let i = 0; i < 2; i++) list.push(await workflows(h).start(KeyedWorkflow, await hero(h, { name: 'account' })));
+  const jobs = h.newJobs();
+  const ordered = list.map((workflow) => jobs.find((job) => job.hints?.workflowId === workflow.id)!);
+  return { workflows: list, jobs: ordered, key: keyOfHero({ name: 'account' } as TestHero) };
+}
+
+/**
+ * The key's rules, once the queue ran dry: both workflows finished, each keyed body ran once and saw
+ * only itself holding the key, and the key's row counts no holder and no waiter.
+ */
+async function slotsHold(h: ExplorerHarness, at: Keyed): Promise<string[]> {
+  const violations: string[] = [];
+  for (const workflow of at.workflows) {
+    violations.push(...(await finalState(h, workflow, ['finished'])), ...bodyRanOnce(workflow, 'a'), ...bodyRanOnce(workflow, 'c'));
+    for (const run of runsOf(workflow, 'a')) if (run.holders !== 1) violations.push(`step a of workflow ${workflow.id} ran with ${run.holders} executions holding its key`);
+  }
+  const p = h.app.dataSource.options.type === 'postgres' ? '$1' : '?';
+  const [row] = await h.app.dataSource.query(`SELECT holding, waiters FROM geneva_drive_flow_keys WHERE flow_key = ${p}`, [at.key]);
+  if (!row || Number(row.holding) !== 0 || String(row.waiters) !== '[]') violations.push(`the key's row is ${JSON.stringify(row)}, not free with no waiter`);
+  return violations;
 }
 
 /** Starts LedgerGatedWorkflow and runs `a`: the transactional step `t`'s job is left in the queue. */
@@ -547,6 +593,33 @@ export const SCENARIOS: Array<Scenario<any>> = [
       ...(runsOf(at.workflow, 'fanIn').length === 0 ? [] : ['the fan-in body ran in a parent canceled while it waited']),
     ],
   },
+  {
+    // Phase 1 of each takes the key's slot or queues behind the holder; the holder's end frees it and
+    // wakes the waiter in its commit. Never two bodies at once, both run once, the key's row clean.
+    name: 'a keyed step × another on its key',
+    setup: (h) => keyedPair(h),
+    operations: (h, at: Keyed) => at.jobs.map((job, index) => ({ name: `step ${index + 1}`, run: () => h.runJob(job) })),
+    check: (h, at) => slotsHold(h, at),
+  },
+  {
+    // The pause finds the second workflow queued for the key (its execution stays in the queue until
+    // its turn cancels it), about to start, or running. Resumed, it runs once the key is free.
+    name: 'a keyed step × another on its key × pause of the other',
+    setup: (h) => keyedPair(h),
+    operations: (h, at: Keyed) => [
+      { name: 'holder', run: () => h.runJob(at.jobs[0]) },
+      { name: 'other', run: () => h.runJob(at.jobs[1]) },
+      { name: 'pause', run: () => workflows(h).pause(at.workflows[1].id).catch(() => undefined) },
+    ],
+    check: async (h, at) => {
+      if ((await workflows(h).find(at.workflows[1].id)).state === 'paused') {
+        await workflows(h).resume(at.workflows[1].id);
+        const thrown = await h.drain();
+        if (thrown.length > 0) return thrown;
+      }
+      return slotsHold(h, at);
+    },
+  },
 ];
 
 /** Scenarios of the list above, with a connection killed at one statement boundary of each schedule. */
@@ -568,6 +641,7 @@ export const WITH_FAULTS: Array<Scenario<any>> = [
   "a child's end × cancel of its parent",
   "a child's end × skip of the fan-in step",
   "a transactional child's end × cancel of its parent",
+  'a keyed step × another on its key',
 ].map((name) => {
   const scenario = SCENARIOS.find((candidate) => candidate.name === name)!;
   return { ...scenario, name: `${name}, with a connection killed`, faults: 1 };

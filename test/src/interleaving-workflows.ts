@@ -5,6 +5,7 @@
  */
 import { childrenOf, SignalMatcher, Step, Workflow } from 'geneva-drive';
 import { GenevaWorkflow } from 'geneva-drive';
+import type { DataSource } from 'typeorm';
 import { TestHero } from '../utils/fixtures.js';
 import { TestEffect } from './transactional-workflows.js';
 
@@ -17,6 +18,8 @@ export interface BodyRun {
   signalId: string | null;
   /** A fan-in body: the children it was handed in `this.children` (id and state). */
   children?: Array<{ id: string; state: string }>;
+  /** A keyed body: the executions of its key in progress as it ran (its own included). */
+  holders?: number;
 }
 
 /** Every body run of this process, in order. */
@@ -205,7 +208,39 @@ export const FanParentWorkflow = fanParent(FanLeafWorkflow);
 export const LedgerFanParentWorkflow = fanParent(LedgerLeafWorkflow);
 export type FanParentClass = typeof FanParentWorkflow;
 
+/** Where a keyed body counts the holders of its key (set by the scenario's setup). */
+export const keyedProbe = { dataSource: null as DataSource | null };
+
+/** The concurrency key of KeyedWorkflow's step `a`: one per hero name, one holder at a time. */
+export const keyOfHero = (hero: TestHero) => `slot:${hero.name}`;
+
+/** `a` (concurrency key per hero name, limit 1) → `c`. */
+@Workflow({ hero: () => TestHero })
+export class KeyedWorkflow extends GenevaWorkflow<TestHero> {
+  @Step({ concurrency: { key: (wf: KeyedWorkflow) => keyOfHero(wf.hero), limit: 1 } })
+  async a() {
+    record(this, 'a');
+    const run = bodyRuns[bodyRuns.length - 1];
+    const dataSource = keyedProbe.dataSource!;
+    const count = `SELECT COUNT(*) AS n FROM geneva_drive_step_executions WHERE flow_key = ${dataSource.options.type === 'postgres' ? '$1' : '?'} AND state = 'in_progress'`;
+    // The probe's own read, not the step's work: a connection the explorer kills under it is read again.
+    for (let tries = 1; run.holders === undefined; tries++) {
+      try {
+        run.holders = Number((await dataSource.query(count, [keyOfHero(this.hero)]))[0].n);
+      } catch (error) {
+        if (tries >= 3) throw error;
+      }
+    }
+  }
+
+  @Step()
+  async c() {
+    record(this, 'c');
+  }
+}
+
 export const INTERLEAVING_WORKFLOWS = [
+  KeyedWorkflow,
   GatedWorkflow,
   HeroMatchedWorkflow,
   PlainWorkflow,

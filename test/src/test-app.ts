@@ -1,7 +1,7 @@
 import { Logger, type DynamicModule, type LoggerService, type Provider, type Type } from '@nestjs/common';
 import { Test, type TestingModule } from '@nestjs/testing';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
-import type { DataSource } from 'typeorm';
+import { Table, type DataSource } from 'typeorm';
 import { GenevaDriveModule, type GenevaDriveModuleOptions } from 'geneva-drive';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
 import { dataSourceOptions, prepareDatabase, truncateAll, type DatabaseKind, type SchemaOptions } from '../utils/databases.js';
@@ -26,8 +26,8 @@ export async function createTestApp(
   providers: Provider[],
   options: GenevaDriveModuleOptions & SchemaOptions & { prepare?: boolean; entities?: Function[]; imports?: Array<Type | DynamicModule> } = {},
 ): Promise<TestApp> {
-  const { withoutSignals, withoutDeadlines, withoutProcesses, withoutChildren, primaryKey, prepare = true, entities = [], imports = [], ...moduleOptions } = options;
-  if (prepare) await prepareDatabase(kind, { withoutSignals, withoutDeadlines, withoutProcesses, withoutChildren, primaryKey });
+  const { withoutSignals, withoutDeadlines, withoutProcesses, withoutChildren, withoutFlowControl, primaryKey, prepare = true, entities = [], imports = [], ...moduleOptions } = options;
+  if (prepare) await prepareDatabase(kind, { withoutSignals, withoutDeadlines, withoutProcesses, withoutChildren, withoutFlowControl, primaryKey });
   const moduleRef = await Test.createTestingModule({
     imports: [
       TypeOrmModule.forRoot({ ...dataSourceOptions(kind, { primaryKey, entities }), migrations: [], migrationsRun: false }),
@@ -68,4 +68,18 @@ export function engineLogger(): LoggerService {
   if (process.env.GD_TEST_LOGS) return new Logger('GenevaDrive');
   const silent = () => undefined;
   return { log: silent, error: silent, warn: silent, debug: silent, verbose: silent };
+}
+
+/** Drops and creates the tables of a spec's own entities (in this order: dependents first). */
+export async function recreateTables(dataSource: DataSource, entities: Function[]): Promise<void> {
+  const queryRunner = dataSource.createQueryRunner();
+  try {
+    for (const entity of entities) {
+      const metadata = dataSource.getMetadata(entity);
+      await queryRunner.dropTable(metadata.tableName, true);
+      await queryRunner.createTable(Table.create(metadata, dataSource.driver));
+    }
+  } finally {
+    await queryRunner.release();
+  }
 }

@@ -23,6 +23,7 @@ import { WorkflowRegistry } from './registry/workflow.registry.js';
 import { SignalIntake } from './client/signal-intake.js';
 import { SignalRendezvous } from './execution/signal-rendezvous.js';
 import { ChildEnd } from './execution/child-end.js';
+import { ConcurrencySlots } from './execution/concurrency-slots.js';
 import { SignalService } from './client/signal.service.js';
 import { SignalHero } from './client/signal-hero.js';
 import { UnownedSteps } from './execution/unowned-steps.js';
@@ -68,6 +69,12 @@ function engineProviders(declaredDataSource: string | undefined, queue: QueueAda
       provide: ChildEnd,
       useFactory: (store: WorkflowStore, rendezvous: SignalRendezvous, schema: SchemaCapabilities) => new ChildEnd(store, rendezvous, schema),
       inject: [WorkflowStore, SignalRendezvous, SchemaCapabilities],
+    },
+    // Listens to the store for the transitions of executions holding or waiting for a concurrency key.
+    {
+      provide: ConcurrencySlots,
+      useFactory: (store: WorkflowStore, registry: WorkflowRegistry, schema: SchemaCapabilities) => new ConcurrencySlots(store, registry, schema),
+      inject: [WorkflowStore, WorkflowRegistry, SchemaCapabilities],
     },
     WorkflowRegistry,
     EngineView,

@@ -12,6 +12,7 @@ export type {
 } from './interfaces/geneva-drive-options.interface.js';
 export type { ProgrammaticStepOptions, StepJobOptions, StepOptions, TimeoutAction, WorkflowCondition } from './workflow/step-options.interface.js';
 export type { ClassExceptionPolicy, RemovedStepOptions, WorkflowOptions } from './workflow/workflow-options.interface.js';
+export type { ConcurrencyOptions } from './workflow/concurrency-options.js';
 export { Step, addStep } from './workflow/step.decorator.js';
 export { ResumableStep, type ResumableStepOptions } from './workflow/resumable-step.decorator.js';
 export { StepIteration } from './workflow/step-iteration.js';
@@ -47,6 +48,7 @@ export { CursorTooLargeError } from './errors/cursor-too-large.error.js';
 export { DataSourceNotFoundError } from './errors/data-source-not-found.error.js';
 export { EntitiesNotRegisteredError } from './errors/entities-not-registered.error.js';
 export { FlowControlNotMigratedError } from './errors/flow-control-not-migrated.error.js';
+export { ConcurrencyKeyError } from './errors/concurrency-key.error.js';
 export { HeroTypeNotFoundError } from './errors/hero-type-not-found.error.js';
 export { InvalidHeroError } from './errors/invalid-hero.error.js';
 export { InvalidOptionError } from './errors/invalid-option.error.js';

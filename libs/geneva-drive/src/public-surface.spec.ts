@@ -29,7 +29,7 @@ const SURFACE: Record<Entry, { values: string[]; types: string[] }> = {
   'geneva-drive': {
     values: [
       'CHILD_FINISHED', 'ChildrenMatcher', 'ChildrenNotMigratedError',
-      'CommitOutcomeUnknownError', 'CursorTooLargeError', 'DataSourceNotFoundError',
+      'CommitOutcomeUnknownError', 'ConcurrencyKeyError', 'CursorTooLargeError', 'DataSourceNotFoundError',
       'DeadlinesNotMigratedError', 'DeployCheck', 'EntitiesNotRegisteredError', 'ExceptionPolicy', 'ExecutorService',
       'FlowControlNotMigratedError', 'FlowControlSignal', 'GENEVA_DRIVE_CHANNELS', 'GENEVA_DRIVE_ENTITIES', 'GENEVA_DRIVE_MIGRATIONS',
       'GENEVA_DRIVE_TRACING_CHANNELS', 'GenevaDriveError', 'GenevaDriveModule', 'GenevaWorkflow',
@@ -46,7 +46,7 @@ const SURFACE: Record<Entry, { values: string[]; types: string[] }> = {
     ],
     types: [
       'Backoff', 'BullMqQueueAdapterOptions', 'BullQueueAdapterOptions', 'ChildEndState', 'ChildFinishedPayload', 'ChildHandle',
-      'ChildSignal', 'ChildWorkflow', 'ChildrenCount', 'ChildrenOfOptions', 'ChildrenPageOptions', 'ClassExceptionPolicy',
+      'ChildSignal', 'ChildWorkflow', 'ChildrenCount', 'ChildrenOfOptions', 'ChildrenPageOptions', 'ClassExceptionPolicy', 'ConcurrencyOptions',
       'CustomQueueAdapterOptions', 'DeployCheckReport', 'Duration', 'ErrorMatcher', 'ExceptionAction', 'ExceptionHandler',
       'ExceptionPolicyOptions', 'ExecuteOptions', 'ExecutionEvent', 'FinalizeEvent', 'Gauge',
       'GenevaDriveCliConfig', 'GenevaDriveMigrationsOptions', 'GenevaDriveModuleOptions',

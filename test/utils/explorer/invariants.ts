@@ -4,6 +4,7 @@
  */
 import type { DataSource } from 'typeorm';
 import { Signal, StepExecution, WorkflowRecord } from 'geneva-drive';
+import { identifierText } from '../../../libs/geneva-drive/src/entities/column-transformers.js';
 import { WorkflowInstances } from '../../../libs/geneva-drive/src/execution/workflow-instances.js';
 import { WorkflowRegistry } from '../../../libs/geneva-drive/src/registry/workflow.registry.js';
 import { isChildrenMatcher } from '../../../libs/geneva-drive/src/workflow/children-matcher.js';
@@ -18,6 +19,13 @@ export async function checkInvariants(app: INestApplicationContext, dataSource: 
   const signals = await manager.find(Signal, { order: { createdAt: 'ASC', id: 'ASC' } });
   const violations: string[] = [];
   const now = Date.now();
+  const keys = await flowKeys(dataSource);
+  /** A scheduled execution waiting for a concurrency key behind its holders: not lost, by design. */
+  const waitsBehindHolders = (execution: StepExecution) => {
+    if (!execution.flowKey) return false;
+    const key = keys.get(execution.flowKey);
+    return key !== undefined && key.waiters.some((waiter) => waiter.e === execution.id) && !admitted(key).includes(execution.id);
+  };
 
   for (const workflow of workflows) {
     const own = executions.filter((execution) => execution.workflowId === workflow.id);
@@ -28,7 +36,7 @@ export async function checkInvariants(app: INestApplicationContext, dataSource: 
     }
     for (const execution of active) {
       // Every job the operations left was run: nothing is left to start a step that is due.
-      if (options.unsent && execution.state === 'scheduled' && execution.scheduledFor.getTime() <= now && workflow.state === 'ready') {
+      if (options.unsent && execution.state === 'scheduled' && execution.scheduledFor.getTime() <= now && workflow.state === 'ready' && !waitsBehindHolders(execution)) {
         violations.push(`execution ${execution.id} (${execution.stepName}) is scheduled and due with no job left to run it: lost`);
       }
       if (execution.state === 'in_progress' && options.stranded) violations.push(`execution ${execution.id} (${execution.stepName}) is in progress with nothing running it`);
@@ -111,5 +119,38 @@ export async function checkInvariants(app: INestApplicationContext, dataSource: 
       if (step.waitFor.matches(signal, instance)) violations.push(`signal ${signal.id} (${signal.name}) is pending while execution ${execution.id} (${execution.stepName}), parked, accepts it: a lost event`);
     }
   }
+  // A concurrency key's row counts its holders (the executions of the key in progress) and queues
+  // exactly the executions that wait for it (scheduled, with the key).
+  for (const [key, row] of keys) {
+    const holders = executions.filter((execution) => execution.flowKey === key && execution.state === 'in_progress').length;
+    if (row.holding !== holders) violations.push(`concurrency key ${key} counts ${row.holding} holders, but ${holders} of its executions are in progress`);
+    const waiting = executions.filter((execution) => execution.flowKey === key && execution.state === 'scheduled').map((execution) => execution.id);
+    const queued = row.waiters.map((waiter) => waiter.e);
+    if ([...waiting].sort().join() !== [...queued].sort().join()) violations.push(`concurrency key ${key} queues [${queued.join(', ')}], but [${waiting.join(', ')}] wait for it`);
+  }
   return violations;
+}
+
+interface FlowKeyRow {
+  holding: number;
+  waiters: Array<{ e: string; l: number }>;
+}
+
+/** The concurrency keys' rows, by key (none without the flow-control migration). */
+async function flowKeys(dataSource: DataSource): Promise<Map<string, FlowKeyRow>> {
+  const rows: Array<{ flow_key: string; holding: unknown; waiters: unknown }> = await dataSource.query('SELECT flow_key, holding, waiters FROM geneva_drive_flow_keys').catch(() => []);
+  // MySQL/MariaDB answer an identifier column as bytes.
+  return new Map(rows.map((row) => [String(identifierText(row.flow_key)), { holding: Number(row.holding), waiters: JSON.parse(String(row.waiters)) as FlowKeyRow['waiters'] }]));
+}
+
+/** The waiters the key's free slots admit, oldest first (ConcurrencySlots' rule): their wake-up must be out. */
+function admitted(row: FlowKeyRow): string[] {
+  const ids: string[] = [];
+  let slots = row.holding;
+  for (const waiter of row.waiters) {
+    if (slots >= waiter.l) break;
+    ids.push(waiter.e);
+    slots++;
+  }
+  return ids;
 }

@@ -8,6 +8,7 @@ import { pause, TransactionRunner } from '../persistence/transaction-runner.js';
 import { WorkflowStore } from '../persistence/workflow-store.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { ChildStart } from './child-start.js';
+import { ConcurrencySlots } from './concurrency-slots.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { FinalizePhase } from './finalize-phase.js';
 import { PreparePhase } from './prepare-phase.js';
@@ -55,6 +56,7 @@ export class ExecutorService {
     @Inject(GENEVA_DRIVE_LOGGER) private readonly logger: LoggerService,
     private readonly unowned: UnownedSteps,
     schema: SchemaCapabilities,
+    slots: ConcurrencySlots,
   ) {
     const outcomes = new StepOutcomes(store, gate);
     const childStart = new ChildStart(store, schema, () => ({
@@ -74,6 +76,7 @@ export class ExecutorService {
       logger,
       (prepared, result) => this.finalizePhase.finalize(prepared, result),
       unowned,
+      slots,
     );
     this.body = new StepBody(transactions, options, () => this.shuttingDown, () => childStart.outputs());
     this.finalizePhase = new FinalizePhase(transactions, store, outcomes, this.preparePhase, childStart);

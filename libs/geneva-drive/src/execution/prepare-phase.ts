@@ -4,6 +4,7 @@ import type { Signal } from '../entities/signal.entity.js';
 import type { StepExecution } from '../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../entities/workflow.entity.js';
 import { DeadlinesNotMigratedError, SignalsNotMigratedError } from '../errors/signal.errors.js';
+import { FlowControlNotMigratedError } from '../errors/flow-control-not-migrated.error.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import { PAUSE_POLICY, resolveExceptionPolicy } from '../exception-policy/exception-policy.js';
 import { ContextLogger } from '../instrumentation/context-logger.js';
@@ -16,6 +17,7 @@ import { evaluateCondition, type StepDefinition, type WorkflowDefinition } from 
 import type { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { workflowInternals } from '../workflow/geneva-workflow.js';
 import { isChildrenMatcher } from '../workflow/children-matcher.js';
+import type { ConcurrencySlots } from './concurrency-slots.js';
 import type { SignalRendezvous } from './signal-rendezvous.js';
 import type { StepOutcomes } from './step-outcome.js';
 import type { UnownedSteps } from './unowned-steps.js';
@@ -30,13 +32,13 @@ const SKIPPED = { state: 'skipped', outcome: 'skipped' } as const;
 
 /**
  * Whether the locked phase 1 reads the hero: something it runs may decide on it (cancelIf, skipIf, a
- * signal matcher that looks at the workflow), or the body takes it from there. A transactional
+ * signal matcher that looks at the workflow, a concurrency key), or the body takes it from there. A transactional
  * step's body reads it through its own transaction (TransactionalStep), which also cancels the
  * workflow when it is gone: read here as well, it would be read twice.
  */
 export function phaseOneReadsHero(definition: WorkflowDefinition, step: StepDefinition | undefined): boolean {
   if (!step?.transactional) return true;
-  return definition.cancelIf.length > 0 || step.skipIf !== undefined || (step.waitFor !== undefined && step.waitFor.needsWorkflow !== false);
+  return definition.cancelIf.length > 0 || step.skipIf !== undefined || step.concurrency !== undefined || (step.waitFor !== undefined && step.waitFor.needsWorkflow !== false);
 }
 
 /**
@@ -62,6 +64,8 @@ export class PreparePhase {
     private readonly finalize: Finalize,
     /** Jobs of a class or step this process does not have. */
     private readonly unowned: UnownedSteps,
+    /** The slots of concurrency keys, phase 1's last gate. */
+    private readonly slots: ConcurrencySlots,
   ) {}
 
   async prepareSafely(executionId: string, workflowId: string, options: ExecuteOptions): Promise<PrepareResult> {
@@ -156,9 +160,11 @@ export class PreparePhase {
     const started = performance.now();
     const event = (outcome: string, exception?: unknown) =>
       publish('precondition', () => ({ ...eventBase(prepared, started), ...dueKeys(execution), outcome, ...(exception === undefined ? {} : { exception }) }));
-    let verdict: 'cancel' | 'skip' | 'wait' | 'pass';
+    let verdict: 'cancel' | 'skip' | 'wait' | 'throttle' | 'pass';
     try {
       verdict = await this.evaluatePreconditions(manager, prepared, workflow, pinned);
+      // The last gate: a slot of the step's concurrency key, taken only by a step about to start.
+      if (verdict === 'pass' && step.concurrency && !(await this.slots.admit(manager, prepared))) verdict = 'throttle';
     } catch (error) {
       // A database error is the transaction's, not the precondition's: it may be gone (PostgreSQL
       // aborts it; MySQL rolls a deadlock victim back whole). Transient ones run it again; others
@@ -168,7 +174,7 @@ export class PreparePhase {
       logger.error(`Precondition raised ${String(error)}`);
       // A waitFor step on a database without the signals migration fails and pauses whatever the
       // policy says: skipping or retrying would run past the event the step was written for.
-      const notMigrated = error instanceof SignalsNotMigratedError || error instanceof DeadlinesNotMigratedError; // [deadline hook]
+      const notMigrated = error instanceof SignalsNotMigratedError || error instanceof DeadlinesNotMigratedError || error instanceof FlowControlNotMigratedError; // [deadline hook]
       const policy = notMigrated ? PAUSE_POLICY : resolveExceptionPolicy(step, definition.exceptionPolicies, error);
       await this.outcomes.applyExceptionPolicy(manager, prepared, policy, error, 'precondition');
       return { done: true, error };
@@ -186,6 +192,10 @@ export class PreparePhase {
         return { done: true };
       case 'wait':
         event('waiting');
+        return { done: true };
+      case 'throttle':
+        event('throttled');
+        logger.log(`Concurrency key "${execution.flowKey}" is at its limit: the step waits for a slot`);
         return { done: true };
       case 'pass':
         event('passed');
@@ -216,7 +226,7 @@ export class PreparePhase {
     const { workflowType, stepName, heroType, heroId } = options.hints ?? {};
     const definition = workflowType === undefined ? undefined : this.registry.findByName(workflowType);
     const step = definition?.step(stepName);
-    if (!definition || !step || definition.cancelIf.length > 0 || step.skipIf !== undefined || heroType === undefined || heroId === undefined) return null;
+    if (!definition || !step || definition.cancelIf.length > 0 || step.skipIf !== undefined || step.concurrency || heroType === undefined || heroId === undefined) return null;
     if (!this.store.writesIfUnchanged(this.transactions.dataSource.manager)) return null;
     const manager = this.transactions.dataSource.createEntityManager();
     let prepared: Prepared;

@@ -18,6 +18,8 @@ export interface HousekeepingSummary {
    * runnable (their deadline job was lost), timed out by this run.
    */
   overdueDeadlinesRecovered: number;
+  /** Waiters of a concurrency key with a free slot whose wake was sent again (a wake's job was lost). */
+  flowWaitersWoken: number;
   /**
    * Workflows paused in this run because their step was found stuck `in_progress` once more after
    * `maxRecoveries` recoveries in a row (each also logged at error level).
@@ -60,6 +62,7 @@ export function emptySummary(): HousekeepingSummary {
     stuckScheduledRecovered: 0,
     stuckScheduledStillQueued: 0,
     overdueDeadlinesRecovered: 0,
+    flowWaitersWoken: 0,
     pausedAtRecoveryLimit: [],
     unrecoverable: [],
     unrunnableExecutions: null,

@@ -15,6 +15,7 @@ import type { QueuePort, StepJob, StepJobHints } from '../interfaces/queue.port.
 import { STEP_JOB_GATE } from '../queue/queue.tokens.js';
 import type { StepJobGate } from '../queue/step-job-gate.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
+import { ConcurrencySlots } from '../execution/concurrency-slots.js';
 import { WaitDeadline } from '../execution/wait-deadline.js';
 import { readHousekeepingGauges } from './gauges.js';
 import { emptySummary, type HousekeepingSummary } from './housekeeping-summary.js';
@@ -52,6 +53,7 @@ export class HousekeepingService implements OnModuleInit {
     @Inject(GENEVA_DRIVE_OPTIONS) private readonly options: ResolvedGenevaDriveOptions,
     @Inject(GENEVA_DRIVE_LOGGER) private readonly logger: LoggerService,
     private readonly roster: ProcessRoster,
+    private readonly slots: ConcurrencySlots,
     @Optional() @Inject(STEP_JOB_GATE) private readonly gate?: StepJobGate,
   ) {}
 
@@ -64,6 +66,9 @@ export class HousekeepingService implements OnModuleInit {
     await purgeStoppedWorkflows(this.transactions, this.schema, this.options, summary);
     await this.recoverStuck('in_progress', summary);
     await this.recoverStuck('scheduled', summary);
+    // Executions waiting for a concurrency key are not stuck (recoverStuck leaves them); a wake whose job was lost is sent again.
+    const untouchedSince = new Date(Date.now() - this.options.stuckScheduledThresholdMs);
+    summary.flowWaitersWoken = await this.transactions.run((manager) => this.slots.wakeStranded(manager, untouchedSince), undefined, { idempotent: true });
     const deadlines = await this.deadline.recoverOverdue();
     summary.overdueDeadlinesRecovered = deadlines.recovered;
     summary.unrecoverable.push(...deadlines.unrecoverable);

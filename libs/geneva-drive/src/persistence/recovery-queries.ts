@@ -17,12 +17,15 @@ export type StuckState = 'in_progress' | 'scheduled';
 
 /** Executions stuck in `state` since before `cutoff` (started, or due) of a workflow that is ready or performing. */
 function stuck(manager: EntityManager, state: StuckState, cutoff: Date): SelectQueryBuilder<StepExecution> {
-  return manager
+  const query = manager
     .createQueryBuilder(StepExecution, 'e')
     .innerJoin(WorkflowRecord, 'w', 'w.id = e.workflowId')
     .where('e.state = :state', { state })
     .andWhere(state === 'in_progress' ? 'e.startedAt < :cutoff' : 'e.scheduledFor < :cutoff', { cutoff })
     .andWhere('w.state IN (:...runnable)', { runnable: [...RUNNABLE_WORKFLOW_STATES] });
+  // A scheduled execution waiting for a concurrency key (its `flow_key` set) is not stuck: the end of a holder wakes it.
+  if (state === 'scheduled' && manager.connection.getMetadata(StepExecution).findColumnWithPropertyName('flowKey')?.isSelect) query.andWhere('e.flowKey IS NULL');
+  return query;
 }
 
 /** One page of stuck executions (see {@link stuck}), after the id `after` (null: from the first). */

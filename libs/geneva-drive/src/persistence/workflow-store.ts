@@ -41,6 +41,8 @@ export class WorkflowStore {
   private readonly phase: PhaseBatch;
   /** Per transaction, the parent lockStep locked before a child's step rows (see takeLockedParent). */
   private readonly lockedParents = new WeakMap<EntityManager, { workflow: WorkflowRecord; waiting?: StepExecution[] }>();
+  /** Told of the transitions of an execution with a concurrency key (execution/concurrency-slots.ts). */
+  private slotTransition: ((manager: EntityManager, execution: StepExecution, from: StepExecutionState, to: StepExecutionState) => Promise<void>) | undefined;
   /** Told of the end of a child or of a parent, in the transaction of that end (execution/child-end.ts). */
   private workflowEnded: ((manager: EntityManager, workflow: WorkflowRecord) => Promise<void>) | undefined;
 
@@ -279,7 +281,8 @@ export class WorkflowStore {
     outcome: StepOutcome | null,
     patch: Partial<StepExecution> = {},
   ): Promise<void> {
-    assertExecutionTransition(execution.state, to);
+    const from = execution.state;
+    assertExecutionTransition(from, to);
     const now = this.now();
     const changes: Partial<StepExecution> = { ...patch, state: to, outcome, updatedAt: now };
     if (to === 'in_progress') changes.startedAt = now;
@@ -289,6 +292,16 @@ export class WorkflowStore {
     }
     await this.updateRow<StepExecution>(manager, 'executions', execution.id, changes);
     Object.assign(execution, changes);
+    // A holder of a concurrency key leaving `in_progress`, or a waiter for one ending: decided in
+    // memory, no statement for an execution without a key.
+    if (execution.flowKey && this.slotTransition && (from === 'in_progress' || (from === 'scheduled' && to !== 'in_progress'))) {
+      await this.slotTransition(manager, execution, from, to);
+    }
+  }
+
+  /** Sets what is told of each transition of an execution holding or waiting for a concurrency key, in its transaction. */
+  onSlotTransition(listener: (manager: EntityManager, execution: StepExecution, from: StepExecutionState, to: StepExecutionState) => Promise<void>): void {
+    this.slotTransition = listener;
   }
 
   /** The workflow's active execution (scheduled, waiting or in progress), if any. */

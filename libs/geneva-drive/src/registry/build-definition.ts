@@ -8,14 +8,15 @@ import type { StepJobOptions, TimeoutAction, WorkflowCondition } from '../workfl
 import type { ClassExceptionPolicy, WorkflowOptions } from '../workflow/workflow-options.interface.js';
 import { toSignalMatcher, type SignalMatcherLike } from '../workflow/signal-matcher.js';
 import { isChildrenMatcher } from '../workflow/children-matcher.js';
+import type { ConcurrencyOptions } from '../workflow/concurrency-options.js';
 import { parseDuration, type Duration } from '../util/duration.js';
 import { DEFAULT_TRANSACTION_TIMEOUT_MS, WorkflowDefinition, type RemovedStep, type StepDefinition } from './workflow-definition.js';
 
 const MAX_TRANSACTION_TIMEOUT_MS = 2_147_483_647;
-const STEP_OPTION_KEYS = ['name', 'wait', 'waitFor', 'timeout', 'onTimeout', 'skipIf', 'onException', 'maxReattempts', 'terminalAction', 'maxRecoveries', 'before', 'after', 'jobOptions'];
+const STEP_OPTION_KEYS = ['name', 'wait', 'waitFor', 'timeout', 'onTimeout', 'skipIf', 'onException', 'maxReattempts', 'terminalAction', 'maxRecoveries', 'before', 'after', 'jobOptions', 'concurrency'];
 const TRANSACTIONAL_OPTION_KEYS = ['transactional', 'transactionTimeout'];
 const RESUMABLE_OPTION_KEYS = ['maxIterations', 'maxRuntime'];
-const WORKFLOW_OPTION_KEYS = ['name', 'hero', 'cancelIf', 'onException', 'jobOptions', 'mayProceedWithoutHero', 'skipUndefinedSteps', 'removedSteps', 'transactional'];
+const WORKFLOW_OPTION_KEYS = ['name', 'hero', 'cancelIf', 'onException', 'jobOptions', 'mayProceedWithoutHero', 'skipUndefinedSteps', 'removedSteps', 'transactional', 'concurrency'];
 const REMOVED_STEP_KEYS = ['name', 'after', 'before'];
 
 /**
@@ -47,6 +48,8 @@ export function buildWorkflowDefinition(target: Function): WorkflowDefinition {
   }
 
   const removed = removedStepsOf(inherited, (step, problem) => fail(step, `removedSteps: ${problem}`));
+  const nearestConcurrency = inherited.findLast((o) => o.concurrency !== undefined)?.concurrency;
+  const workflowConcurrency = nearestConcurrency === undefined ? undefined : validateConcurrency(nearestConcurrency, (p) => fail(undefined, `concurrency: ${p}`));
 
   // Steps: parents' first, each class in declaration order, then positioned by before/after.
   const declared: Placed[] = [];
@@ -67,9 +70,12 @@ export function buildWorkflowDefinition(target: Function): WorkflowDefinition {
         }
       }
       if (before !== undefined && after !== undefined) stepFail('cannot specify both before and after');
-      // The nearest class that says so decides the default.
-      const transactionalByDefault = inherited.findLast((o) => o.transactional !== undefined)?.transactional === true;
-      declared.push({ name, definition: buildStep(name, declaration, target, stepFail, transactionalByDefault), before, after });
+      // The nearest class that says so decides the defaults.
+      const defaults = {
+        transactional: inherited.findLast((o) => o.transactional !== undefined)?.transactional === true,
+        concurrency: workflowConcurrency,
+      };
+      declared.push({ name, definition: buildStep(name, declaration, target, stepFail, defaults), before, after });
       taken.add(name);
     }
   }
@@ -171,7 +177,13 @@ function stepNameOf(declaration: StepDeclaration, taken: Set<string>, reserved: 
   return `step_${n}`;
 }
 
-function buildStep(name: string, declaration: StepDeclaration, target: Function, fail: (problem: string) => never, transactionalByDefault: boolean): StepDefinition {
+function buildStep(
+  name: string,
+  declaration: StepDeclaration,
+  target: Function,
+  fail: (problem: string) => never,
+  defaults: { transactional: boolean; concurrency: ConcurrencyOptions | undefined },
+): StepDefinition {
   const options = declaration.options as Record<string, unknown> & StepDeclaration['options'];
   const allowed = [...STEP_OPTION_KEYS, ...TRANSACTIONAL_OPTION_KEYS, ...(declaration.resumable ? RESUMABLE_OPTION_KEYS : [])];
   for (const key of Object.keys(options)) if (!allowed.includes(key)) fail(`unknown step option "${key}"`);
@@ -239,7 +251,8 @@ function buildStep(name: string, declaration: StepDeclaration, target: Function,
     }
   }
 
-  const { transactional, transactionTimeoutMs } = buildTransactional(options, transactionalByDefault, fail);
+  const { transactional, transactionTimeoutMs } = buildTransactional(options, defaults.transactional, fail);
+  const concurrency = options.concurrency === undefined ? defaults.concurrency : validateConcurrency(options.concurrency, (p) => fail(`concurrency: ${p}`));
 
   return Object.freeze({
     name,
@@ -259,6 +272,7 @@ function buildStep(name: string, declaration: StepDeclaration, target: Function,
     sourceLocation: declaration.sourceLocation,
     transactional,
     transactionTimeoutMs,
+    concurrency,
   });
 }
 
@@ -278,6 +292,16 @@ function buildTransactional(
     fail(`transactionTimeout must be a positive duration (ms or '30s') of at most ${MAX_TRANSACTION_TIMEOUT_MS} ms, got ${JSON.stringify(options.transactionTimeout) ?? String(options.transactionTimeout)}`);
   }
   return { transactional, transactionTimeoutMs };
+}
+
+/** `concurrency`: `{ key: (workflow) => string, limit: <positive integer> }`. */
+function validateConcurrency(value: unknown, fail: (problem: string) => never): ConcurrencyOptions {
+  if (typeof value !== 'object' || value === null) fail('must be { key: (workflow) => string, limit: <positive integer> }');
+  const { key, limit, ...rest } = value as Partial<ConcurrencyOptions> & Record<string, unknown>;
+  for (const unknown of Object.keys(rest)) fail(`unknown key "${unknown}"`);
+  if (typeof key !== 'function') fail('key must be a function of the workflow returning a string');
+  if (!(typeof limit === 'number' && Number.isInteger(limit) && limit > 0)) fail(`limit must be a positive integer, got ${JSON.stringify(limit) ?? String(limit)}`);
+  return Object.freeze({ key: key!, limit: limit! });
 }
 
 const TIMEOUT_ACTIONS: readonly TimeoutAction[] = ['run', 'skip', 'cancel', 'pause'];

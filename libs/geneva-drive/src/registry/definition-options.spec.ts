@@ -180,12 +180,43 @@ describe('childrenOf', () => {
   };
 
   it('a fan-in names a step of the workflow, or a removed one', () => {
-    expect(buildWorkflowDefinition(fanIn('fanOut')).step('fanIn').waitFor).toMatchObject({ stepName: 'fanOut' });
-    expect(buildWorkflowDefinition(fanIn('oldFanOut', [{ name: 'oldFanOut', before: 'fanOut' }])).step('fanIn').waitFor).toMatchObject({ stepName: 'oldFanOut' });
+    expect(buildWorkflowDefinition(fanIn('fanOut')).step('fanIn')?.waitFor).toMatchObject({ stepName: 'fanOut' });
+    expect(buildWorkflowDefinition(fanIn('oldFanOut', [{ name: 'oldFanOut', before: 'fanOut' }])).step('fanIn')?.waitFor).toMatchObject({ stepName: 'oldFanOut' });
   });
 
   it('refuses at boot a fan-in naming no step of the workflow, or itself', () => {
     expect(refusal(() => buildWorkflowDefinition(fanIn('fanout')))).toMatch(/fanIn.*childrenOf\("fanout"\) names no step of FanIn/);
     expect(refusal(() => buildWorkflowDefinition(fanIn('fanIn')))).toMatch(/childrenOf\("fanIn"\) names the step itself/);
+  });
+});
+
+describe('concurrency', () => {
+  const key = () => 'k';
+
+  it("a step's own replaces the workflow's, which every other step takes", () => {
+    @Workflow({ concurrency: { key, limit: 2 } })
+    class Keyed extends GenevaWorkflow {
+      @Step() async a() {}
+      @Step({ concurrency: { key, limit: 1 } }) async b() {}
+    }
+    const definition = buildWorkflowDefinition(Keyed);
+    expect(definition.step('a')?.concurrency).toEqual({ key, limit: 2 });
+    expect(definition.step('b')?.concurrency).toEqual({ key, limit: 1 });
+    expect(buildWorkflowDefinition(threeSteps({})).step('a')?.concurrency).toBeUndefined();
+  });
+
+  it('refuses at boot a limit that is not a positive integer, a key that is not a function, an unknown option', () => {
+    const stepWith = (concurrency: unknown) => {
+      @Workflow()
+      class Bad extends GenevaWorkflow {
+        @Step({ concurrency } as never) async a() {}
+      }
+      return Bad;
+    };
+    expect(refusal(() => buildWorkflowDefinition(stepWith({ key, limit: 0 })))).toMatch(/concurrency: limit must be a positive integer, got 0/);
+    expect(refusal(() => buildWorkflowDefinition(stepWith({ key, limit: 1.5 })))).toMatch(/limit must be a positive integer, got 1.5/);
+    expect(refusal(() => buildWorkflowDefinition(stepWith({ key: 'k', limit: 1 })))).toMatch(/key must be a function/);
+    expect(refusal(() => buildWorkflowDefinition(stepWith({ key, limit: 1, per: '1m' })))).toMatch(/unknown key "per"/);
+    expect(refusal(() => buildWorkflowDefinition(threeSteps({ concurrency: { key, limit: -1 } })))).toMatch(/concurrency: limit must be a positive integer/);
   });
 });

@@ -1,3 +1,4 @@
+import type { ConcurrencyOptions } from '../workflow/concurrency-options.js';
 // A workflow class as the engine runs it: its steps in order and what each one needs. Built and
 // validated from the decorators by build-definition.ts.
 import type { ExceptionPolicy } from '../exception-policy/exception-policy.js';
@@ -28,6 +29,8 @@ export interface StepDefinition {
   readonly transactional: boolean;
   /** With `transactional`: the longest the body's transaction may last. */
   readonly transactionTimeoutMs: number;
+  /** The step's concurrency key and limit (its own, else the workflow's), if any. */
+  readonly concurrency: ConcurrencyOptions | undefined;
 }
 
 /** `transactionTimeout` when a transactional step gives none. */

@@ -1,6 +1,7 @@
 import type { ExceptionAction, ExceptionHandler, ExceptionPolicy } from '../exception-policy/exception-policy.js';
 import type { SignalMatcherLike } from './signal-matcher.js';
 import type { Duration } from '../util/duration.js';
+import type { ConcurrencyOptions } from './concurrency-options.js';
 
 /** A condition on the workflow: a function, the name of a method of the workflow, or a constant. @publicApi */
 export type WorkflowCondition<W = any> = boolean | string | ((workflow: W) => boolean | Promise<boolean>);
@@ -70,6 +71,11 @@ export interface StepOptions<W = any> {
    * PostgreSQL each statement and each idle gap of the transaction is bounded by it too. @default '30s'
    */
   transactionTimeout?: Duration;
+  /**
+   * At most `limit` executions of the steps sharing the key run at once (see ConcurrencyOptions).
+   * Replaces the workflow's `concurrency` for this step. @default the workflow's `concurrency`
+   */
+  concurrency?: ConcurrencyOptions<W>;
 }
 
 /** A step declared without a method (programmatic step lists). @publicApi */

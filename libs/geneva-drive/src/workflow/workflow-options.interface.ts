@@ -1,4 +1,5 @@
 import type { ExceptionAction, ExceptionHandler, ExceptionPolicy, ExceptionPolicyOptions } from '../exception-policy/exception-policy.js';
+import type { ConcurrencyOptions } from './concurrency-options.js';
 import type { StepJobOptions, WorkflowCondition } from './step-options.interface.js';
 
 /** A class-level exception policy: a policy object or its options in one literal. @publicApi */
@@ -43,4 +44,6 @@ export interface WorkflowOptions<W = any> {
   transactional?: boolean;
   /** Steps deleted from the class whose executions may still be in flight (see RemovedStepOptions). */
   removedSteps?: RemovedStepOptions[];
+  /** The `concurrency` of every step of this class that gives none (see ConcurrencyOptions). */
+  concurrency?: ConcurrencyOptions<W>;
 }

@@ -1,0 +1,175 @@
+import { In, type EntityManager } from 'typeorm';
+import { StepExecution } from '../entities/step-execution.entity.js';
+import { WorkflowRecord } from '../entities/workflow.entity.js';
+import { ConcurrencyKeyError } from '../errors/concurrency-key.error.js';
+import { freeSlot, keysWithWaiters, lockFlowKey, takeUncontended, writeFlowKey, type FlowKeyRow } from '../persistence/flow-keys.js';
+import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
+import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
+import type { WorkflowRegistry } from '../registry/workflow.registry.js';
+import type { StepExecutionState } from '../state/step-execution-state.js';
+import type { Prepared } from './step-run.js';
+
+const MAX_KEY_BYTES = 255;
+
+/**
+ * Concurrency keys (`concurrency: { key, limit }`): at most `limit` executions holding a key are
+ * `in_progress` at once, across every process.
+ *
+ * - Phase 1 of a step with a key, once every other gate passed, takes a slot ({@link admit}): the
+ *   execution starts holding the key (`flow_key` set, `in_progress`). Over the limit — or behind
+ *   earlier waiters — it waits instead: it stays `scheduled` with `flow_key` set (the reason it does
+ *   not run), queued in the key's row, its job done: no queue slot, no timer.
+ * - Every transition of such an execution goes through WorkflowStore.transitionExecution, which
+ *   tells {@link left}: a holder leaving `in_progress` (completed, failed, canceled, recovered, ...)
+ *   frees its slot; a waiter ending before it ran leaves the queue. Both, in that transaction, wake
+ *   the waiters the free slots now admit, oldest first: their jobs go out with its commit.
+ * - A woken waiter's phase 1 runs every gate again and takes the slot if it is still among the
+ *   waiters the free slots admit; otherwise it keeps its place. Newcomers queue behind waiters.
+ *
+ * The key's row is locked after the workflow's (phase 1 and every transition hold it), never before.
+ */
+export class ConcurrencySlots {
+  constructor(
+    private readonly store: WorkflowStore,
+    private readonly registry: WorkflowRegistry,
+    private readonly schema: SchemaCapabilities,
+  ) {
+    store.onSlotTransition((manager, execution, from, to) => this.left(manager, execution, from, to));
+  }
+
+  /**
+   * Phase 1's last gate: true when the execution now holds a slot of its step's key (`flow_key` set,
+   * for the start to write), false when it waits for one (`flow_key` set and queued).
+   */
+  async admit(manager: EntityManager, prepared: Prepared): Promise<boolean> {
+    const { step, instance, execution, workflow } = prepared;
+    const { key: keyOf, limit } = step.concurrency!;
+    this.schema.assertFlowControl(`concurrency on step "${step.name}"`);
+    const key = validKey(step.name, keyOf(instance));
+    const now = this.store.now();
+    await this.store.flush(manager);
+    // A waiter whose key changed (its hero did) leaves the old key's queue first.
+    if (execution.flowKey && execution.flowKey !== key) await this.leaveQueue(manager, execution.flowKey, execution.id);
+    if (execution.flowKey !== key && (await takeUncontended(manager, key, limit, now))) return this.holds(manager, execution, key);
+
+    const row = await lockFlowKey(manager, key, now);
+    const position = row.waiters.findIndex((waiter) => waiter.e === execution.id);
+    const ahead = position < 0 ? row.waiters.length : position;
+    if (row.holding < limit && ahead < limit - row.holding) {
+      row.waiters = row.waiters.filter((waiter) => waiter.e !== execution.id);
+      row.holding++;
+      await writeFlowKey(manager, key, row, now);
+      return this.holds(manager, execution, key);
+    }
+    if (position < 0) {
+      row.waiters.push({ e: execution.id, w: workflow.id, l: limit });
+      await writeFlowKey(manager, key, row, now);
+    }
+    if (execution.flowKey !== key) await this.setKey(manager, execution, key);
+    return false;
+  }
+
+  /**
+   * Housekeeping: wakes the waiters the free slots admit, of every key whose row nothing changed
+   * since `cutoff`. A wake whose job was lost (the process died between the commit and the enqueue)
+   * is all that leaves waiters there: a key in use changes at every start and end.
+   */
+  async wakeStranded(manager: EntityManager, cutoff: Date): Promise<number> {
+    if (!this.schema.hasFlowControl) return 0;
+    let woken = 0;
+    for (const key of await keysWithWaiters(manager, cutoff)) {
+      woken += await this.store.batched(manager, async () => {
+        const row = await lockFlowKey(manager, key, this.store.now());
+        return this.wake(manager, key, row);
+      });
+    }
+    return woken;
+  }
+
+  private async holds(manager: EntityManager, execution: StepExecution, key: string): Promise<true> {
+    if (execution.flowKey !== key) await this.setKey(manager, execution, key);
+    return true;
+  }
+
+  private async setKey(manager: EntityManager, execution: StepExecution, key: string): Promise<void> {
+    await this.store.updateRow<StepExecution>(manager, 'executions', execution.id, { flowKey: key });
+    execution.flowKey = key;
+  }
+
+  /** An execution with `flow_key` moved from `from` to `to` (WorkflowStore.transitionExecution). */
+  private async left(manager: EntityManager, execution: StepExecution, from: StepExecutionState, to: StepExecutionState): Promise<void> {
+    const key = execution.flowKey!;
+    if (from === 'in_progress') {
+      await this.store.flush(manager);
+      const now = this.store.now();
+      let row = await freeSlot(manager, key, now);
+      if (!row) {
+        row = await lockFlowKey(manager, key, now);
+        row.holding = Math.max(0, row.holding - 1);
+        await writeFlowKey(manager, key, row, now);
+      }
+      await this.wake(manager, key, row);
+    } else if (from === 'scheduled' && to !== 'in_progress') {
+      await this.leaveQueue(manager, key, execution.id);
+    }
+  }
+
+  /** Takes the execution out of the key's queue, and wakes whom that lets start. */
+  private async leaveQueue(manager: EntityManager, key: string, executionId: string): Promise<void> {
+    await this.store.flush(manager);
+    const now = this.store.now();
+    const row = await lockFlowKey(manager, key, now);
+    const waiters = row.waiters.filter((waiter) => waiter.e !== executionId);
+    if (waiters.length === row.waiters.length) return;
+    row.waiters = waiters;
+    await writeFlowKey(manager, key, row, now);
+    await this.wake(manager, key, row);
+  }
+
+  /**
+   * Sends the jobs of the waiters the free slots admit, oldest first, with this transaction's commit
+   * (under the key's lock, which the row is). A waiter that ended by a path that wrote no transition
+   * (a bulk cancel) is dropped from the queue on the way; a waiter's row read as anything else may
+   * be older than the queue (MySQL's snapshot) and is woken all the same: a job that finds its
+   * execution not waiting does nothing. The count woken.
+   */
+  private async wake(manager: EntityManager, key: string, row: FlowKeyRow): Promise<number> {
+    const admitted = [];
+    let slots = row.holding;
+    for (const waiter of row.waiters) {
+      if (slots >= waiter.l) break;
+      admitted.push(waiter);
+      slots++;
+    }
+    if (admitted.length === 0) return 0;
+    const executions = new Map((await manager.find(StepExecution, { where: { id: In(admitted.map((waiter) => waiter.e)) } })).map((e) => [e.id, e]));
+    const ended = admitted.filter((waiter) => TERMINAL.includes(executions.get(waiter.e)?.state as StepExecutionState));
+    if (ended.length > 0) {
+      row.waiters = row.waiters.filter((waiter) => !ended.includes(waiter));
+      await writeFlowKey(manager, key, row, this.store.now());
+      return this.wake(manager, key, row);
+    }
+    const workflows = new Map((await manager.find(WorkflowRecord, { where: { id: In(admitted.map((waiter) => waiter.w)) } })).map((w) => [w.id, w]));
+    let woken = 0;
+    for (const waiter of admitted) {
+      const execution = executions.get(waiter.e);
+      const workflow = workflows.get(waiter.w);
+      if (!execution || !workflow) continue;
+      const definition = this.registry.findByName(workflow.type);
+      // A job id of the wake's own: the execution's first job is done, and a queue keeps ids it ran.
+      await this.store.enqueue(manager, workflow, execution, jobOptionsFor(definition, definition?.step(execution.stepName)), `${execution.id}-slot-${Date.now().toString(36)}`);
+      woken++;
+    }
+    return woken;
+  }
+}
+
+const TERMINAL: readonly StepExecutionState[] = ['completed', 'failed', 'canceled', 'skipped'];
+
+/** The key a key function returned, when it is one. */
+function validKey(stepName: string, key: unknown): string {
+  if (typeof key !== 'string' || key === '' || Buffer.byteLength(key, 'utf8') > MAX_KEY_BYTES) {
+    throw new ConcurrencyKeyError(stepName, typeof key === 'string' ? `a string of ${Buffer.byteLength(key, 'utf8')} bytes` : (JSON.stringify(key) ?? String(key)));
+  }
+  return key;
+}

@@ -1,0 +1,120 @@
+import type { EntityManager } from 'typeorm';
+import { identifierText } from '../entities/column-transformers.js';
+import { isMysqlFamily } from './row-lock.js';
+
+/** One row per concurrency key: how many executions hold it, and who waits for it, in arrival order. */
+const TABLE = 'geneva_drive_flow_keys';
+
+/** An execution waiting for a slot of a key: its id, its workflow's id, and the limit its step declared. */
+export interface FlowWaiter {
+  e: string;
+  w: string;
+  l: number;
+}
+
+/** A key's row as read under its lock. */
+export interface FlowKeyRow {
+  holding: number;
+  waiters: FlowWaiter[];
+}
+
+/**
+ * The SQL of the concurrency keys' table (`geneva_drive_flow_keys`). Every function runs in the
+ * caller's transaction, which holds the lock of the workflow whose execution takes, frees or waits
+ * for a slot: a key's row is always locked after a workflow's, never before one, so the two kinds of
+ * lock cannot meet in opposite orders. One key's row is the only place its count and its queue live:
+ * nothing counts executions on the hot path.
+ */
+
+/**
+ * Takes a slot when the key is uncontended — fewer than `limit` holders and nobody waiting — in one
+ * statement that creates the row if need be (PostgreSQL, SQLite: an upsert whose update is guarded).
+ * False when it did not (contended, or a dialect without the statement): {@link lockFlowKey} decides.
+ */
+export async function takeUncontended(manager: EntityManager, key: string, limit: number, now: Date): Promise<boolean> {
+  if (isMysqlFamily(manager)) return false;
+  const [p1, p2, p3, p4] = placeholders(manager, 4);
+  const rows: unknown[] = await manager.query(
+    `INSERT INTO ${TABLE} (flow_key, holding, waiters, created_at, updated_at) VALUES (${p1}, 1, '[]', ${p2}, ${p3}) ` +
+      `ON CONFLICT (flow_key) DO UPDATE SET holding = ${TABLE}.holding + 1, updated_at = excluded.updated_at ` +
+      `WHERE ${TABLE}.holding < ${p4} AND ${TABLE}.waiters = '[]' RETURNING holding`,
+    [key, at(manager, now), at(manager, now), limit],
+  );
+  return rows.length > 0;
+}
+
+/**
+ * Frees a slot in one statement, answering the row as it leaves it (PostgreSQL, SQLite: RETURNING),
+ * under its lock until the transaction ends. Null on MySQL/MariaDB: {@link lockFlowKey} then.
+ */
+export async function freeSlot(manager: EntityManager, key: string, now: Date): Promise<FlowKeyRow | null> {
+  if (isMysqlFamily(manager)) return null;
+  const [p1, p2] = placeholders(manager, 2);
+  const rows = returned<{ holding: unknown; waiters: unknown }>(
+    await manager.query(
+      `UPDATE ${TABLE} SET holding = CASE WHEN holding > 0 THEN holding - 1 ELSE 0 END, updated_at = ${p1} WHERE flow_key = ${p2} RETURNING holding, waiters`,
+      [at(manager, now), key],
+    ),
+  );
+  return rows.length === 0 ? { holding: 0, waiters: [] } : toRow(rows[0]);
+}
+
+/** The key's row under its lock, created empty when the key is new. */
+export async function lockFlowKey(manager: EntityManager, key: string, now: Date): Promise<FlowKeyRow> {
+  if (isMysqlFamily(manager)) {
+    // The row first: an INSERT IGNORE of a row that exists takes a shared lock, which two
+    // transactions then both hold and both ask to upgrade (a deadlock on every contended key).
+    const select = `SELECT holding, waiters FROM ${TABLE} WHERE flow_key = ? FOR UPDATE`;
+    let rows: Array<{ holding: unknown; waiters: unknown }> = await manager.query(select, [key]);
+    if (rows.length === 0) {
+      await manager.query(`INSERT IGNORE INTO ${TABLE} (flow_key, holding, waiters, created_at, updated_at) VALUES (?, 0, '[]', ?, ?)`, [key, now, now]);
+      rows = await manager.query(select, [key]);
+    }
+    return toRow(rows[0]);
+  }
+  // A no-op update of the row it finds: its lock (PostgreSQL's row lock; SQLite's transaction holds the database's).
+  const [p1, p2, p3] = placeholders(manager, 3);
+  const rows: Array<{ holding: unknown; waiters: unknown }> = await manager.query(
+    `INSERT INTO ${TABLE} (flow_key, holding, waiters, created_at, updated_at) VALUES (${p1}, 0, '[]', ${p2}, ${p3}) ` +
+      `ON CONFLICT (flow_key) DO UPDATE SET updated_at = ${TABLE}.updated_at RETURNING holding, waiters`,
+    [key, at(manager, now), at(manager, now)],
+  );
+  return toRow(rows[0]);
+}
+
+/** Writes the row {@link lockFlowKey} locked. */
+export async function writeFlowKey(manager: EntityManager, key: string, row: FlowKeyRow, now: Date): Promise<void> {
+  const [p1, p2, p3, p4] = placeholders(manager, 4);
+  await manager.query(`UPDATE ${TABLE} SET holding = ${p1}, waiters = ${p2}, updated_at = ${p3} WHERE flow_key = ${p4}`, [row.holding, JSON.stringify(row.waiters), at(manager, now), key]);
+}
+
+/**
+ * The keys someone waits for whose row nothing changed since `cutoff` (housekeeping's sweep of lost
+ * wakes: every wake writes the row it frees a slot in): one row per key, never the executions.
+ */
+export async function keysWithWaiters(manager: EntityManager, cutoff: Date): Promise<string[]> {
+  const [p1] = placeholders(manager, 1);
+  const rows: Array<{ flow_key: unknown }> = await manager.query(`SELECT flow_key FROM ${TABLE} WHERE waiters <> '[]' AND updated_at < ${p1} ORDER BY flow_key`, [at(manager, cutoff)]);
+  // MySQL/MariaDB answer an identifier column as bytes.
+  return rows.map((row) => String(identifierText(row.flow_key)));
+}
+
+/** The rows an UPDATE ... RETURNING answers (TypeORM's PostgreSQL driver answers an UPDATE with [rows, count]). */
+function returned<T>(result: unknown): T[] {
+  return Array.isArray(result) && Array.isArray(result[0]) ? (result[0] as T[]) : (result as T[]);
+}
+
+function toRow(row: { holding: unknown; waiters: unknown }): FlowKeyRow {
+  return { holding: Number(row.holding), waiters: JSON.parse(String(row.waiters)) as FlowWaiter[] };
+}
+
+/** A date as the driver binds it: SQLite keeps TypeORM's `YYYY-MM-DD HH:MM:SS.SSS` (UTC) text. */
+function at(manager: EntityManager, date: Date): Date | string {
+  return manager.connection.options.type === 'better-sqlite3' ? date.toISOString().replace('T', ' ').replace('Z', '') : date;
+}
+
+/** `n` placeholders, numbered on PostgreSQL; elsewhere positional, so they must appear in the parameters' order. */
+function placeholders(manager: EntityManager, n: number): string[] {
+  const postgres = manager.connection.options.type === 'postgres';
+  return Array.from({ length: n }, (_, i) => (postgres ? `$${i + 1}` : '?'));
+}
