@@ -7,8 +7,9 @@
  * local queue it leaves them out of its boot scan. Several applications in this process stand for
  * the processes (each has its own registry and queue consumer); on Bull with PostgreSQL the old worker
  * is once a separate OS process as well (test/src/worker-process.ts, compiled with
- * test/tsconfig.worker.json and forked, which registers none of the fleet's classes). Every wait is
- * for a condition.
+ * test/tsconfig.worker.json and forked, which registers none of the fleet's classes). On Redis, once
+ * the new worker is up, the old one stops taking jobs, as at the end of the deploy (see
+ * `retireOld`). Every wait is for a condition.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import type { LoggerService } from '@nestjs/common';
@@ -26,7 +27,7 @@ import { describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } fro
 import { TestHero } from '../utils/fixtures.js';
 
 const COUNT = 4;
-/** A bound for a stuck run, not a verdict: the hand-backs' delays start at 1 s and grow by 1 s. */
+/** A bound for a stuck run, not a verdict: once the old worker takes no more jobs, each waits at most its last hand-back's delay. */
 const FINISH_TIMEOUT_MS = 300_000;
 /** Each test's own bound, above the waits it contains. */
 const TEST_TIMEOUT_MS = 360_000;
@@ -105,6 +106,22 @@ function redisFleetSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
     apps.push(app);
     return app;
   };
+  /**
+   * The old worker takes no more jobs (its application stays up), called once the new one is up.
+   * Left running beside it, it races the new worker for each handed-back job: both wake when the job
+   * comes due, whichever asks Redis first takes it, and the old one can win round after round, each
+   * hand-back a second longer than the last; how soon the new worker got every job would be chance.
+   * The queue is paused meanwhile: no job reaches the old worker's blocking read as it is cut.
+   */
+  const retire = async (stopTaking: () => Promise<void>) => {
+    await admin.pause();
+    try {
+      await stopTaking();
+    } finally {
+      await admin.resume();
+    }
+  };
+  const retireOld = (old: TestApp) => retire(() => driver.pauseWorker(old.moduleRef.get<QueuePort>(QUEUE_PORT)));
   /** Waits until the old worker has handed every first job back to Redis (a delayed `<execution>-unowned-<n>`). */
   const waitForHandBacks = async (ids: string[]) => {
     const view = fleetView(starter);
@@ -125,7 +142,7 @@ function redisFleetSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
 
   it('a worker without the class hands its jobs back untouched; the worker that has it runs them all', async () => {
     const old = warningLogger();
-    await boot([FleetChoreWorkflow], old.logger);
+    const oldApp = await boot([FleetChoreWorkflow], old.logger);
     const ids = await startOrders(starter, COUNT);
     await waitForHandBacks(ids);
     await fleetView(starter).expectUntouched(ids);
@@ -135,6 +152,7 @@ function redisFleetSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
 
     setLabel(FleetOrderWorkflow, 'new');
     await boot([FleetOrderWorkflow, FleetChoreWorkflow]);
+    await retireOld(oldApp);
     await fleetView(starter).waitAllFinished(ids);
     expect(fleetJournal.filter((line) => line.startsWith('reserveStock')).sort()).toEqual(ids.map(() => 'reserveStock@new'));
   }, TEST_TIMEOUT_MS);
@@ -142,7 +160,7 @@ function redisFleetSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
   it('a worker with the class but without a step the new version added hands those jobs back; both versions finish every workflow', async () => {
     const old = warningLogger();
     setLabel(FleetOrderBeforeReserveWorkflow, 'old');
-    await boot([FleetOrderBeforeReserveWorkflow], old.logger);
+    const oldApp = await boot([FleetOrderBeforeReserveWorkflow], old.logger);
     const ids = await startOrders(starter, COUNT);
     await waitForHandBacks(ids);
     await fleetView(starter).expectUntouched(ids);
@@ -152,6 +170,7 @@ function redisFleetSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
 
     setLabel(FleetOrderWorkflow, 'new');
     await boot([FleetOrderWorkflow]);
+    await retireOld(oldApp);
     await fleetView(starter).waitAllFinished(ids);
     // reserveStock only where it exists; ship wherever (both versions have it).
     expect(fleetJournal.filter((line) => line.startsWith('reserveStock')).sort()).toEqual(ids.map(() => 'reserveStock@new'));
@@ -171,7 +190,7 @@ function redisFleetSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
     await owner.close();
     apps.splice(apps.indexOf(owner), 1);
 
-    await boot([FleetChoreWorkflow]);
+    const lacking = await boot([FleetChoreWorkflow]);
     await waitUntil('the deadline job to be handed back', async () => ((await admin.delayedIds()).some((id) => id.startsWith(`${parked.id}-deadline-unowned-`)) ? true : null), {
       timeoutMs: 30_000,
       intervalMs: 20,
@@ -180,6 +199,7 @@ function redisFleetSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
     expect(await starter.moduleRef.get(WorkflowService).find(wf.id)).toMatchObject({ state: 'ready' });
 
     await boot([FleetApprovalWorkflow]);
+    await retireOld(lacking);
     await waitUntil('the workflow to finish', async () => ((await starter.moduleRef.get(WorkflowService).find(wf.id)).state === 'finished' ? true : null), {
       timeoutMs: FINISH_TIMEOUT_MS,
       intervalMs: 50,
@@ -233,6 +253,14 @@ function redisFleetSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
 
           setLabel(FleetOrderWorkflow, 'new');
           await boot([FleetOrderWorkflow, FleetChoreWorkflow]);
+          // As retireOld, in the other process.
+          await retire(async () => {
+            old.send({ type: 'pause' });
+            await waitUntil('the worker process to take no more jobs', () => {
+              old.assertAlive('worker process');
+              return old.messages.some((m) => m.type === 'paused') ? true : null;
+            });
+          });
           await fleetView(starter).waitAllFinished(ids);
           expect(fleetJournal.filter((line) => line.startsWith('reserveStock')).sort()).toEqual(ids.map(() => 'reserveStock@new'));
           expect(fleetJournal.filter((line) => line.startsWith('ship')).sort()).toEqual(ids.map(() => 'ship@new'));

@@ -66,6 +66,8 @@ export interface QueueView {
   addStepJob(data: { executionId: string }, engineJobId: string): Promise<void>;
   /** Pauses the queue for every worker (a flag in Redis, which a server without persistence loses when killed): jobs added meanwhile wait. */
   pause(): Promise<void>;
+  /** Lifts that pause. */
+  resume(): Promise<void>;
   /** Jobs waiting for a worker, a paused queue's included. */
   waitingCount(): Promise<number>;
   /** Removes waiting and delayed jobs, hashes included. */
@@ -87,6 +89,13 @@ export interface RedisQueueDriver {
   onActive(port: QueuePort, listener: (job: JobEvent) => void): void;
   onFailed(port: QueuePort, listener: (job: FailedJobEvent) => void): void;
   onCompleted(port: QueuePort, listener: (job: JobEvent) => void): void;
+  /**
+   * Stops the engine worker of this process from taking jobs, other workers going on: resolves once
+   * the jobs it had are done and its blocking read is cut, so it takes none after that. Bull's
+   * blocking read moves a job to the active list by itself: one it gets as it is cut stays there,
+   * run by nobody, until the stalled-job check. Pause the queue around it when jobs may come due.
+   */
+  pauseWorker(port: QueuePort): Promise<void>;
 }
 
 const bull: RedisQueueDriver = {
@@ -104,6 +113,8 @@ const bull: RedisQueueDriver = {
       listener({ jobId: String(job.id), executionId: job.data.executionId, attemptsMade: job.attemptsMade, attempts: job.opts.attempts, message: error.message }),
     ),
   onCompleted: (port, listener) => bullQueue(port).on('completed', (job) => listener({ jobId: String(job.id), executionId: job.data.executionId })),
+  // Local: the flag in Redis would pause every worker.
+  pauseWorker: (port) => bullQueue(port).pause(true),
 };
 
 function bullQueue(port: QueuePort): Bull.Queue<{ executionId: string }> {
@@ -130,6 +141,7 @@ function bullView(queue: Bull.Queue): QueueView {
       await queue.add(data, { jobId: id, attempts: 1, removeOnComplete: true, removeOnFail: true });
     },
     pause: () => queue.pause(),
+    resume: () => queue.resume(),
     waitingCount: () => queue.getWaitingCount(),
     async removePending() {
       await queue.clean(0, 'delayed');
@@ -154,6 +166,7 @@ const bullMq: RedisQueueDriver = {
       if (job) listener({ jobId: engineJobId(String(job.id)), executionId: job.data.executionId, attemptsMade: job.attemptsMade, attempts: job.opts.attempts, message: error.message });
     }),
   onCompleted: (port, listener) => bullMqWorker(port).on('completed', (job: BullMqJob) => listener({ jobId: engineJobId(String(job.id)), executionId: job.data.executionId })),
+  pauseWorker: (port) => bullMqWorker(port).pause(),
 };
 
 function bullMqAdapter(port: QueuePort): BullMqQueueAdapter {
@@ -193,6 +206,7 @@ function bullMqView(queue: BullMqQueue): QueueView {
       await queue.add(STEP_JOB_NAME, data, { jobId: bullMqJobId(id), attempts: 1, removeOnComplete: true, removeOnFail: true });
     },
     pause: () => queue.pause(),
+    resume: () => queue.resume(),
     async waitingCount() {
       // A paused BullMQ queue keeps its jobs in the wait list; those with a priority stand apart.
       const counts = await queue.getJobCounts('waiting', 'prioritized');

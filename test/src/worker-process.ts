@@ -14,8 +14,9 @@
  *
  * Messages to the parent: { type: 'ready', pid }, { type: 'active', jobId, executionId },
  * { type: 'completed' | 'failed', jobId, executionId, error? }, { type: 'executed', requestId, ok,
- * error?, startedAt, finishedAt }. From the parent: { type: 'execute', requestId, executionId }
- * (calls ExecutorService.execute directly) and { type: 'shutdown' }.
+ * error?, startedAt, finishedAt }, { type: 'paused', pid }. From the parent: { type: 'execute',
+ * requestId, executionId } (calls ExecutorService.execute directly), { type: 'pause' } (its worker
+ * takes no more jobs; the process stays up) and { type: 'shutdown' }.
  */
 import 'reflect-metadata';
 import { Module } from '@nestjs/common';
@@ -28,11 +29,11 @@ import { REDIS_QUEUE_DRIVERS, type JobEvent, type RedisAdapter } from './redis-q
 import { WORKER_WORKFLOWS } from './worker-workflows.js';
 
 export type WorkerMessage =
-  | { type: 'ready'; pid: number }
+  | { type: 'ready' | 'paused'; pid: number }
   | { type: 'active' | 'completed' | 'failed'; pid: number; jobId: string; executionId: string; error?: string }
   | { type: 'executed'; pid: number; requestId: number; ok: boolean; error?: string; startedAt: number; finishedAt: number };
 
-export type ParentMessage = { type: 'execute'; requestId: number; executionId: string } | { type: 'shutdown' };
+export type ParentMessage = { type: 'execute'; requestId: number; executionId: string } | { type: 'pause' } | { type: 'shutdown' };
 
 function required(name: string): string {
   const value = process.env[name];
@@ -86,6 +87,13 @@ async function main(): Promise<void> {
 
   process.on('message', (message: ParentMessage) => {
     if (message.type === 'shutdown') return shutdown(0);
+    if (message.type === 'pause') {
+      driver.pauseWorker(port).then(
+        () => send({ type: 'paused', pid: process.pid }),
+        (error) => console.error('worker-process: pause failed', error),
+      );
+      return;
+    }
     if (message.type === 'execute') {
       const startedAt = Date.now();
       executor.execute(message.executionId).then(
