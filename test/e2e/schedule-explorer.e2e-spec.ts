@@ -56,7 +56,7 @@ for (const kind of ['postgres', 'mysql'] as const) {
         const afterCommit = run.trace.findIndex((line) => line.op === 'holder' && /^\s*COMMIT/i.test(line.sql)) + 1;
         expect(offered[afterCommit]).toEqual(['holder', 'waiter']);
       }
-      // A bound on a stuck run only: a loaded server is slow.
+      // A bound on a stuck run only: MySQL's lock-wait reads are paced at 110 ms, and a loaded server is slow.
     }, 10 * 60_000);
 
     // A run that fails (here: a schedule naming an operation that is not waiting) must not leave the

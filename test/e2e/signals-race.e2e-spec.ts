@@ -9,11 +9,11 @@
  *      once, by exactly one body run, whichever order the machine's speed made (the signal found the
  *      step parked and woke it, or was buffered and claimed by the gate). That both orders, and every
  *      interleaving of the two transactions, keep the guarantees is proven by the schedule explorer
- *      (test/proofs/interleavings-*.e2e-spec.ts, "signal × the waitFor gate"), not by timing here.
+ *      (test/proofs/interleavings.e2e-spec.ts, "signal × the waitFor gate"), not by timing here.
  *  (b) 20 concurrent deliveries of one key from four processes (five calls each, own pools), released
  *      together: one row, one dispatch, nineteen duplicates — with the step parked and with it not.
  *      How many of the calls overlap is the machine's to decide; every interleaving of two deliveries
- *      of one key is explored in test/proofs/interleavings-*.e2e-spec.ts ("two signals with one key").
+ *      of one key is explored in test/proofs/interleavings.e2e-spec.ts ("two signals with one key").
  *
  * Runs on every enabled database, SQLite included: all the processes share its file, and the engine's
  * BEGIN IMMEDIATE transactions with the busy timeout serialise them reliably (it is also where a

@@ -7,7 +7,7 @@
  * signal that won woke the step and is consumed; a deadline that won ran the body timed out and left
  * the signal buffered (pending, unclaimed). Which side wins how often is the machine's speed's to
  * decide; every interleaving of a signal and a firing deadline is explored, whoever wins, in
- * test/proofs/interleavings-*.e2e-spec.ts ("signal × a deadline firing"). The step after awaitGo waits
+ * test/proofs/interleavings.e2e-spec.ts ("signal × a deadline firing"). The step after awaitGo waits
  * an hour, so the workflow stays ongoing and a signal that lost is buffered rather than refused.
  *
  * Size: GD_PROOF_SCALE=full for the long run (npm run test:proofs: 200 races per database), the short

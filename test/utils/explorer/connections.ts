@@ -107,6 +107,9 @@ async function postgresDialect(dataSource: DataSource): Promise<ExplorerDialect>
   };
 }
 
+/** How long InnoDB keeps its copy of INNODB_TRX (TRX_I_S_CACHE_MIN_REFRESH_TIME, 100 ms), and a margin. */
+const TRX_CACHE_MS = 110;
+
 async function mysqlDialect(dataSource: DataSource): Promise<ExplorerDialect> {
   const admin = await adminOf(dataSource);
   return {
@@ -128,18 +131,27 @@ async function mysqlDialect(dataSource: DataSource): Promise<ExplorerDialect> {
       await admin.query(`KILL CONNECTION ${Number(pid)}`);
     },
     async waitsForLock(pid) {
-      // InnoDB's monitor prints every transaction as it stands, under the lock system's latch, where
-      // INFORMATION_SCHEMA.INNODB_TRX is a copy refreshed only once nobody has read it for 100 ms
-      // (each read then had to wait for a fresh one). A transaction waits while the monitor prints the
-      // lock it requested: the granting COMMIT clears that before it answers, the waiter's state only
-      // once it wakes up.
-      const rows: Array<{ Status: string }> = await admin.query('SHOW ENGINE INNODB STATUS');
-      const status = rows[0]?.Status ?? '';
-      // The server leaves transactions out past 1 MB of output: say so rather than read one as not waiting.
-      if (status.includes('... truncated...\n')) throw new Error(`SHOW ENGINE INNODB STATUS left transactions out: cannot tell whether session ${pid} waits for a lock`);
-      const session = new RegExp(`^(MariaDB|MySQL) thread id ${Number(pid)},`, 'm');
-      const transaction = status.split(/^---TRANSACTION /m).find((block) => session.test(block));
-      return transaction !== undefined && /^------- TRX HAS BEEN WAITING /m.test(transaction);
+      // InnoDB refreshes its INFORMATION_SCHEMA transaction tables only when nobody has read them for
+      // 100 ms: explorers in several processes polling at once would read one stale copy for ever.
+      // Every read, from any process, waits its turn under a named lock and 110 ms more.
+      const runner = admin.createQueryRunner();
+      await runner.connect();
+      try {
+        await runner.query(`SELECT GET_LOCK('geneva_drive_explorer_trx', 600)`);
+        try {
+          await runner.query(`SELECT SLEEP(${TRX_CACHE_MS / 1000})`);
+          // Read whole and matched here: the id comes back as a string (TypeORM's bigNumberStrings).
+          // The lock requested, not the state: the granting COMMIT clears the first, the waiter the second once awake.
+          const rows: Array<{ trx_mysql_thread_id: string | number; trx_requested_lock_id: string | null }> = await runner.query(
+            'SELECT trx_mysql_thread_id, trx_requested_lock_id FROM information_schema.INNODB_TRX',
+          );
+          return rows.some((row) => Number(row.trx_mysql_thread_id) === pid && row.trx_requested_lock_id !== null);
+        } finally {
+          await runner.query(`SELECT RELEASE_LOCK('geneva_drive_explorer_trx')`);
+        }
+      } finally {
+        await runner.release();
+      }
     },
     lostConnectionError: () => Object.assign(new Error('Connection lost: The server closed the connection.'), { code: 'PROTOCOL_CONNECTION_LOST', fatal: true }),
     close: () => admin.destroy(),

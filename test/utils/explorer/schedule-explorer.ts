@@ -8,7 +8,7 @@
  * it reaches the driver and parked there. When no operation is running (each is parked at its next
  * statement, finished, or waiting in the database for a lock another one holds), the schedule picks
  * one parked statement and lets it go. A statement that waits for a lock is seen in the server's
- * own view of its sessions (pg_blocking_pids, InnoDB's monitor), never guessed from time. So a schedule is a
+ * own view of its sessions (pg_stat_activity, INNODB_TRX), never guessed from time. So a schedule is a
  * list of choices, which replays the same run, and a run's verdict never depends on the machine's speed.
  *
  * Statements sent outside an operation (set-up, the invariant checks, draining the queue) run freely.

@@ -1,4 +1,0 @@
-/** The interleavings proof (src/interleavings-suite.ts) on PostgreSQL: a file of its own, run beside the other database's. */
-import { interleavingsSuite } from './src/interleavings-suite.js';
-
-interleavingsSuite('postgres');
