@@ -1,7 +1,7 @@
 /**
  * Concurrency keys: at most `limit` executions holding a key in progress; the others wait
- * `scheduled` with their `flow_key` (no job, no timer) in the key's queue, and are woken, oldest
- * first, by the transaction that frees a slot (a step's end, a cancel, a recovery); newcomers queue
+ * `scheduled` with their `flow_key` (no job, no timer) in the key's queue (by priority, then arrival), and are woken,
+ * first in the queue first, by the transaction that frees a slot (a step's end, a cancel, a recovery); newcomers queue
  * behind waiters; a waiter that ends leaves the queue; a key function that throws or returns no key
  * fails the step; the manual's sample. Driven step by step on the manual queue; a body is held in progress until the
  * test releases it, so every schedule here is the test's, not the machine's.
@@ -10,7 +10,7 @@ import { afterAll, beforeAll, beforeEach, expect, it } from '@jest/globals';
 import { ConcurrencyKeyError, HousekeepingService, StepExecution, WorkflowService, type WorkflowRecord } from 'geneva-drive';
 import { RefundWorkflow } from '../../docs/samples/concurrency-keys.js';
 import { Order, PaymentsService } from '../../docs/samples/shop.js';
-import { BadKeyWorkflow, ChargeWorkflow, CONCURRENCY_WORKFLOWS, PairWorkflow, slots } from '../src/concurrency-workflows.js';
+import { BadKeyWorkflow, ChargeWorkflow, CONCURRENCY_WORKFLOWS, PairWorkflow, RoutineChargeWorkflow, slots, UrgentChargeWorkflow } from '../src/concurrency-workflows.js';
 import { createTestApp, recreateTables, type TestApp } from '../src/test-app.js';
 import { describeEachDatabase } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
@@ -34,7 +34,7 @@ describeEachDatabase('concurrency keys', (kind) => {
     return heroes.save(heroes.create({ name }));
   };
   /** `count` workflows of `workflowClass`, each for a hero named `key`. */
-  const started = async (workflowClass: typeof ChargeWorkflow | typeof PairWorkflow, key: string, count: number) => {
+  const started = async (workflowClass: typeof ChargeWorkflow | typeof UrgentChargeWorkflow | typeof RoutineChargeWorkflow | typeof PairWorkflow, key: string, count: number) => {
     const list: Array<{ hero: TestHero; workflow: WorkflowRecord }> = [];
     for (let i = 0; i < count; i++) {
       const h = await hero(key);
@@ -101,6 +101,30 @@ describeEachDatabase('concurrency keys', (kind) => {
     await app.gd.performNextStep(d.workflow);
     expect(slots.started).toEqual([a, b, c, d].map((entry) => entry.hero.id));
     expect(await keyRow('fifo')).toEqual({ holding: 0, waiters: [] });
+  });
+
+  it("a step's priority places its waiter ahead of lower priorities (a lower number first, none ranking first), in arrival order within one", async () => {
+    const [a] = await started(ChargeWorkflow, 'ranked', 1);
+    const first = await runHeld(a);
+    const [routine1] = await started(RoutineChargeWorkflow, 'ranked', 1);
+    const [urgent1] = await started(UrgentChargeWorkflow, 'ranked', 1);
+    const [plain] = await started(ChargeWorkflow, 'ranked', 1);
+    const [urgent2] = await started(UrgentChargeWorkflow, 'ranked', 1);
+    const [routine2] = await started(RoutineChargeWorkflow, 'ranked', 1);
+    const arrivals = [routine1, urgent1, plain, urgent2, routine2];
+    const waiting = new Map<unknown, StepExecution>();
+    for (const entry of arrivals) waiting.set(entry, (await app.gd.performNextStep(entry.workflow))!);
+    const queue = [plain, urgent1, urgent2, routine1, routine2];
+    expect(await keyRow('ranked')).toEqual({ holding: 1, waiters: queue.map((entry) => waiting.get(entry)!.id) });
+    await first.release();
+    // Each end wakes the next in the queue; a job of one further back finds it not first and waits on.
+    for (const [index, entry] of queue.entries()) {
+      const behind = queue[index + 1];
+      if (behind) expect(await app.gd.performNextStep(behind.workflow)).toMatchObject({ state: 'scheduled', flowKey: 'ranked' });
+      expect(await app.gd.performNextStep(entry.workflow)).toMatchObject({ stepName: 'charge', state: 'completed' });
+    }
+    expect(slots.started).toEqual([a, ...queue].map((entry) => entry.hero.id));
+    expect(await keyRow('ranked')).toEqual({ holding: 0, waiters: [] });
   });
 
   it('a canceled waiter, or one whose step is skipped, leaves the queue at once; a paused one when its turn comes (its phase 1 cancels its execution, waking the next); resumed, it queues again', async () => {

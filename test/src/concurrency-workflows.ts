@@ -67,6 +67,23 @@ export class ChargeWorkflow extends GenevaWorkflow<TestHero> {
   async receipt(): Promise<void> {}
 }
 
+/** ChargeWorkflow's key, with a step priority: 1 (urgent) or 5 (routine). */
+@Workflow({ hero: () => TestHero })
+export class UrgentChargeWorkflow extends GenevaWorkflow<TestHero> {
+  @Step({ concurrency: { key: keyOf, limit: 1 }, jobOptions: { priority: 1 } })
+  async charge(): Promise<void> {
+    await body(this);
+  }
+}
+
+@Workflow({ hero: () => TestHero })
+export class RoutineChargeWorkflow extends GenevaWorkflow<TestHero> {
+  @Step({ concurrency: { key: keyOf, limit: 1 }, jobOptions: { priority: 5 } })
+  async charge(): Promise<void> {
+    await body(this);
+  }
+}
+
 /** Two at a time per key, for every step (the workflow's `concurrency`); `notify` has a key of its own. */
 @Workflow({ hero: () => TestHero, concurrency: { key: keyOf, limit: 2 } })
 export class PairWorkflow extends GenevaWorkflow<TestHero> {
@@ -86,4 +103,4 @@ export class BadKeyWorkflow extends GenevaWorkflow<TestHero> {
   async charge(): Promise<void> {}
 }
 
-export const CONCURRENCY_WORKFLOWS = [ChargeWorkflow, PairWorkflow, BadKeyWorkflow];
+export const CONCURRENCY_WORKFLOWS = [ChargeWorkflow, UrgentChargeWorkflow, RoutineChargeWorkflow, PairWorkflow, BadKeyWorkflow];

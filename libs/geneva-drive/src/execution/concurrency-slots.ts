@@ -2,7 +2,7 @@ import { In, type EntityManager } from 'typeorm';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { ConcurrencyKeyError } from '../errors/concurrency-key.error.js';
-import { freeSlot, keysWithWaiters, lockFlowKey, takeUncontended, writeFlowKey, type FlowKeyRow } from '../persistence/flow-keys.js';
+import { freeSlot, keysWithWaiters, lockFlowKey, takeUncontended, writeFlowKey, type FlowKeyRow, type FlowWaiter } from '../persistence/flow-keys.js';
 import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
 import type { WorkflowRegistry } from '../registry/workflow.registry.js';
@@ -22,9 +22,11 @@ const MAX_KEY_BYTES = 255;
  * - Every transition of such an execution goes through WorkflowStore.transitionExecution, which
  *   tells {@link left}: a holder leaving `in_progress` (completed, failed, canceled, recovered, ...)
  *   frees its slot; a waiter ending before it ran leaves the queue. Both, in that transaction, wake
- *   the waiters the free slots now admit, oldest first: their jobs go out with its commit.
+ *   the waiters the free slots now admit, first in the queue first: their jobs go out with its commit.
  * - A woken waiter's phase 1 runs every gate again and takes the slot if it is still among the
- *   waiters the free slots admit; otherwise it keeps its place. Newcomers queue behind waiters.
+ *   waiters the free slots admit; otherwise it keeps its place. A newcomer queues behind the waiters
+ *   of its priority or a higher one (the step's job option `priority`, a lower number first), so
+ *   waiters of one priority start in arrival order.
  *
  * The key's row is locked after the workflow's (phase 1 and every transition hold it), never before.
  */
@@ -42,8 +44,9 @@ export class ConcurrencySlots {
    * for the start to write), false when it waits for one (`flow_key` set and queued).
    */
   async admit(manager: EntityManager, prepared: Prepared): Promise<boolean> {
-    const { step, instance, execution, workflow } = prepared;
+    const { step, instance, execution, workflow, definition } = prepared;
     const { key: keyOf, limit } = step.concurrency!;
+    const { priority } = jobOptionsFor(definition, step);
     this.schema.assertFlowControl(`concurrency on step "${step.name}"`);
     const key = validKey(step.name, keyOf(instance));
     const now = this.store.now();
@@ -54,15 +57,17 @@ export class ConcurrencySlots {
 
     const row = await lockFlowKey(manager, key, now);
     const position = row.waiters.findIndex((waiter) => waiter.e === execution.id);
-    const ahead = position < 0 ? row.waiters.length : position;
+    const waiter: FlowWaiter = { e: execution.id, w: workflow.id, l: limit, ...(priority === undefined ? {} : { p: priority }) };
+    // A newcomer's place: behind every waiter of its priority or a higher one.
+    const ahead = position < 0 ? placeOf(row.waiters, waiter) : position;
     if (row.holding < limit && ahead < limit - row.holding) {
-      row.waiters = row.waiters.filter((waiter) => waiter.e !== execution.id);
+      row.waiters = row.waiters.filter((other) => other.e !== execution.id);
       row.holding++;
       await writeFlowKey(manager, key, row, now);
       return this.holds(manager, execution, key);
     }
     if (position < 0) {
-      row.waiters.push({ e: execution.id, w: workflow.id, l: limit });
+      row.waiters.splice(ahead, 0, waiter);
       await writeFlowKey(manager, key, row, now);
     }
     if (execution.flowKey !== key) await this.setKey(manager, execution, key);
@@ -127,7 +132,7 @@ export class ConcurrencySlots {
   }
 
   /**
-   * Sends the jobs of the waiters the free slots admit, oldest first, with this transaction's commit
+   * Sends the jobs of the waiters the free slots admit, first in the queue first, with this transaction's commit
    * (under the key's lock, which the row is). A waiter that ended by a path that wrote no transition
    * (a bulk cancel) is dropped from the queue on the way; a waiter's row read as anything else may
    * be older than the queue (MySQL's snapshot) and is woken all the same: a job that finds its
@@ -162,6 +167,17 @@ export class ConcurrencySlots {
     }
     return woken;
   }
+}
+
+/**
+ * Where a new waiter joins the queue: behind every waiter of its priority or a higher one (a lower
+ * number, as the queues read a job's `priority`; none ranks as 0, ahead of any given one, as on
+ * BullMQ), so that waiters of one priority keep their arrival order.
+ */
+function placeOf(waiters: readonly FlowWaiter[], waiter: FlowWaiter): number {
+  const rank = waiter.p ?? 0;
+  const behind = waiters.findIndex((other) => (other.p ?? 0) > rank);
+  return behind < 0 ? waiters.length : behind;
 }
 
 const TERMINAL: readonly StepExecutionState[] = ['completed', 'failed', 'canceled', 'skipped'];

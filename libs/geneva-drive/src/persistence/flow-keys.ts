@@ -5,11 +5,12 @@ import { isMysqlFamily } from './row-lock.js';
 /** One row per concurrency key: how many executions hold it, and who waits for it, in arrival order. */
 const TABLE = 'geneva_drive_flow_keys';
 
-/** An execution waiting for a slot of a key: its id, its workflow's id, and the limit its step declared. */
+/** An execution waiting for a slot of a key: its id, its workflow's id, the limit its step declared, and its step's priority if it has one. */
 export interface FlowWaiter {
   e: string;
   w: string;
   l: number;
+  p?: number;
 }
 
 /** A key's row as read under its lock. */
