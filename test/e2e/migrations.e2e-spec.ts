@@ -9,6 +9,7 @@ import { identifierText } from '../../libs/geneva-drive/src/entities/column-tran
 import { FlowControlNotMigratedError } from '../../libs/geneva-drive/src/errors/flow-control-not-migrated.error.js';
 import {
   AddGenevaDriveFlowControl1730000000007,
+  AddGenevaDriveRateLimits1730000000009,
   AddGenevaDriveListIndexes1730000000003,
   CreateGenevaDriveTables1730000000000,
   ExactGenevaDriveIdentifiers1730000000002,
@@ -264,6 +265,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
         'AddGenevaDriveProcesses1730000000005',
         'AddGenevaDriveChildWorkflows1730000000006',
         'AddGenevaDriveFlowControl1730000000007',
+        'AddGenevaDriveRateLimits1730000000009',
       ]);
       for (const table of [...GENEVA_TABLES, 'geneva_drive_flow_keys', 'test_heroes', 'test_uuid_heroes']) {
         expect(await hasTable(table)).toBe(true);
@@ -539,6 +541,9 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     });
 
     it('goes down and up again', async () => {
+      expect(await hasColumn('geneva_drive_flow_keys', 'rate_window')).toBe(true);
+      await dataSource.undoLastMigration(); // rate limits: their column goes
+      expect(await hasColumn('geneva_drive_flow_keys', 'rate_window')).toBe(false);
       expect(await hasColumn('geneva_drive_step_executions', 'flow_key')).toBe(true);
       await dataSource.undoLastMigration(); // flow control: its table and column go
       expect(await hasTable('geneva_drive_flow_keys')).toBe(false);
@@ -612,11 +617,12 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       }
     }
 
-    /** Runs the migration's up or down by itself, whatever the migrations table says. */
+    /** Runs the migration's up or down by itself (with the rate limits' after it), whatever the migrations table says. */
     async function run(direction: 'up' | 'down'): Promise<void> {
       const runner = dataSource.createQueryRunner();
+      const migrations = [new AddGenevaDriveFlowControl1730000000007(), new AddGenevaDriveRateLimits1730000000009()];
       try {
-        await new AddGenevaDriveFlowControl1730000000007()[direction](runner);
+        for (const migration of direction === 'up' ? migrations : migrations.reverse()) await migration[direction](runner);
       } finally {
         await runner.release();
       }
@@ -673,7 +679,8 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       await run('up');
       expect(await schemaSnapshot()).toEqual(fresh);
 
-      await dataSource.undoLastMigration();
+      await dataSource.undoLastMigration(); // rate limits
+      await dataSource.undoLastMigration(); // flow control
       expect(await schemaSnapshot()).toEqual(before);
       await run('down'); // undone already: nothing to do
       expect(await schemaSnapshot()).toEqual(before);
@@ -805,6 +812,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       expect(await schemaSnapshot()).toEqual(fresh); // the schema of a new install
       expect(await rowsOf(workflowId)).toEqual(before);
       await expectVariantsKeptApart(workflowId);
+      await dataSource.undoLastMigration(); // rate limits
       await dataSource.undoLastMigration(); // flow control
       await dataSource.undoLastMigration(); // the child workflows
       await dataSource.undoLastMigration(); // the process table

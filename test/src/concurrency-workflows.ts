@@ -96,6 +96,29 @@ export class PairWorkflow extends GenevaWorkflow<TestHero> {
   async notify(): Promise<void> {}
 }
 
+/** Two starts a minute per key (the hero's name). */
+@Workflow({ hero: () => TestHero })
+export class MailWorkflow extends GenevaWorkflow<TestHero> {
+  @Step({ rateLimit: { key: keyOf, limit: 2, per: '1m' } })
+  async send(): Promise<void> {
+    await body(this);
+  }
+}
+
+/** One start a minute per key for every step (the workflow's `rateLimit`); `report` holds the one slot of 'reports' as well. */
+@Workflow({ hero: () => TestHero, rateLimit: { key: keyOf, limit: 1, per: '1m' } })
+export class PacedWorkflow extends GenevaWorkflow<TestHero> {
+  @Step()
+  async fetch(): Promise<void> {
+    await body(this);
+  }
+
+  @Step({ concurrency: { key: () => 'reports', limit: 1 } })
+  async report(): Promise<void> {
+    await body(this);
+  }
+}
+
 /** A key function that returns what is not a key. */
 @Workflow({ hero: () => TestHero })
 export class BadKeyWorkflow extends GenevaWorkflow<TestHero> {
@@ -103,4 +126,4 @@ export class BadKeyWorkflow extends GenevaWorkflow<TestHero> {
   async charge(): Promise<void> {}
 }
 
-export const CONCURRENCY_WORKFLOWS = [ChargeWorkflow, UrgentChargeWorkflow, RoutineChargeWorkflow, PairWorkflow, BadKeyWorkflow];
+export const CONCURRENCY_WORKFLOWS = [ChargeWorkflow, UrgentChargeWorkflow, RoutineChargeWorkflow, PairWorkflow, BadKeyWorkflow, MailWorkflow, PacedWorkflow];

@@ -16,6 +16,7 @@ import {
   GatedWorkflow,
   HeroMatchedWorkflow,
   KeyedWorkflow,
+  RatedWorkflow,
   keyedProbe,
   keyOfHero,
   LedgerFanParentWorkflow,
@@ -103,6 +104,30 @@ async function slotsHold(h: ExplorerHarness, at: Keyed): Promise<string[]> {
   const p = h.app.dataSource.options.type === 'postgres' ? '$1' : '?';
   const [row] = await h.app.dataSource.query(`SELECT holding, waiters FROM geneva_drive_flow_keys WHERE flow_key = ${p}`, [at.key]);
   if (!row || Number(row.holding) !== 0 || String(row.waiters) !== '[]') violations.push(`the key's row is ${JSON.stringify(row)}, not free with no waiter`);
+  return violations;
+}
+
+/**
+ * Two RatedWorkflows on one key (one start an hour), their first jobs run at once: one starts, the
+ * other is scheduled an hour after that start, with its delayed job, whichever came first; the key's
+ * window holds that start and that promise. (The delayed job, run early by the drain, does nothing.)
+ */
+async function ratesHold(h: ExplorerHarness, at: Keyed): Promise<string[]> {
+  const violations: string[] = [];
+  const histories = await Promise.all(at.workflows.map((workflow) => workflows(h).executionHistory(workflow)));
+  const started = histories.flat().filter((execution) => execution.stepName === 'a' && execution.startedAt !== null);
+  const waiting = histories.flat().filter((execution) => execution.stepName === 'a' && execution.state === 'scheduled');
+  if (started.length !== 1 || waiting.length !== 1) return [`${started.length} executions of a started and ${waiting.length} wait, not one each`];
+  const [first] = started;
+  const [second] = waiting;
+  const at1h = first.startedAt!.getTime() + 3_600_000;
+  if (second.scheduledFor.getTime() !== at1h) violations.push(`the waiting execution is scheduled for ${second.scheduledFor.toISOString()}, not an hour after the start (${new Date(at1h).toISOString()})`);
+  if (!h.app.gd.enqueuedJobs.some((job) => job.executionId === second.id && job.jobId?.startsWith(`${second.id}-rate-`) && job.runAt?.getTime() === at1h)) violations.push(`the waiting execution has no delayed job for ${new Date(at1h).toISOString()}`);
+  for (const workflow of at.workflows) if (runsOf(workflow, 'a').length > 1) violations.push(`step a of workflow ${workflow.id} ran ${runsOf(workflow, 'a').length} times`);
+  const p = h.app.dataSource.options.type === 'postgres' ? '$1' : '?';
+  const [row] = await h.app.dataSource.query(`SELECT rate_window FROM geneva_drive_flow_keys WHERE flow_key = ${p}`, [at.key]);
+  const window = row ? (JSON.parse(String(row.rate_window)) as { s: number[]; c: number[] }) : null;
+  if (JSON.stringify(window) !== JSON.stringify({ s: [first.startedAt!.getTime()], c: [at1h] })) violations.push(`the key's window is ${JSON.stringify(window)}`);
   return violations;
 }
 
@@ -602,6 +627,19 @@ export const SCENARIOS: Array<Scenario<any>> = [
     check: (h, at) => slotsHold(h, at),
   },
   {
+    // Phase 1 of each reads the key's window under its row lock: one starts, the other is promised
+    // the next window, whatever the order; never two starts in it, never a promise without its job.
+    name: 'a rate-limited step × another on its key',
+    setup: async (h): Promise<Keyed> => {
+      const list: WorkflowRecord[] = [];
+      for (let i = 0; i < 2; i++) list.push(await workflows(h).start(RatedWorkflow, await hero(h, { name: 'sender' })));
+      const jobs = h.newJobs();
+      return { workflows: list, jobs: list.map((workflow) => jobs.find((job) => job.hints?.workflowId === workflow.id)!), key: 'rate:sender' };
+    },
+    operations: (h, at: Keyed) => at.jobs.map((job, index) => ({ name: `step ${index + 1}`, run: () => h.runJob(job) })),
+    check: (h, at) => ratesHold(h, at),
+  },
+  {
     // The pause finds the second workflow queued for the key (its execution stays in the queue until
     // its turn cancels it), about to start, or running. Resumed, it runs once the key is free.
     name: 'a keyed step × another on its key × pause of the other',
@@ -642,6 +680,7 @@ export const WITH_FAULTS: Array<Scenario<any>> = [
   "a child's end × skip of the fan-in step",
   "a transactional child's end × cancel of its parent",
   'a keyed step × another on its key',
+  'a rate-limited step × another on its key',
 ].map((name) => {
   const scenario = SCENARIOS.find((candidate) => candidate.name === name)!;
   return { ...scenario, name: `${name}, with a connection killed`, faults: 1 };

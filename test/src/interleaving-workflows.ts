@@ -239,8 +239,23 @@ export class KeyedWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
+/** `a` (one start an hour per hero name) → `c`. */
+@Workflow({ hero: () => TestHero })
+export class RatedWorkflow extends GenevaWorkflow<TestHero> {
+  @Step({ rateLimit: { key: (wf: RatedWorkflow) => `rate:${wf.hero.name}`, limit: 1, per: '1h' } })
+  async a() {
+    record(this, 'a');
+  }
+
+  @Step()
+  async c() {
+    record(this, 'c');
+  }
+}
+
 export const INTERLEAVING_WORKFLOWS = [
   KeyedWorkflow,
+  RatedWorkflow,
   GatedWorkflow,
   HeroMatchedWorkflow,
   PlainWorkflow,

@@ -26,8 +26,8 @@ export async function createTestApp(
   providers: Provider[],
   options: GenevaDriveModuleOptions & SchemaOptions & { prepare?: boolean; entities?: Function[]; imports?: Array<Type | DynamicModule> } = {},
 ): Promise<TestApp> {
-  const { withoutSignals, withoutDeadlines, withoutProcesses, withoutChildren, withoutFlowControl, primaryKey, prepare = true, entities = [], imports = [], ...moduleOptions } = options;
-  if (prepare) await prepareDatabase(kind, { withoutSignals, withoutDeadlines, withoutProcesses, withoutChildren, withoutFlowControl, primaryKey });
+  const { withoutSignals, withoutDeadlines, withoutProcesses, withoutChildren, withoutFlowControl, withoutRateLimits, primaryKey, prepare = true, entities = [], imports = [], ...moduleOptions } = options;
+  if (prepare) await prepareDatabase(kind, { withoutSignals, withoutDeadlines, withoutProcesses, withoutChildren, withoutFlowControl, withoutRateLimits, primaryKey });
   const moduleRef = await Test.createTestingModule({
     imports: [
       TypeOrmModule.forRoot({ ...dataSourceOptions(kind, { primaryKey, entities }), migrations: [], migrationsRun: false }),

@@ -22,6 +22,7 @@ import { GENEVA_DRIVE_ENTITIES } from '../../libs/geneva-drive/src/entities/inde
 import {
   AddGenevaDriveChildWorkflows1730000000006,
   AddGenevaDriveFlowControl1730000000007,
+  AddGenevaDriveRateLimits1730000000009,
   AddGenevaDriveProcesses1730000000005,
   AddGenevaDriveSignals1730000000001,
   AddGenevaDriveWaitDeadlines1730000000004,
@@ -110,6 +111,8 @@ export interface SchemaOptions {
   withoutChildren?: boolean;
   /** Leave out the flow-control migration (a database not upgraded for concurrency keys). */
   withoutFlowControl?: boolean;
+  /** Leave out the rate-limits migration (a database not upgraded for rate limits; implied by withoutFlowControl). */
+  withoutRateLimits?: boolean;
   /** The key type of the geneva-drive tables (`genevaDriveMigrations({ primaryKey })`). @default 'bigint' */
   primaryKey?: PrimaryKeyType;
 }
@@ -123,13 +126,15 @@ function migrationsFor(opts: SchemaOptions = {}): (new () => MigrationInterface)
   const isProcesses = (migration: Function) => migration === AddGenevaDriveProcesses1730000000005;
   const isChildren = (migration: Function) => migration === AddGenevaDriveChildWorkflows1730000000006;
   const isFlowControl = (migration: Function) => migration === AddGenevaDriveFlowControl1730000000007;
+  const isRateLimits = (migration: Function) => migration === AddGenevaDriveRateLimits1730000000009;
   const kept = geneva.filter(
     (migration) =>
       !(opts.withoutSignals && isSignals(migration)) &&
       !(opts.withoutDeadlines && isDeadlines(migration)) &&
       !(opts.withoutProcesses && isProcesses(migration)) &&
       !(opts.withoutChildren && isChildren(migration)) &&
-      !(opts.withoutFlowControl && isFlowControl(migration)),
+      !(opts.withoutFlowControl && isFlowControl(migration)) &&
+      !((opts.withoutFlowControl || opts.withoutRateLimits) && isRateLimits(migration)),
   );
   return [CreateTestFixtures1600000000000, ...kept];
 }

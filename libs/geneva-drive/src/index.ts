@@ -13,6 +13,7 @@ export type {
 export type { ProgrammaticStepOptions, StepJobOptions, StepOptions, TimeoutAction, WorkflowCondition } from './workflow/step-options.interface.js';
 export type { ClassExceptionPolicy, RemovedStepOptions, WorkflowOptions } from './workflow/workflow-options.interface.js';
 export type { ConcurrencyOptions } from './workflow/concurrency-options.js';
+export type { RateLimitOptions } from './workflow/rate-limit-options.js';
 export { Step, addStep } from './workflow/step.decorator.js';
 export { ResumableStep, type ResumableStepOptions } from './workflow/resumable-step.decorator.js';
 export { StepIteration } from './workflow/step-iteration.js';

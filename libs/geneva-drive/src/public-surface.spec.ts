@@ -51,7 +51,7 @@ const SURFACE: Record<Entry, { values: string[]; types: string[] }> = {
       'ExceptionPolicyOptions', 'ExecuteOptions', 'ExecutionEvent', 'FinalizeEvent', 'Gauge',
       'GenevaDriveCliConfig', 'GenevaDriveMigrationsOptions', 'GenevaDriveModuleOptions',
       'HousekeepingSummary', 'JobContextPropagator', 'LocalQueueAdapterOptions', 'ManualQueueAdapterOptions', 'OnParentCancel',
-      'PreconditionEvent', 'PrimaryKeyType', 'ProgrammaticStepOptions', 'QueueAdapterOptions', 'QueuePort',
+      'PreconditionEvent', 'PrimaryKeyType', 'ProgrammaticStepOptions', 'QueueAdapterOptions', 'QueuePort', 'RateLimitOptions',
       'ReattemptWait', 'RedisConnectionOptions', 'RemovedStepInFlight', 'RemovedStepOptions', 'ResumableStepOptions', 'SignalCall', 'SignalEvent',
       'SignalMatcherLike', 'SignalOptions', 'SignalState', 'SignalTimeoutEvent', 'StartCall', 'StartChildOptions', 'StartOptions',
       'StartSignal', 'StepEvent', 'StepExecutionMetadata', 'StepExecutionState', 'StepJob', 'StepJobHandler',

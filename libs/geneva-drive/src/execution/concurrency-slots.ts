@@ -182,10 +182,10 @@ function placeOf(waiters: readonly FlowWaiter[], waiter: FlowWaiter): number {
 
 const TERMINAL: readonly StepExecutionState[] = ['completed', 'failed', 'canceled', 'skipped'];
 
-/** The key a key function returned, when it is one. */
-function validKey(stepName: string, key: unknown): string {
+/** The key a key function (of `option`) returned, when it is one. */
+export function validKey(stepName: string, key: unknown, option: 'concurrency' | 'rateLimit' = 'concurrency'): string {
   if (typeof key !== 'string' || key === '' || Buffer.byteLength(key, 'utf8') > MAX_KEY_BYTES) {
-    throw new ConcurrencyKeyError(stepName, typeof key === 'string' ? `a string of ${Buffer.byteLength(key, 'utf8')} bytes` : (JSON.stringify(key) ?? String(key)));
+    throw new ConcurrencyKeyError(stepName, typeof key === 'string' ? `a string of ${Buffer.byteLength(key, 'utf8')} bytes` : (JSON.stringify(key) ?? String(key)), option);
   }
   return key;
 }

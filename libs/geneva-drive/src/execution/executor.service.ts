@@ -12,6 +12,7 @@ import { ConcurrencySlots } from './concurrency-slots.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { FinalizePhase } from './finalize-phase.js';
 import { PreparePhase } from './prepare-phase.js';
+import { RateWindows } from './rate-windows.js';
 import { SignalRendezvous } from './signal-rendezvous.js';
 import { StepBody } from './step-body.js';
 import { StepOutcomes } from './step-outcome.js';
@@ -77,6 +78,7 @@ export class ExecutorService {
       (prepared, result) => this.finalizePhase.finalize(prepared, result),
       unowned,
       slots,
+      new RateWindows(store, schema),
     );
     this.body = new StepBody(transactions, options, () => this.shuttingDown, () => childStart.outputs());
     this.finalizePhase = new FinalizePhase(transactions, store, outcomes, this.preparePhase, childStart);

@@ -18,6 +18,7 @@ import type { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { workflowInternals } from '../workflow/geneva-workflow.js';
 import { isChildrenMatcher } from '../workflow/children-matcher.js';
 import type { ConcurrencySlots } from './concurrency-slots.js';
+import type { RateStart, RateWindows } from './rate-windows.js';
 import type { SignalRendezvous } from './signal-rendezvous.js';
 import type { StepOutcomes } from './step-outcome.js';
 import type { UnownedSteps } from './unowned-steps.js';
@@ -32,13 +33,13 @@ const SKIPPED = { state: 'skipped', outcome: 'skipped' } as const;
 
 /**
  * Whether the locked phase 1 reads the hero: something it runs may decide on it (cancelIf, skipIf, a
- * signal matcher that looks at the workflow, a concurrency key), or the body takes it from there. A transactional
+ * signal matcher that looks at the workflow, a concurrency or rate-limit key), or the body takes it from there. A transactional
  * step's body reads it through its own transaction (TransactionalStep), which also cancels the
  * workflow when it is gone: read here as well, it would be read twice.
  */
 export function phaseOneReadsHero(definition: WorkflowDefinition, step: StepDefinition | undefined): boolean {
   if (!step?.transactional) return true;
-  return definition.cancelIf.length > 0 || step.skipIf !== undefined || step.concurrency !== undefined || (step.waitFor !== undefined && step.waitFor.needsWorkflow !== false);
+  return definition.cancelIf.length > 0 || step.skipIf !== undefined || step.concurrency !== undefined || step.rateLimit !== undefined || (step.waitFor !== undefined && step.waitFor.needsWorkflow !== false);
 }
 
 /**
@@ -66,6 +67,8 @@ export class PreparePhase {
     private readonly unowned: UnownedSteps,
     /** The slots of concurrency keys, phase 1's last gate. */
     private readonly slots: ConcurrencySlots,
+    /** The windows of rate limits, the gate before it. */
+    private readonly rates: RateWindows,
   ) {}
 
   async prepareSafely(executionId: string, workflowId: string, options: ExecuteOptions): Promise<PrepareResult> {
@@ -161,10 +164,14 @@ export class PreparePhase {
     const event = (outcome: string, exception?: unknown) =>
       publish('precondition', () => ({ ...eventBase(prepared, started), ...dueKeys(execution), outcome, ...(exception === undefined ? {} : { exception }) }));
     let verdict: 'cancel' | 'skip' | 'wait' | 'throttle' | 'pass';
+    let rateStart: RateStart | null = null;
     try {
       verdict = await this.evaluatePreconditions(manager, prepared, workflow, pinned);
-      // The last gate: a slot of the step's concurrency key, taken only by a step about to start.
+      // The last gates, for a step about to start: its rate window (the start it allows is recorded
+      // only once the step does start), then a slot of its concurrency key.
+      if (verdict === 'pass' && step.rateLimit && !(rateStart = await this.rates.admit(manager, prepared))) verdict = 'throttle';
       if (verdict === 'pass' && step.concurrency && !(await this.slots.admit(manager, prepared))) verdict = 'throttle';
+      if (verdict === 'pass' && rateStart) await rateStart.record();
     } catch (error) {
       // A database error is the transaction's, not the precondition's: it may be gone (PostgreSQL
       // aborts it; MySQL rolls a deadlock victim back whole). Transient ones run it again; others
@@ -195,20 +202,20 @@ export class PreparePhase {
         return { done: true };
       case 'throttle':
         event('throttled');
-        logger.log(`Concurrency key "${execution.flowKey}" is at its limit: the step waits for a slot`);
+        if (!step.rateLimit || execution.flowKey) logger.log(`Concurrency key "${execution.flowKey}" is at its limit: the step waits for a slot`);
         return { done: true };
       case 'pass':
         event('passed');
     }
 
-    await this.markStarted(manager, workflow, execution, step, options);
+    await this.markStarted(manager, workflow, execution, step, options, rateStart?.at);
     return { run: prepared };
   }
 
-  /** The execution `in_progress` and the workflow `performing` at the step. */
-  private async markStarted(manager: EntityManager, workflow: WorkflowRecord, execution: StepExecution, step: StepDefinition, options: ExecuteOptions): Promise<void> {
+  /** The execution `in_progress` (started at `startedAt`, the time its rate window counted) and the workflow `performing` at the step. */
+  private async markStarted(manager: EntityManager, workflow: WorkflowRecord, execution: StepExecution, step: StepDefinition, options: ExecuteOptions, startedAt?: Date): Promise<void> {
     // The job id rides on the UPDATE that starts the execution: no statement of its own.
-    await this.store.transitionExecution(manager, execution, 'in_progress', null, options.jobId === undefined ? {} : { jobId: options.jobId });
+    await this.store.transitionExecution(manager, execution, 'in_progress', null, { ...(options.jobId === undefined ? {} : { jobId: options.jobId }), ...(startedAt ? { startedAt } : {}) });
     await this.store.transitionWorkflow(manager, workflow, 'performing', { currentStepName: step.name });
   }
 
@@ -226,7 +233,7 @@ export class PreparePhase {
     const { workflowType, stepName, heroType, heroId } = options.hints ?? {};
     const definition = workflowType === undefined ? undefined : this.registry.findByName(workflowType);
     const step = definition?.step(stepName);
-    if (!definition || !step || definition.cancelIf.length > 0 || step.skipIf !== undefined || step.concurrency || heroType === undefined || heroId === undefined) return null;
+    if (!definition || !step || definition.cancelIf.length > 0 || step.skipIf !== undefined || step.concurrency || step.rateLimit || heroType === undefined || heroId === undefined) return null;
     if (!this.store.writesIfUnchanged(this.transactions.dataSource.manager)) return null;
     const manager = this.transactions.dataSource.createEntityManager();
     let prepared: Prepared;

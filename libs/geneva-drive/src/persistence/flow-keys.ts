@@ -2,7 +2,7 @@ import type { EntityManager } from 'typeorm';
 import { identifierText } from '../entities/column-transformers.js';
 import { isMysqlFamily } from './row-lock.js';
 
-/** One row per concurrency key: how many executions hold it, and who waits for it, in arrival order. */
+/** One row per key: how many executions hold it, who waits for it (in queue order), and its rate window. */
 const TABLE = 'geneva_drive_flow_keys';
 
 /** An execution waiting for a slot of a key: its id, its workflow's id, the limit its step declared, and its step's priority if it has one. */
@@ -62,25 +62,30 @@ export async function freeSlot(manager: EntityManager, key: string, now: Date): 
 
 /** The key's row under its lock, created empty when the key is new. */
 export async function lockFlowKey(manager: EntityManager, key: string, now: Date): Promise<FlowKeyRow> {
+  return toRow(await lockedRow<{ holding: unknown; waiters: unknown }>(manager, key, now, 'holding, waiters'));
+}
+
+/** `columns` of the key's row, read under its lock; the row created empty when the key is new. */
+async function lockedRow<T>(manager: EntityManager, key: string, now: Date, columns: string): Promise<T> {
   if (isMysqlFamily(manager)) {
     // The row first: an INSERT IGNORE of a row that exists takes a shared lock, which two
     // transactions then both hold and both ask to upgrade (a deadlock on every contended key).
-    const select = `SELECT holding, waiters FROM ${TABLE} WHERE flow_key = ? FOR UPDATE`;
-    let rows: Array<{ holding: unknown; waiters: unknown }> = await manager.query(select, [key]);
+    const select = `SELECT ${columns} FROM ${TABLE} WHERE flow_key = ? FOR UPDATE`;
+    let rows: T[] = await manager.query(select, [key]);
     if (rows.length === 0) {
       await manager.query(`INSERT IGNORE INTO ${TABLE} (flow_key, holding, waiters, created_at, updated_at) VALUES (?, 0, '[]', ?, ?)`, [key, now, now]);
       rows = await manager.query(select, [key]);
     }
-    return toRow(rows[0]);
+    return rows[0];
   }
   // A no-op update of the row it finds: its lock (PostgreSQL's row lock; SQLite's transaction holds the database's).
   const [p1, p2, p3] = placeholders(manager, 3);
-  const rows: Array<{ holding: unknown; waiters: unknown }> = await manager.query(
+  const rows: T[] = await manager.query(
     `INSERT INTO ${TABLE} (flow_key, holding, waiters, created_at, updated_at) VALUES (${p1}, 0, '[]', ${p2}, ${p3}) ` +
-      `ON CONFLICT (flow_key) DO UPDATE SET updated_at = ${TABLE}.updated_at RETURNING holding, waiters`,
+      `ON CONFLICT (flow_key) DO UPDATE SET updated_at = ${TABLE}.updated_at RETURNING ${columns}`,
     [key, at(manager, now), at(manager, now)],
   );
-  return toRow(rows[0]);
+  return rows[0];
 }
 
 /** Writes the row {@link lockFlowKey} locked. */
@@ -98,6 +103,28 @@ export async function keysWithWaiters(manager: EntityManager, cutoff: Date): Pro
   const rows: Array<{ flow_key: unknown }> = await manager.query(`SELECT flow_key FROM ${TABLE} WHERE waiters <> '[]' AND updated_at < ${p1} ORDER BY flow_key`, [at(manager, cutoff)]);
   // MySQL/MariaDB answer an identifier column as bytes.
   return rows.map((row) => String(identifierText(row.flow_key)));
+}
+
+/**
+ * A key's rate window (`rate_window`, the rate-limits migration's): the times, in epoch
+ * milliseconds and ascending, of its latest starts (`s`) and of its latest claims (`c`: the starts
+ * and the times promised to executions scheduled for a later window).
+ */
+export interface RateWindow {
+  s: number[];
+  c: number[];
+}
+
+/** The key's rate window under the lock of its row, the row created when the key is new. */
+export async function lockRateWindow(manager: EntityManager, key: string, now: Date): Promise<RateWindow> {
+  const { rate_window: text } = await lockedRow<{ rate_window: unknown }>(manager, key, now, 'rate_window');
+  return text === null || text === undefined ? { s: [], c: [] } : (JSON.parse(String(text)) as RateWindow);
+}
+
+/** Writes the window {@link lockRateWindow} locked. */
+export async function writeRateWindow(manager: EntityManager, key: string, window: RateWindow, now: Date): Promise<void> {
+  const [p1, p2, p3] = placeholders(manager, 3);
+  await manager.query(`UPDATE ${TABLE} SET rate_window = ${p1}, updated_at = ${p2} WHERE flow_key = ${p3}`, [JSON.stringify(window), at(manager, now), key]);
 }
 
 /** The rows an UPDATE ... RETURNING answers (TypeORM's PostgreSQL driver answers an UPDATE with [rows, count]). */

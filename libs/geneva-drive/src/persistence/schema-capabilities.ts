@@ -10,6 +10,7 @@ import { AddGenevaDriveSignals1730000000001 } from '../migrations/1730000000001-
 import { AddGenevaDriveProcesses1730000000005 } from '../migrations/1730000000005-add-geneva-drive-processes.js';
 import { AddGenevaDriveChildWorkflows1730000000006 } from '../migrations/1730000000006-add-geneva-drive-child-workflows.js';
 import { AddGenevaDriveFlowControl1730000000007 } from '../migrations/1730000000007-add-geneva-drive-flow-control.js';
+import { AddGenevaDriveRateLimits1730000000009 } from '../migrations/1730000000009-add-geneva-drive-rate-limits.js';
 import { ChildrenNotMigratedError } from '../errors/children-not-migrated.error.js';
 import { FlowControlNotMigratedError } from '../errors/flow-control-not-migrated.error.js';
 import { canonicalKey, keyTypeOf, useUuidKeys, uuidv7, type PrimaryKeyType } from '../migrations/primary-keys.js';
@@ -38,6 +39,7 @@ export class SchemaCapabilities {
   private deadlines = true;
   private children = true;
   private flowControl = true;
+  private rateLimits = true;
   private processes: 'ready' | 'not migrated' | 'entity not registered' = 'ready';
   private keys: PrimaryKeyType = 'bigint';
   private sessionTimeouts = false;
@@ -67,6 +69,17 @@ export class SchemaCapabilities {
    */
   get hasFlowControl(): boolean {
     return this.flowControl;
+  }
+
+  /** Whether the rate-limits migration ran too (`rate_window` on the flow keys' table): a step with a `rateLimit` needs it. */
+  get hasRateLimits(): boolean {
+    return this.rateLimits;
+  }
+
+  /** Throws FlowControlNotMigratedError, naming `what` and the migration it lacks, without the rate-limits migration (or the flow-control one before it). */
+  assertRateLimits(what: string): void {
+    this.assertFlowControl(what);
+    if (!this.rateLimits) throw new FlowControlNotMigratedError(what, AddGenevaDriveRateLimits1730000000009.name, 'the rate_window column of geneva_drive_flow_keys');
   }
 
   /** Throws FlowControlNotMigratedError, naming `what`, without the flow-control migration. */
@@ -154,6 +167,7 @@ export class SchemaCapabilities {
       const missingFlowKeyColumns = missingColumns(FLOW_KEYS_TABLE, flowKeys!, FLOW_KEYS_TABLE_COLUMNS);
       if (missingFlowKeyColumns.length > 0) throw new SchemaNotMigratedError(missingFlowKeyColumns, AddGenevaDriveFlowControl1730000000007.name);
     }
+    this.rateLimits = this.flowControl && flowKeys!.has(RATE_WINDOW_COLUMN);
     if (processes === null) this.processes = 'not migrated';
     else if (!dataSource.hasMetadata(ProcessRecord)) this.processes = 'entity not registered';
     else {
@@ -196,6 +210,8 @@ const SIGNAL_COLUMNS = ['signal_id', 'waiting_since'];
 const DEADLINE_COLUMNS = ['timeout_at'];
 /** The column the flow-control migration adds to the executions table. */
 const FLOW_COLUMNS = ['flow_key'];
+/** The column the rate-limits migration adds to the flow keys' table. */
+const RATE_WINDOW_COLUMN = 'rate_window';
 /** The columns of the flow-control migration's table (the engine reads and writes it with raw SQL). */
 const FLOW_KEYS_TABLE_COLUMNS = ['flow_key', 'holding', 'waiters', 'created_at', 'updated_at'];
 /** The columns the child-workflows migration adds to the workflows table. */

@@ -285,7 +285,8 @@ export class WorkflowStore {
     assertExecutionTransition(from, to);
     const now = this.now();
     const changes: Partial<StepExecution> = { ...patch, state: to, outcome, updatedAt: now };
-    if (to === 'in_progress') changes.startedAt = now;
+    // A start a rate window counted keeps the time it counted.
+    if (to === 'in_progress') changes.startedAt = patch.startedAt ?? now;
     if (to in TERMINAL_TIMESTAMP) {
       changes[TERMINAL_TIMESTAMP[to as keyof typeof TERMINAL_TIMESTAMP]] = now;
       changes.finishedAt = now;

@@ -9,14 +9,15 @@ import type { ClassExceptionPolicy, WorkflowOptions } from '../workflow/workflow
 import { toSignalMatcher, type SignalMatcherLike } from '../workflow/signal-matcher.js';
 import { isChildrenMatcher } from '../workflow/children-matcher.js';
 import type { ConcurrencyOptions } from '../workflow/concurrency-options.js';
+import type { RateLimitOptions, StepRateLimit } from '../workflow/rate-limit-options.js';
 import { parseDuration, type Duration } from '../util/duration.js';
 import { DEFAULT_TRANSACTION_TIMEOUT_MS, WorkflowDefinition, type RemovedStep, type StepDefinition } from './workflow-definition.js';
 
 const MAX_TRANSACTION_TIMEOUT_MS = 2_147_483_647;
-const STEP_OPTION_KEYS = ['name', 'wait', 'waitFor', 'timeout', 'onTimeout', 'skipIf', 'onException', 'maxReattempts', 'terminalAction', 'maxRecoveries', 'before', 'after', 'jobOptions', 'concurrency'];
+const STEP_OPTION_KEYS = ['name', 'wait', 'waitFor', 'timeout', 'onTimeout', 'skipIf', 'onException', 'maxReattempts', 'terminalAction', 'maxRecoveries', 'before', 'after', 'jobOptions', 'concurrency', 'rateLimit'];
 const TRANSACTIONAL_OPTION_KEYS = ['transactional', 'transactionTimeout'];
 const RESUMABLE_OPTION_KEYS = ['maxIterations', 'maxRuntime'];
-const WORKFLOW_OPTION_KEYS = ['name', 'hero', 'cancelIf', 'onException', 'jobOptions', 'mayProceedWithoutHero', 'skipUndefinedSteps', 'removedSteps', 'transactional', 'concurrency'];
+const WORKFLOW_OPTION_KEYS = ['name', 'hero', 'cancelIf', 'onException', 'jobOptions', 'mayProceedWithoutHero', 'skipUndefinedSteps', 'removedSteps', 'transactional', 'concurrency', 'rateLimit'];
 const REMOVED_STEP_KEYS = ['name', 'after', 'before'];
 
 /**
@@ -50,6 +51,8 @@ export function buildWorkflowDefinition(target: Function): WorkflowDefinition {
   const removed = removedStepsOf(inherited, (step, problem) => fail(step, `removedSteps: ${problem}`));
   const nearestConcurrency = inherited.findLast((o) => o.concurrency !== undefined)?.concurrency;
   const workflowConcurrency = nearestConcurrency === undefined ? undefined : validateConcurrency(nearestConcurrency, (p) => fail(undefined, `concurrency: ${p}`));
+  const nearestRateLimit = inherited.findLast((o) => o.rateLimit !== undefined)?.rateLimit;
+  const workflowRateLimit = nearestRateLimit === undefined ? undefined : validateRateLimit(nearestRateLimit, (p) => fail(undefined, `rateLimit: ${p}`));
 
   // Steps: parents' first, each class in declaration order, then positioned by before/after.
   const declared: Placed[] = [];
@@ -74,6 +77,7 @@ export function buildWorkflowDefinition(target: Function): WorkflowDefinition {
       const defaults = {
         transactional: inherited.findLast((o) => o.transactional !== undefined)?.transactional === true,
         concurrency: workflowConcurrency,
+        rateLimit: workflowRateLimit,
       };
       declared.push({ name, definition: buildStep(name, declaration, target, stepFail, defaults), before, after });
       taken.add(name);
@@ -182,7 +186,7 @@ function buildStep(
   declaration: StepDeclaration,
   target: Function,
   fail: (problem: string) => never,
-  defaults: { transactional: boolean; concurrency: ConcurrencyOptions | undefined },
+  defaults: { transactional: boolean; concurrency: ConcurrencyOptions | undefined; rateLimit: StepRateLimit | undefined },
 ): StepDefinition {
   const options = declaration.options as Record<string, unknown> & StepDeclaration['options'];
   const allowed = [...STEP_OPTION_KEYS, ...TRANSACTIONAL_OPTION_KEYS, ...(declaration.resumable ? RESUMABLE_OPTION_KEYS : [])];
@@ -253,6 +257,7 @@ function buildStep(
 
   const { transactional, transactionTimeoutMs } = buildTransactional(options, defaults.transactional, fail);
   const concurrency = options.concurrency === undefined ? defaults.concurrency : validateConcurrency(options.concurrency, (p) => fail(`concurrency: ${p}`));
+  const rateLimit = options.rateLimit === undefined ? defaults.rateLimit : validateRateLimit(options.rateLimit, (p) => fail(`rateLimit: ${p}`));
 
   return Object.freeze({
     name,
@@ -273,6 +278,7 @@ function buildStep(
     transactional,
     transactionTimeoutMs,
     concurrency,
+    rateLimit,
   });
 }
 
@@ -302,6 +308,18 @@ function validateConcurrency(value: unknown, fail: (problem: string) => never): 
   if (typeof key !== 'function') fail('key must be a function of the workflow returning a string');
   if (!(typeof limit === 'number' && Number.isInteger(limit) && limit > 0)) fail(`limit must be a positive integer, got ${JSON.stringify(limit) ?? String(limit)}`);
   return Object.freeze({ key: key!, limit: limit! });
+}
+
+/** `rateLimit`: `{ key: (workflow) => string, limit: <positive integer>, per: <positive duration> }`. */
+function validateRateLimit(value: unknown, fail: (problem: string) => never): StepRateLimit {
+  if (typeof value !== 'object' || value === null) fail('must be { key: (workflow) => string, limit: <positive integer>, per: <positive duration> }');
+  const { key, limit, per, ...rest } = value as Partial<RateLimitOptions> & Record<string, unknown>;
+  for (const unknown of Object.keys(rest)) fail(`unknown key "${unknown}"`);
+  if (typeof key !== 'function') fail('key must be a function of the workflow returning a string');
+  if (!(typeof limit === 'number' && Number.isInteger(limit) && limit > 0)) fail(`limit must be a positive integer, got ${JSON.stringify(limit) ?? String(limit)}`);
+  const perMs = per === undefined ? undefined : parseDuration(per);
+  if (perMs === undefined || perMs <= 0) fail(`per must be a positive duration (ms or '1m'), got ${JSON.stringify(per) ?? String(per)}`);
+  return Object.freeze({ key: key!, limit: limit!, perMs: perMs! });
 }
 
 const TIMEOUT_ACTIONS: readonly TimeoutAction[] = ['run', 'skip', 'cancel', 'pause'];

@@ -220,3 +220,36 @@ describe('concurrency', () => {
     expect(refusal(() => buildWorkflowDefinition(threeSteps({ concurrency: { key, limit: -1 } })))).toMatch(/concurrency: limit must be a positive integer/);
   });
 });
+
+describe('rateLimit', () => {
+  const key = () => 'k';
+
+  it("a step's own replaces the workflow's, which every other step takes; the window in milliseconds", () => {
+    @Workflow({ rateLimit: { key, limit: 100, per: '1m' } })
+    class Paced extends GenevaWorkflow {
+      @Step() async a() {}
+      @Step({ rateLimit: { key, limit: 1, per: 500 } }) async b() {}
+    }
+    const definition = buildWorkflowDefinition(Paced);
+    expect(definition.step('a')?.rateLimit).toEqual({ key, limit: 100, perMs: 60_000 });
+    expect(definition.step('b')?.rateLimit).toEqual({ key, limit: 1, perMs: 500 });
+    expect(buildWorkflowDefinition(threeSteps({})).step('a')?.rateLimit).toBeUndefined();
+  });
+
+  it('refuses at boot a limit that is not a positive integer, a window that is not a positive duration, a key that is not a function, an unknown option', () => {
+    const stepWith = (rateLimit: unknown) => {
+      @Workflow()
+      class Bad extends GenevaWorkflow {
+        @Step({ rateLimit } as never) async a() {}
+      }
+      return Bad;
+    };
+    expect(refusal(() => buildWorkflowDefinition(stepWith({ key, limit: 0, per: '1m' })))).toMatch(/rateLimit: limit must be a positive integer, got 0/);
+    expect(refusal(() => buildWorkflowDefinition(stepWith({ key, limit: 1 })))).toMatch(/rateLimit: per must be a positive duration \(ms or '1m'\), got undefined/);
+    expect(refusal(() => buildWorkflowDefinition(stepWith({ key, limit: 1, per: 0 })))).toMatch(/per must be a positive duration/);
+    expect(refusal(() => buildWorkflowDefinition(stepWith({ key, limit: 1, per: 'soon' })))).toMatch(/per must be a positive duration \(ms or '1m'\), got "soon"/);
+    expect(refusal(() => buildWorkflowDefinition(stepWith({ key: 'k', limit: 1, per: '1m' })))).toMatch(/rateLimit: key must be a function/);
+    expect(refusal(() => buildWorkflowDefinition(stepWith({ key, limit: 1, per: '1m', burst: 2 })))).toMatch(/unknown key "burst"/);
+    expect(refusal(() => buildWorkflowDefinition(threeSteps({ rateLimit: { key, limit: 1, per: -5 } })))).toMatch(/rateLimit: per must be a positive duration/);
+  });
+});

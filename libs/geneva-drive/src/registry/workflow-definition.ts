@@ -1,4 +1,5 @@
 import type { ConcurrencyOptions } from '../workflow/concurrency-options.js';
+import type { StepRateLimit } from '../workflow/rate-limit-options.js';
 // A workflow class as the engine runs it: its steps in order and what each one needs. Built and
 // validated from the decorators by build-definition.ts.
 import type { ExceptionPolicy } from '../exception-policy/exception-policy.js';
@@ -31,6 +32,8 @@ export interface StepDefinition {
   readonly transactionTimeoutMs: number;
   /** The step's concurrency key and limit (its own, else the workflow's), if any. */
   readonly concurrency: ConcurrencyOptions | undefined;
+  /** The step's rate limit (its own, else the workflow's), if any. */
+  readonly rateLimit: StepRateLimit | undefined;
 }
 
 /** `transactionTimeout` when a transactional step gives none. */

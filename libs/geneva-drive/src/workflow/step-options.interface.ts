@@ -2,6 +2,7 @@ import type { ExceptionAction, ExceptionHandler, ExceptionPolicy } from '../exce
 import type { SignalMatcherLike } from './signal-matcher.js';
 import type { Duration } from '../util/duration.js';
 import type { ConcurrencyOptions } from './concurrency-options.js';
+import type { RateLimitOptions } from './rate-limit-options.js';
 
 /** A condition on the workflow: a function, the name of a method of the workflow, or a constant. @publicApi */
 export type WorkflowCondition<W = any> = boolean | string | ((workflow: W) => boolean | Promise<boolean>);
@@ -76,6 +77,11 @@ export interface StepOptions<W = any> {
    * Replaces the workflow's `concurrency` for this step. @default the workflow's `concurrency`
    */
   concurrency?: ConcurrencyOptions<W>;
+  /**
+   * At most `limit` starts of executions holding the key within any `per` window (see
+   * RateLimitOptions). Replaces the workflow's `rateLimit` for this step. @default the workflow's `rateLimit`
+   */
+  rateLimit?: RateLimitOptions<W>;
 }
 
 /** A step declared without a method (programmatic step lists). @publicApi */

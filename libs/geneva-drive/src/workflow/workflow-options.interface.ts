@@ -1,5 +1,6 @@
 import type { ExceptionAction, ExceptionHandler, ExceptionPolicy, ExceptionPolicyOptions } from '../exception-policy/exception-policy.js';
 import type { ConcurrencyOptions } from './concurrency-options.js';
+import type { RateLimitOptions } from './rate-limit-options.js';
 import type { StepJobOptions, WorkflowCondition } from './step-options.interface.js';
 
 /** A class-level exception policy: a policy object or its options in one literal. @publicApi */
@@ -46,4 +47,6 @@ export interface WorkflowOptions<W = any> {
   removedSteps?: RemovedStepOptions[];
   /** The `concurrency` of every step of this class that gives none (see ConcurrencyOptions). */
   concurrency?: ConcurrencyOptions<W>;
+  /** The `rateLimit` of every step of this class that gives none (see RateLimitOptions). */
+  rateLimit?: RateLimitOptions<W>;
 }
