@@ -161,9 +161,10 @@ export async function spawnProofChild(
   target: ProofTarget,
   children: Set<ChildProcess>,
   concurrency = 3,
-  options: { chainSteps?: boolean } = {},
+  options: { chainSteps?: boolean; env?: Record<string, string> } = {},
 ): Promise<ProofChild> {
   const child = forkCompiled(entry, {
+    ...options.env,
     GD_PROOF_CHAIN: options.chainSteps === false ? '0' : '1',
     GD_PROOF_ROLE: role,
     GD_PROOF_DB: target.kind,
@@ -202,14 +203,25 @@ export interface ProofSuite {
 /**
  * `chainSteps: false`: every step of the children goes through the queue. `maxRecoveries`:
  * housekeeping's recovery limit (its default pauses a step recovered three times in a row).
- * `stuckThreshold`: housekeeping's stuck thresholds (2 s unless given).
+ * `stuckThreshold`: housekeeping's stuck thresholds (2 s unless given); `stuckScheduledThreshold`
+ * the scheduled one alone. `workerConcurrency`: the jobs a worker runs at once (3 unless given).
+ * `childEnv`: more environment for the children.
  */
 export function proofSuite(
   kind: DatabaseKind,
   entry: () => string,
   children: Set<ChildProcess>,
   name: string,
-  options: { ownRedis?: boolean; adapter?: RedisAdapter; chainSteps?: boolean; maxRecoveries?: number | null; stuckThreshold?: Duration } = {},
+  options: {
+    ownRedis?: boolean;
+    adapter?: RedisAdapter;
+    chainSteps?: boolean;
+    maxRecoveries?: number | null;
+    stuckThreshold?: Duration;
+    stuckScheduledThreshold?: Duration;
+    workerConcurrency?: number;
+    childEnv?: Record<string, string>;
+  } = {},
 ): ProofSuite {
   const driver = REDIS_QUEUE_DRIVERS[options.adapter ?? 'bull'];
   let app: TestApp;
@@ -229,7 +241,7 @@ export function proofSuite(
     app = await createTestApp(kind, PROOF_WORKFLOWS, {
       queue: driver.options({ redis: target.redis, prefix: target.prefix, name: QUEUE_NAME, concurrency: 0 }),
       stuckInProgressThreshold: options.stuckThreshold ?? '2s',
-      stuckScheduledThreshold: options.stuckThreshold ?? '2s',
+      stuckScheduledThreshold: options.stuckScheduledThreshold ?? options.stuckThreshold ?? '2s',
       ...(options.maxRecoveries === undefined ? {} : { maxRecoveries: options.maxRecoveries }),
     });
     await app.dataSource.query(CREATE_SIDE_EFFECTS_TABLE);
@@ -256,7 +268,10 @@ export function proofSuite(
     },
     everyone,
     queue: () => driver.view(app.moduleRef.get(QUEUE_PORT)),
-    spawn: (role) => spawnProofChild(entry(), role, target, children, undefined, { chainSteps: options.chainSteps }).then((child) => (everyone.push(child), child)),
+    spawn: (role) =>
+      spawnProofChild(entry(), role, target, children, role === 'worker' ? options.workerConcurrency : undefined, { chainSteps: options.chainSteps, env: options.childEnv }).then(
+        (child) => (everyone.push(child), child),
+      ),
     watch: () => {
       const watched = { sampler: sampleActiveExecutions(app.dataSource), housekeeping: housekeepingLoop(app.moduleRef.get(HousekeepingService)) };
       loops.push(watched.sampler, watched.housekeeping);
@@ -301,10 +316,13 @@ export function sampleActiveExecutions(dataSource: DataSource, everyMs = 50): { 
   };
 }
 
-/** Runs housekeeping every `everyMs` until stopped; returns what the runs recovered and what threw. */
-export function housekeepingLoop(housekeeping: HousekeepingService, everyMs = 1_000): { stop(): Promise<{ runs: number; inProgressRecovered: number; scheduledRecovered: number; errors: string[]; unrecoverable: string[] }> } {
+/** Runs housekeeping every `everyMs` until stopped; returns what the runs recovered (and woke) and what threw. */
+export function housekeepingLoop(
+  housekeeping: HousekeepingService,
+  everyMs = 1_000,
+): { stop(): Promise<{ runs: number; inProgressRecovered: number; scheduledRecovered: number; flowWaitersWoken: number; errors: string[]; unrecoverable: string[] }> } {
   let running = true;
-  const totals = { runs: 0, inProgressRecovered: 0, scheduledRecovered: 0, errors: [] as string[], unrecoverable: [] as string[] };
+  const totals = { runs: 0, inProgressRecovered: 0, scheduledRecovered: 0, flowWaitersWoken: 0, errors: [] as string[], unrecoverable: [] as string[] };
   const loop = (async () => {
     while (running) {
       try {
@@ -312,6 +330,7 @@ export function housekeepingLoop(housekeeping: HousekeepingService, everyMs = 1_
         totals.runs++;
         totals.inProgressRecovered += summary.stuckInProgressRecovered;
         totals.scheduledRecovered += summary.stuckScheduledRecovered;
+        totals.flowWaitersWoken += summary.flowWaitersWoken;
         totals.unrecoverable.push(...summary.unrecoverable);
       } catch (error) {
         totals.errors.push(String(error));

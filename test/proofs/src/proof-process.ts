@@ -44,6 +44,8 @@ export interface SendPlan {
   retryPauseMs: number;
   /** The workflow classes started, by class name, one after the other in turn (default: ProofWorkflow alone). */
   classes?: string[];
+  /** false: no signal is sent (classes that wait for none). */
+  signals?: boolean;
 }
 
 /** One attempt of one call, as the sender saw it. */
@@ -203,7 +205,7 @@ async function main(): Promise<void> {
       const hero = await heroes.save(heroes.create({ name: `proof ${process.pid} ${i}` }));
       const workflowClass = classes[i % classes.length];
       const wf = await withRetries(plan, 'start', null, () => workflows.start(workflowClass, hero), (record) => ({ workflowId: record.id }));
-      if (wf) {
+      if (wf && plan.signals !== false) {
         const index = i;
         deliveries.push(
           (async () => {

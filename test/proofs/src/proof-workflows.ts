@@ -16,6 +16,7 @@
  * LedgerProofWorkflow and PlainLedgerProofWorkflow are the pair of the transactional effects proof:
  * the same steps writing the same rows, through a transactional step's `this.manager` in the first
  * (each row commits with its step's completion) and through the DataSource in the second.
+ * KeyedProofWorkflow is the flow-control proof's: its steps hold a concurrency key and write nothing.
  */
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { DataSource, EntityManager } from 'typeorm';
@@ -203,4 +204,40 @@ export class PlainLedgerProofWorkflow extends LedgerProofSteps {
   }
 }
 
-export const PROOF_WORKFLOWS = [ProofWorkflow, LedgerProofWorkflow, PlainLedgerProofWorkflow];
+/** How many executions of KeyedProofWorkflow may hold one key at once. */
+export const FLOW_KEY_LIMIT = 2;
+
+/** The key of a hero's KeyedProofWorkflow: heroes spread over `keys` keys by id. */
+export const flowKeyOf = (heroId: number, keys: number) => `k${heroId % keys}`;
+
+/** The flow-control proof sets the number of keys in its workers' environment. */
+const flowKeys = () => Number(process.env.GD_PROOF_FLOW_KEYS ?? '20');
+
+/**
+ * The flow-control proof's workflow: first → second (chained inline), each step holding a slot of
+ * its hero's key (the workflow's `concurrency`) for a body of 20–80 ms, reported to the spec so that
+ * a kill knows it lands in one. The body writes nothing: the proof reads the executions' own times.
+ */
+@Workflow({ hero: () => TestHero, jobOptions: { lifo: true }, concurrency: { key: (wf: KeyedProofWorkflow) => flowKeyOf(wf.hero.id, flowKeys()), limit: FLOW_KEY_LIMIT } })
+export class KeyedProofWorkflow extends GenevaWorkflow<TestHero> {
+  @Step()
+  async first() {
+    await this.hold();
+  }
+
+  @Step()
+  async second() {
+    await this.hold();
+  }
+
+  private async hold(): Promise<void> {
+    reportBody('start', this.currentExecution.id);
+    try {
+      await sleep(random(20, 80));
+    } finally {
+      reportBody('end', this.currentExecution.id);
+    }
+  }
+}
+
+export const PROOF_WORKFLOWS = [ProofWorkflow, LedgerProofWorkflow, PlainLedgerProofWorkflow, KeyedProofWorkflow];
