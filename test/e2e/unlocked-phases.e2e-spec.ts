@@ -26,6 +26,13 @@ class PlainWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
+@Workflow({ name: 'UnlockedKeyed', hero: () => TestHero })
+class KeyedWorkflow extends GenevaWorkflow<TestHero> {
+  @Step({ concurrency: { key: (wf: KeyedWorkflow) => `account:${wf.hero.name}`, limit: 1 } }) async only() {
+    journal.push(`${this.record.id}:only`);
+  }
+}
+
 @Workflow({ name: 'UnlockedStalled', hero: () => TestHero })
 class StalledWorkflow extends GenevaWorkflow<TestHero> {
   @Step() async work() {
@@ -68,7 +75,7 @@ suite('unlocked phases [postgres]', () => {
   async function boot(): Promise<{ dataSource: DataSource; workflows: WorkflowService; hero: TestHero }> {
     journal.length = 0;
     // The local queue gives each job its hints (workflow, type, step, hero): what lets phase 1 decide unlocked.
-    app = await createTestApp('postgres', [PlainWorkflow, StalledWorkflow], { queue: { adapter: 'local', concurrency: 2 }, stuckInProgressThreshold: '1s' });
+    app = await createTestApp('postgres', [PlainWorkflow, KeyedWorkflow, StalledWorkflow], { queue: { adapter: 'local', concurrency: 2 }, stuckInProgressThreshold: '1s' });
     watch = new StatementWatch();
     app.dataSource.subscribers.push(watch);
     const heroes = app.dataSource.getRepository(TestHero);
@@ -97,6 +104,22 @@ suite('unlocked phases [postgres]', () => {
     expect(engine.map((sql) => (isUnlockedRead(sql) ? 'read' : isGuardedWrite(sql) ? 'guarded write' : isHeroRead(sql) ? 'hero' : sql))).toEqual(['read', 'guarded write', 'hero', 'guarded write']);
     const [execution] = await workflows.executionHistory(wf);
     expect(execution).toMatchObject({ stepName: 'only', state: 'completed', outcome: 'success', jobId: execution.id });
+    expect(journal).toEqual([`${wf.id}:only`]);
+  });
+
+  it('a step with an uncontended concurrency key costs one statement more: the hero read for its key, the slot taken with the guarded start and freed with the guarded outcome', async () => {
+    const { dataSource, workflows, hero } = await boot();
+    const wf = await workflows.start(KeyedWorkflow, hero);
+    await settled(workflows, wf, 'finished');
+    const afterStart = watch.statements.slice(watch.statements.findIndex((sql) => sql.startsWith('WITH w AS (INSERT INTO "geneva_drive_workflows"')) + 1);
+    const isHeroRead = (sql: string) => sql.startsWith('SELECT') && sql.includes('FROM "test_heroes" h');
+    const engine = afterStart.filter((sql) => isUnlockedRead(sql) || isGuardedWrite(sql) || isHeroRead(sql) || isBegin(sql) || /^(COMMIT|WITH |INSERT|UPDATE)/.test(sql) || sql.includes('FOR UPDATE'));
+    expect(engine.map((sql) => (isUnlockedRead(sql) ? 'read' : isGuardedWrite(sql) ? 'guarded write' : isHeroRead(sql) ? 'hero' : sql))).toEqual(['read', 'hero', 'guarded write', 'hero', 'guarded write']);
+    const guarded = engine.filter(isGuardedWrite);
+    expect(guarded[0]).toMatch(/k AS \(INSERT INTO geneva_drive_flow_keys .* ON CONFLICT \(flow_key\) DO UPDATE .* WHERE geneva_drive_flow_keys.holding < \$\d+ AND geneva_drive_flow_keys.waiters = '\[\]' RETURNING 1\), g AS \(SELECT 1 FROM k\)/);
+    expect(guarded[1]).toMatch(/k AS \(UPDATE geneva_drive_flow_keys SET holding = .* AND waiters = '\[\]' AND EXISTS \(SELECT 1 FROM s\) RETURNING 1\), g AS \(SELECT 1 FROM k\)/);
+    expect(await workflows.executionHistory(wf)).toMatchObject([{ stepName: 'only', state: 'completed', flowKey: 'account:Ada' }]);
+    expect(await dataSource.query(`SELECT flow_key, holding, waiters FROM geneva_drive_flow_keys`)).toEqual([{ flow_key: 'account:Ada', holding: 0, waiters: '[]' }]);
     expect(journal).toEqual([`${wf.id}:only`]);
   });
 

@@ -75,6 +75,25 @@ export class ConcurrencySlots {
   }
 
   /**
+   * For phase 1 without the row locks (PreparePhase.prepareUnlocked), on a step with a key and an
+   * execution that never waited for one: the slot taken with the start's guarded write, which goes
+   * out only while the key is uncontended (else the locked phase 1 decides). The key; where that
+   * cannot be (the dialect, the schema, a key function that throws: the locked phase records it),
+   * the unlocked phase is given up.
+   */
+  takeUnlocked(manager: EntityManager, prepared: Prepared): string {
+    const { step, instance, execution } = prepared;
+    if (!this.schema.hasFlowControl || execution.flowKey) return this.store.requireLocks();
+    let key: string;
+    try {
+      key = validKey(step.name, step.concurrency!.key(instance));
+    } catch {
+      return this.store.requireLocks();
+    }
+    return this.store.changeSlot(manager, { key, take: true, limit: step.concurrency!.limit, now: this.store.now() }) ? key : this.store.requireLocks();
+  }
+
+  /**
    * Housekeeping: wakes the waiters the free slots admit, of every key whose row nothing changed
    * since `cutoff`. A wake whose job was lost (the process died between the commit and the enqueue)
    * is all that leaves waiters there: a key in use changes at every start and end.
@@ -105,6 +124,9 @@ export class ConcurrencySlots {
   private async left(manager: EntityManager, execution: StepExecution, from: StepExecutionState, to: StepExecutionState): Promise<void> {
     const key = execution.flowKey!;
     if (from === 'in_progress') {
+      // Deciding without the row locks (PostgreSQL's one-statement end): freed with the guarded
+      // write while nobody waits; with waiters to wake, the phase runs again under the locks.
+      if (this.store.changeSlot(manager, { key, take: false, now: this.store.now() })) return;
       await this.store.flush(manager);
       const now = this.store.now();
       let row = await freeSlot(manager, key, now);

@@ -208,14 +208,17 @@ export class PreparePhase {
         event('passed');
     }
 
-    await this.markStarted(manager, workflow, execution, step, options, rateStart?.at);
+    await this.markStarted(manager, workflow, execution, step, options, rateStart ? { startedAt: rateStart.at } : {});
     return { run: prepared };
   }
 
-  /** The execution `in_progress` (started at `startedAt`, the time its rate window counted) and the workflow `performing` at the step. */
-  private async markStarted(manager: EntityManager, workflow: WorkflowRecord, execution: StepExecution, step: StepDefinition, options: ExecuteOptions, startedAt?: Date): Promise<void> {
+  /**
+   * The execution `in_progress` and the workflow `performing` at the step; `patch` rides on the
+   * execution's UPDATE (the time its rate window counted, the concurrency key it holds).
+   */
+  private async markStarted(manager: EntityManager, workflow: WorkflowRecord, execution: StepExecution, step: StepDefinition, options: ExecuteOptions, patch: Partial<StepExecution> = {}): Promise<void> {
     // The job id rides on the UPDATE that starts the execution: no statement of its own.
-    await this.store.transitionExecution(manager, execution, 'in_progress', null, { ...(options.jobId === undefined ? {} : { jobId: options.jobId }), ...(startedAt ? { startedAt } : {}) });
+    await this.store.transitionExecution(manager, execution, 'in_progress', null, { ...(options.jobId === undefined ? {} : { jobId: options.jobId }), ...patch });
     await this.store.transitionWorkflow(manager, workflow, 'performing', { currentStepName: step.name });
   }
 
@@ -233,7 +236,7 @@ export class PreparePhase {
     const { workflowType, stepName, heroType, heroId } = options.hints ?? {};
     const definition = workflowType === undefined ? undefined : this.registry.findByName(workflowType);
     const step = definition?.step(stepName);
-    if (!definition || !step || definition.cancelIf.length > 0 || step.skipIf !== undefined || step.concurrency || step.rateLimit || heroType === undefined || heroId === undefined) return null;
+    if (!definition || !step || definition.cancelIf.length > 0 || step.skipIf !== undefined || step.rateLimit || heroType === undefined || heroId === undefined) return null;
     if (!this.store.writesIfUnchanged(this.transactions.dataSource.manager)) return null;
     const manager = this.transactions.dataSource.createEntityManager();
     let prepared: Prepared;
@@ -252,8 +255,20 @@ export class PreparePhase {
       const logger = new ContextLogger(this.logger, workflow, execution);
       const instance = await this.instances.create(definition);
       prepared = { executionId, workflowId, definition, step, instance, workflow, execution, logger, run: options };
+      if (step.concurrency) {
+        // The key is the workflow's, hero included: read for it here, and again below for the body
+        // (which must see what was committed under the locks the start takes).
+        const keyHero = await this.store.readHero(manager, heroType, heroId);
+        if (keyHero === null) return null;
+        workflowInternals.bind(instance, { hero: keyHero, record: workflow, execution, signal: null, logger });
+      }
       const expected = { workflowId: workflow.id, workflowState: workflow.state, executionId: execution.id, executionState: execution.state };
-      if (!(await this.store.writeIfUnchanged(manager, expected, () => this.markStarted(manager, workflow, execution, step, options)))) return null;
+      const start = async () => {
+        // A concurrency key's slot goes with the start, which goes out only if the key is uncontended.
+        const key = step.concurrency ? this.slots.takeUnlocked(manager, prepared) : undefined;
+        await this.markStarted(manager, workflow, execution, step, options, key === undefined ? {} : { flowKey: key });
+      };
+      if (!(await this.store.writeIfUnchanged(manager, expected, start))) return null;
     } catch {
       // Nothing was written (or, the answer to a statement that went through lost, the locked phase
       // finds the execution started and leaves it to stuck recovery, as after a lost COMMIT).

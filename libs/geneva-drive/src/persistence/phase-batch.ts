@@ -6,7 +6,7 @@ import { jobTraceContext } from '../instrumentation/job-context.js';
 import type { QueuePort, StepJob, StepJobHints } from '../interfaces/queue.port.js';
 import type { StepJobOptions } from '../workflow/step-options.interface.js';
 import type { AfterCommitSubscriber } from './after-commit.js';
-import type { ExpectedStates, HotPathSql, TrailingRead, WriteBatch } from './sql/hot-path-sql.js';
+import type { ExpectedStates, HotPathSql, SlotChange, TrailingRead, WriteBatch } from './sql/hot-path-sql.js';
 
 /** What a step job needs of its workflow (StepJob.hints). */
 export type JobWorkflow = Pick<WorkflowRecord, 'id' | 'type' | 'heroType' | 'heroId'>;
@@ -54,6 +54,8 @@ export class PhaseBatch {
   /** Transactions whose guarded write goes with their COMMIT (see endOnCommit), and that write once made. */
   private readonly endsOnCommit = new WeakSet<EntityManager>();
   private readonly endings = new WeakMap<EntityManager, Ending>();
+  /** The slot of a concurrency key a phase deciding without the row locks takes or frees with its writes (see changeSlot). */
+  private readonly slots = new WeakMap<EntityManager, SlotChange>();
 
   constructor(
     private readonly sql: (manager: EntityManager) => HotPathSql,
@@ -103,14 +105,27 @@ export class PhaseBatch {
         this.endings.set(manager, { batch: this.writes.get(manager)!, expected, jobs: this.jobs.get(manager)! });
         return true;
       }
-      if (!(await sql.writeIfUnchanged(manager, this.writes.get(manager)!, expected))) return false;
+      const slot = this.slots.get(manager);
+      if (!(await sql.writeIfUnchanged(manager, this.writes.get(manager)!, slot ? { ...expected, slot } : expected))) return false;
       for (const job of this.jobs.get(manager)!) await this.send(manager, job);
       return true;
     } finally {
       this.writes.delete(manager);
       this.jobs.delete(manager);
       this.unlocked.delete(manager);
+      this.slots.delete(manager);
     }
+  }
+
+  /**
+   * Takes or frees a concurrency key's slot with the writes of a phase deciding without the row
+   * locks, where the guarded write can (the writes then go out only if the key is uncontended: see
+   * SlotChange). False, with nothing kept, anywhere else: the caller does it under the locks.
+   */
+  changeSlot(manager: EntityManager, slot: SlotChange): boolean {
+    if (!this.unlocked.has(manager) || this.endsOnCommit.has(manager) || this.slots.has(manager)) return false;
+    this.slots.set(manager, slot);
+    return true;
   }
 
   /**
@@ -133,6 +148,11 @@ export class PhaseBatch {
   /** Sends an ending's jobs, once its write has given the new rows their ids (before its COMMIT's events). */
   async sendJobs(manager: EntityManager, jobs: PendingJob[]): Promise<void> {
     for (const job of jobs) await this.send(manager, job);
+  }
+
+  /** Gives up the unlocked phase `work` of {@link writeIfUnchanged} runs: it answers false, with nothing written. */
+  requireLocks(): never {
+    throw new NeedsLocks('The phase needs the row locks');
   }
 
   /** Throws what makes {@link writeIfUnchanged} give up when its phase tries to read. */

@@ -17,7 +17,7 @@ import type { AfterCommitSubscriber } from './after-commit.js';
 import { lockRow } from './row-lock.js';
 import { PhaseBatch, type JobWorkflow } from './phase-batch.js';
 import { hotPathSqlFor, type HotPathSql, type HotPathSqlOptions } from './sql/index.js';
-import type { ExpectedStates, HeroRow } from './sql/hot-path-sql.js';
+import type { ExpectedStates, HeroRow, SlotChange } from './sql/hot-path-sql.js';
 import { loadHero } from './hero.js';
 import { newExecution, newWorkflow, type NewExecution } from './new-rows.js';
 import { openStepTransaction, type StepTransaction } from './step-transaction.js';
@@ -98,6 +98,16 @@ export class WorkflowStore {
   async writeIfUnchanged(manager: EntityManager, expected: ExpectedStates, work: () => Promise<void>): Promise<boolean> {
     if (!this.sql(manager).writesIfUnchanged) return false;
     return this.phase.writeIfUnchanged(manager, expected, work);
+  }
+
+  /** Inside the `work` of {@link writeIfUnchanged}: gives it up (it answers false, with nothing written), for the phase to run under the locks. */
+  requireLocks(): never {
+    return this.phase.requireLocks();
+  }
+
+  /** See PhaseBatch.changeSlot: a concurrency key's slot taken or freed with an unlocked phase's guarded write. */
+  changeSlot(manager: EntityManager, slot: SlotChange): boolean {
+    return this.phase.changeSlot(manager, slot);
   }
 
   /**

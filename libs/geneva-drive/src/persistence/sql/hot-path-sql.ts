@@ -43,7 +43,15 @@ export interface ExpectedStates {
   workflowState: string;
   executionId: string;
   executionState: string;
+  /** A concurrency key's slot taken or freed with the writes, which go out only if it could be (PhaseBatch.changeSlot). */
+  slot?: SlotChange;
 }
+
+/**
+ * A slot of a concurrency key, taken (`take`: while fewer than `limit` hold it and nobody waits, the
+ * key's row created if new) or freed (while nobody waits: a waiter to wake needs the row locks).
+ */
+export type SlotChange = { key: string; now: Date } & ({ take: true; limit: number } | { take: false });
 
 /** A read that rides on the statement of a batch's writes (PostgreSQL) or follows it. */
 export interface TrailingRead {

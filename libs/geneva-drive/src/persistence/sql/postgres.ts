@@ -4,7 +4,7 @@ import type { Signal } from '../../entities/signal.entity.js';
 import type { StepExecution } from '../../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../../entities/workflow.entity.js';
 import { inOwnTransaction } from '../transaction-runner.js';
-import { HotPathSql, type ExpectedStates, type HeroRow, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
+import { HotPathSql, type ExpectedStates, type HeroRow, type SlotChange, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
 import { PgPreparedStatements, STATEMENT_PREFIX, type PgClient } from './pg-prepared-statements.js';
 
 /**
@@ -303,9 +303,31 @@ export class PostgresHotPathSql extends HotPathSql {
       `ON e.${e.column('id')} = ${this.bind(params, expected.executionId)} AND e.${e.column('workflowId')} = w.${w.column('id')} ` +
       `WHERE w.${w.column('id')} = ${this.bind(params, expected.workflowId)}${this.lockClause('w, e')}`;
     const unchanged = `SELECT 1 FROM l WHERE workflow_state = ${this.bind(params, expected.workflowState)} AND execution_state = ${this.bind(params, expected.executionState)}`;
-    return [`l AS (${locked})`, `g AS (${unchanged})`];
+    if (!expected.slot) return [`l AS (${locked})`, `g AS (${unchanged})`];
+    return [`l AS (${locked})`, `s AS (${unchanged})`, `k AS (${this.slotStatement(expected.slot, params)})`, 'g AS (SELECT 1 FROM k)'];
+  }
+
+  /**
+   * `k`, the key's slot taken or freed once `s` found the rows as expected (so the key's row is
+   * locked after theirs, as everywhere), and only while the key is uncontended: `g`, which every
+   * write of the batch depends on, is its one row.
+   */
+  private slotStatement(slot: SlotChange, params: unknown[]): string {
+    const key = this.bind(params, slot.key);
+    const now = this.bind(params, slot.now);
+    if (!slot.take) {
+      return `UPDATE ${FLOW_KEYS} SET holding = CASE WHEN holding > 0 THEN holding - 1 ELSE 0 END, updated_at = ${now} WHERE flow_key = ${key} AND waiters = '[]' AND EXISTS (SELECT 1 FROM s) RETURNING 1`;
+    }
+    return (
+      `INSERT INTO ${FLOW_KEYS} (flow_key, holding, waiters, created_at, updated_at) SELECT ${key}, 1, '[]', ${now}, ${now} WHERE EXISTS (SELECT 1 FROM s) ` +
+      `ON CONFLICT (flow_key) DO UPDATE SET holding = ${FLOW_KEYS}.holding + 1, updated_at = excluded.updated_at ` +
+      `WHERE ${FLOW_KEYS}.holding < ${this.bind(params, slot.limit)} AND ${FLOW_KEYS}.waiters = '[]' RETURNING 1`
+    );
   }
 }
+
+/** The concurrency keys' table (persistence/flow-keys.ts). */
+const FLOW_KEYS = 'geneva_drive_flow_keys';
 
 /** What a transactional step's end fails with, in its error's message, when its rows moved on (endAndCommit). */
 const REFUSED_END = 'geneva-drive: the rows moved on';
