@@ -35,6 +35,10 @@ export const DEADLINE_PAYMENT_WORKFLOW = 'BenchDeadlinePaymentWorkflow';
 export const LEDGER_PAYMENT_WORKFLOW = 'BenchLedgerPaymentWorkflow';
 export const PLAIN_LEDGER_PAYMENT_WORKFLOW = 'BenchPlainLedgerPaymentWorkflow';
 /** The children scenario: the two-step workflow started as a child or by start(), and the parent fanning out to it. */
+export const KEYED_PAYMENT_WORKFLOW = 'BenchKeyedPaymentWorkflow';
+export const SLOT_WORKFLOW = 'BenchSlotWorkflow';
+/** The concurrency keys BenchSlotWorkflow's executions share (limit 1 each). */
+export const SLOT_KEYS = 10;
 export const CHILD_WORKFLOW = 'BenchChildWorkflow';
 export const FAN_OUT_WORKFLOW = 'BenchFanOutWorkflow';
 /** The signal BenchPaymentWorkflow's second step waits for. */
@@ -181,15 +185,27 @@ export const probe = {
   fanIn: new Arrivals<{ children: number; finished: number; keys: number }>(),
   /** BenchFanOutWorkflow finished, by workflow id. */
   fanOutFinished: new Arrivals<true>(),
+  /** Consecutive hero ids share BenchSlotWorkflow's key in blocks of this many, so that the executions a queue takes together contend. */
+  slotBlock: 1,
+  /** BenchSlotWorkflow's bodies as they began and ended (performance.now()), with their key. */
+  slotBodies: [] as Array<{ workflowId: string; key: string; began: number; ended: number }>,
+  /** BenchSlotWorkflow's executions that waited for their key's slot (phase 1 throttled), by workflow id. */
+  slotWaited: new Set<string>(),
+  /** When BenchSlotWorkflow's first phase 1 ended (passed or throttled), by workflow id: its first job done. */
+  slotFirstJobs: new Map<string, number>(),
+  /** BenchSlotWorkflow finished, by workflow id. */
+  slotFinished: new Arrivals<true>(),
 };
 
 /** The workflows of the shape whose parks and ends the probe reports. */
-const PARKING_SHAPES = new Set([PAYMENT_WORKFLOW, DEADLINE_PAYMENT_WORKFLOW, LEDGER_PAYMENT_WORKFLOW, PLAIN_LEDGER_PAYMENT_WORKFLOW]);
-const FINISHING_SHAPES = new Set([PAYMENT_WORKFLOW, LEDGER_PAYMENT_WORKFLOW, PLAIN_LEDGER_PAYMENT_WORKFLOW]);
+const PARKING_SHAPES = new Set([PAYMENT_WORKFLOW, DEADLINE_PAYMENT_WORKFLOW, LEDGER_PAYMENT_WORKFLOW, PLAIN_LEDGER_PAYMENT_WORKFLOW, KEYED_PAYMENT_WORKFLOW]);
+const FINISHING_SHAPES = new Set([PAYMENT_WORKFLOW, LEDGER_PAYMENT_WORKFLOW, PLAIN_LEDGER_PAYMENT_WORKFLOW, KEYED_PAYMENT_WORKFLOW]);
 
 subscribe(GENEVA_DRIVE_CHANNELS.precondition, (message) => {
   const event = message as PreconditionEvent;
   if (PARKING_SHAPES.has(event.workflowClass) && event.outcome === 'waiting') probe.paymentParked.arrive(event.workflowId, performance.now());
+  if (event.workflowClass === SLOT_WORKFLOW && !probe.slotFirstJobs.has(event.workflowId)) probe.slotFirstJobs.set(event.workflowId, performance.now());
+  if (event.workflowClass === SLOT_WORKFLOW && event.outcome === 'throttled') probe.slotWaited.add(event.workflowId);
 });
 
 subscribe(GENEVA_DRIVE_CHANNELS.finalize, (message) => {
@@ -198,6 +214,7 @@ subscribe(GENEVA_DRIVE_CHANNELS.finalize, (message) => {
   if (FINISHING_SHAPES.has(event.workflowClass) && event.workflowState === 'finished') probe.paymentFinished.arrive(event.workflowId, event);
   if (event.workflowClass === CHILD_WORKFLOW && event.workflowState === 'finished') probe.childFinished.arrive(event.workflowId, true);
   if (event.workflowClass === FAN_OUT_WORKFLOW && event.workflowState === 'finished') probe.fanOutFinished.arrive(event.workflowId, true);
+  if (event.workflowClass === SLOT_WORKFLOW && event.workflowState === 'finished') probe.slotFinished.arrive(event.workflowId, true);
 });
 
 // ------------------------------------------------------------------ workflows
@@ -246,6 +263,33 @@ export class BenchPaymentWorkflow extends GenevaWorkflow<BenchHero> {
   async b() {
     probe.paymentBodies.arrive(this.record.id, performance.now());
   }
+}
+
+/** The shape with a concurrency key per workflow (its hero's, limit 1): a key nobody else holds or waits for. */
+@Workflow({ name: KEYED_PAYMENT_WORKFLOW, hero: () => BenchHero, concurrency: { key: (wf: BenchKeyedPaymentWorkflow) => `pay:${wf.hero.id}`, limit: 1 } })
+export class BenchKeyedPaymentWorkflow extends GenevaWorkflow<BenchHero> {
+  @Step()
+  async a() {}
+
+  @Step({ waitFor: PAYMENT_SIGNAL })
+  async b() {
+    probe.paymentBodies.arrive(this.record.id, performance.now());
+  }
+}
+
+/** One step holding one of SLOT_KEYS keys (limit 1): each end hands its key to the next waiter. */
+@Workflow({ name: SLOT_WORKFLOW, hero: () => BenchHero })
+export class BenchSlotWorkflow extends GenevaWorkflow<BenchHero> {
+  @Step({ concurrency: { key: (wf: BenchSlotWorkflow) => slotKey(wf.hero), limit: 1 } })
+  async hold() {
+    const began = performance.now();
+    await new Promise((resolve) => setImmediate(resolve));
+    probe.slotBodies.push({ workflowId: this.record.id, key: slotKey(this.hero), began, ended: performance.now() });
+  }
+}
+
+function slotKey(hero: BenchHero): string {
+  return `slot:${Math.floor(hero.id / probe.slotBlock) % SLOT_KEYS}`;
 }
 
 /** BenchPaymentWorkflow with a 30-day deadline on its wait: a delayed job (or a timer) per parked step, nothing polled. */
@@ -338,13 +382,14 @@ export class BenchFanOutWorkflow extends GenevaWorkflow<BenchHero> {
 
 /** A workflow class of the shape (a → b waiting for `payment_confirmed`), its stored type name, and whether `b` writes a row. */
 export interface PaymentShape {
-  workflowClass: typeof BenchPaymentWorkflow | typeof BenchLedgerPaymentWorkflow | typeof BenchPlainLedgerPaymentWorkflow;
+  workflowClass: typeof BenchPaymentWorkflow | typeof BenchLedgerPaymentWorkflow | typeof BenchPlainLedgerPaymentWorkflow | typeof BenchKeyedPaymentWorkflow;
   name: string;
   writesEffect: boolean;
 }
 
 export const PAYMENT_SHAPE: PaymentShape = { workflowClass: BenchPaymentWorkflow, name: PAYMENT_WORKFLOW, writesEffect: false };
 export const LEDGER_SHAPE: PaymentShape = { workflowClass: BenchLedgerPaymentWorkflow, name: LEDGER_PAYMENT_WORKFLOW, writesEffect: true };
+export const KEYED_SHAPE: PaymentShape = { workflowClass: BenchKeyedPaymentWorkflow, name: KEYED_PAYMENT_WORKFLOW, writesEffect: false };
 export const PLAIN_LEDGER_SHAPE: PaymentShape = { workflowClass: BenchPlainLedgerPaymentWorkflow, name: PLAIN_LEDGER_PAYMENT_WORKFLOW, writesEffect: true };
 
 // ------------------------------------------------------------------ logging
@@ -407,7 +452,7 @@ export class BenchModule {
         // No housekeeping: nothing but the measured work runs.
         GenevaDriveModule.forRoot({ queue: config.queue, housekeeping: false, logger: config.logger }),
       ],
-      providers: [BenchStepsWorkflow, BenchSignalWorkflow, BenchPaymentWorkflow, BenchDeadlinePaymentWorkflow, BenchLedgerPaymentWorkflow, BenchPlainLedgerPaymentWorkflow, BenchChildWorkflow, BenchFanOutWorkflow],
+      providers: [BenchStepsWorkflow, BenchSignalWorkflow, BenchPaymentWorkflow, BenchDeadlinePaymentWorkflow, BenchLedgerPaymentWorkflow, BenchPlainLedgerPaymentWorkflow, BenchKeyedPaymentWorkflow, BenchSlotWorkflow, BenchChildWorkflow, BenchFanOutWorkflow],
     };
   }
 }

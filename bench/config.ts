@@ -12,8 +12,8 @@ import type { QueueAdapterOptions } from 'geneva-drive';
 export type DatabaseKind = 'sqlite' | 'postgres' | 'mysql';
 export type QueueKind = 'local' | RedisQueueKind;
 export type RedisQueueKind = 'bull' | 'bullmq';
-export type Scenario = 'engine' | 'shape' | 'ledger' | 'scale' | 'dashboard' | 'children';
-const SCENARIOS: readonly Scenario[] = ['engine', 'shape', 'ledger', 'scale', 'dashboard', 'children'];
+export type Scenario = 'engine' | 'shape' | 'ledger' | 'scale' | 'dashboard' | 'children' | 'keys';
+const SCENARIOS: readonly Scenario[] = ['engine', 'shape', 'ledger', 'scale', 'dashboard', 'children', 'keys'];
 
 export interface BenchOptions {
   db: DatabaseKind;
@@ -56,21 +56,24 @@ export interface Sizes {
   dashboardRequests: number;
   /** Child workflows: the children one parent fans out to, and as many independent workflows beside them. */
   children: number;
+  /** Concurrency keys: the workflows handing each of the 10 keys (limit 1) on, per key. */
+  slotWorkflowsPerKey: number;
 }
 
 export function sizesFor(quick: boolean): Sizes {
   return quick
-    ? { throughputWorkflows: 200, latencySignals: 100, latencyWarmup: 10, smallPopulation: 1_000, largePopulation: 10_000, populationSignals: 100, populationWarmup: 10, shapeWorkflows: 200, sequentialSignals: 50, simultaneousSignals: 50, costWorkflows: 50, idleParked: 1_000, idleSeconds: 5, dashboardWorkflows: 10_000, dashboardRequests: 30, children: 200 }
-    : { throughputWorkflows: 2_000, latencySignals: 500, latencyWarmup: 20, smallPopulation: 1_000, largePopulation: 100_000, populationSignals: 200, populationWarmup: 20, shapeWorkflows: 2_000, sequentialSignals: 200, simultaneousSignals: 200, costWorkflows: 100, idleParked: 10_000, idleSeconds: 30, dashboardWorkflows: 100_000, dashboardRequests: 100, children: 1_000 };
+    ? { throughputWorkflows: 200, latencySignals: 100, latencyWarmup: 10, smallPopulation: 1_000, largePopulation: 10_000, populationSignals: 100, populationWarmup: 10, shapeWorkflows: 200, sequentialSignals: 50, simultaneousSignals: 50, costWorkflows: 50, idleParked: 1_000, idleSeconds: 5, dashboardWorkflows: 10_000, dashboardRequests: 30, children: 200, slotWorkflowsPerKey: 20 }
+    : { throughputWorkflows: 2_000, latencySignals: 500, latencyWarmup: 20, smallPopulation: 1_000, largePopulation: 100_000, populationSignals: 200, populationWarmup: 20, shapeWorkflows: 2_000, sequentialSignals: 200, simultaneousSignals: 200, costWorkflows: 100, idleParked: 10_000, idleSeconds: 30, dashboardWorkflows: 100_000, dashboardRequests: 100, children: 1_000, slotWorkflowsPerKey: 50 };
 }
 
-const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull|bullmq] [--quick] [--concurrency=N] [--runs=N] [--explain] [--seed=N] [--scenarios=engine,shape,ledger,scale,dashboard,children]
+const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull|bullmq] [--quick] [--concurrency=N] [--runs=N] [--explain] [--seed=N] [--scenarios=engine,shape,ledger,scale,dashboard,children,keys]
   engine: steps/second, signal → step start, signal() against the parked population
   shape:  a → b (waitFor) in both arrival orders, signals one at a time and at once, statements (by kind and phase) and Redis commands per workflow, CPU per workflow, idle cost
   ledger: the shape whose b writes one row, transactional (through this.manager) beside plain (through the DataSource): statements and CPU per workflow
   scale:  the shape with 1 sender process and 2 worker processes (PostgreSQL or MySQL with --queue=bull|bullmq; skipped otherwise)
   dashboard: the operator dashboard's workflow list page over 100k workflows
   children: one parent fanning out to 1,000 children of a → b (200 with --quick) and fanning in, beside as many independent a → b workflows: statements, CPU and time per child
+  keys:   the shape with a concurrency key per workflow beside the plain shape (statements per step), and 10 keys of limit 1 handed on by 500 workflows (200 with --quick): the wake from a freed slot to the next body against signal → body
   --runs=N      timed runs of each shape and scale measurement, median reported (default 3)
   GD_PG_URL     default postgres://postgres@127.0.0.1:5432/test   (the bench uses database gd_bench on that server)
   GD_MYSQL_URL  default mysql://root@127.0.0.1:3306/test

@@ -18,7 +18,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { DataSource } from 'typeorm';
 import { SignalService, WorkflowService } from 'geneva-drive';
-import { BenchLogger, BenchModule, LEDGER_SHAPE, PLAIN_LEDGER_SHAPE, QueryRecorder } from './app.js';
+import { BenchLogger, BenchModule, KEYED_SHAPE, LEDGER_SHAPE, PAYMENT_SHAPE, PLAIN_LEDGER_SHAPE, QueryRecorder, SLOT_KEYS } from './app.js';
+import { KEY_STATEMENT_GOAL, KEY_WAKE_GOAL, measureSlotWakes, type SlotWakes } from './keys.js';
 import { BulkWriter } from './bulk.js';
 import { databaseOptions, describeDatabase, parseArgs, PROJECT_ROOT, recreateDatabase, redisQueue, redisUrl, removeKeys, sizesFor, UsageError, type BenchOptions } from './config.js';
 import { measureScale } from './scale.js';
@@ -138,6 +139,7 @@ async function runMeasurements(
   if (options.scenarios.includes('scale')) failures.push(await runScaleScenario(ctx, results));
   if (options.scenarios.includes('dashboard')) failures.push(await runDashboardScenario(ctx, results));
   if (options.scenarios.includes('children')) failures.push(await runChildrenScenario(ctx, results));
+  if (options.scenarios.includes('keys')) failures.push(await runKeysScenario(ctx, results, bull));
   if (logger.errors.length > 0) return new BenchCheckError(`the engine logged ${logger.errors.length} error(s); first: ${logger.errors[0]}`);
   return failures.find((failure) => failure !== undefined);
 }
@@ -449,6 +451,52 @@ async function runChildrenScenario(ctx: BenchContext, results: Record<string, un
     return new BenchCheckError(`over budget: a child issued ${ratios.statements}× the statements of an independent workflow (goal ≤ ${CHILD_COST_GOAL}×)`);
   }
   return undefined;
+}
+
+/**
+ * Concurrency keys: the shape with an uncontended key per workflow beside the plain shape
+ * (statements per step, gated by KEY_STATEMENT_GOAL: the counts are deterministic), then `--runs`
+ * interleaved pairs of signal → body (the engine scenario's measurement) and a freed slot → the
+ * next body (bench/keys.ts), their p50 and p99 ratios against KEY_WAKE_GOAL (reported: timings).
+ */
+async function runKeysScenario(ctx: BenchContext, results: Record<string, unknown>, bull: RedisTarget | undefined): Promise<BenchCheckError | undefined> {
+  const { sizes, options } = ctx;
+  const orders = ['signalFirst', 'signalAfter'] as const;
+  console.log(`keys: counting statements of the shape with and without a concurrency key per workflow, ${sizes.costWorkflows} workflows per arrival order ...`);
+  const count = { plain: {} as Record<string, Awaited<ReturnType<typeof countCost>>>, keyed: {} as Record<string, Awaited<ReturnType<typeof countCost>>> };
+  for (const order of orders) {
+    count.plain[order] = await countCost(ctx, order, sizes.costWorkflows, bull, PAYMENT_SHAPE);
+    count.keyed[order] = await countCost(ctx, order, sizes.costWorkflows, bull, KEYED_SHAPE);
+  }
+  const extraPerStep = Object.fromEntries(orders.map((order) => [order, round((count.keyed[order].statementsPerWorkflow - count.plain[order].statementsPerWorkflow) / 2)]));
+  const runs: Array<{ signal: Awaited<ReturnType<typeof measureLatency>>; slot: SlotWakes; load: number }> = [];
+  for (let run = 1; run <= options.runs; run++) {
+    console.log(`keys, run ${run} of ${options.runs}: signal → body (10 at a time), then 10 keys of limit 1 handed on by ${sizes.slotWorkflowsPerKey} workflows each (load ${loadavg()[0].toFixed(2)}) ...`);
+    // Signal → body as ten sequences side by side: the load of ten keys handed on at once.
+    runs.push({ signal: await measureLatency(ctx, SLOT_KEYS), slot: await measureSlotWakes(ctx, sizes.slotWorkflowsPerKey), load: loadavg()[0] });
+  }
+  const ratio = (pick: (summary: { p50: number; p99: number }) => number) => medianOf(runs.map((run) => round(pick(run.slot.wake) / pick(run.signal.signalToStepStart))));
+  const ratios = { p50: ratio((s) => s.p50), p99: ratio((s) => s.p99) };
+  results.keys = { count, extraPerStep, runs, ratios, goals: { statementsPerStep: KEY_STATEMENT_GOAL, wake: KEY_WAKE_GOAL } };
+  const met = (value: number | undefined, goal: number) => (value === undefined ? '' : value <= goal ? 'met' : 'NOT MET');
+  console.log('');
+  console.log(
+    table([
+      ['keys: the shape a → b (waitFor)', 'no key', 'a key per workflow', `extra per step (goal ≤ ${KEY_STATEMENT_GOAL})`],
+      ...orders.map((order) => [`statements / workflow, ${order === 'signalFirst' ? 'signal first' : 'signal after'}`, String(count.plain[order].statementsPerWorkflow), String(count.keyed[order].statementsPerWorkflow), `${extraPerStep[order]} ${met(extraPerStep[order], KEY_STATEMENT_GOAL)}`]),
+    ]),
+  );
+  console.log(
+    table([
+      [`wake, medians of ${options.runs} runs`, 'signal → body (10 sequences)', 'freed slot → body', `slot / signal (goal ≤ ${KEY_WAKE_GOAL}×)`, 'runs (load)'],
+      ['p50', figure(medianOf(runs.map((run) => run.signal.signalToStepStart.p50))), figure(medianOf(runs.map((run) => run.slot.wake.p50))), `${figure(ratios.p50)}× ${met(ratios.p50, KEY_WAKE_GOAL)}`, runs.map((run) => `${ms(run.signal.signalToStepStart.p50)} | ${ms(run.slot.wake.p50)} (${run.load.toFixed(1)})`).join(' / ')],
+      ['p99', figure(medianOf(runs.map((run) => run.signal.signalToStepStart.p99))), figure(medianOf(runs.map((run) => run.slot.wake.p99))), `${figure(ratios.p99)}× ${met(ratios.p99, KEY_WAKE_GOAL)}`, runs.map((run) => `${ms(run.signal.signalToStepStart.p99)} | ${ms(run.slot.wake.p99)}`).join(' / ')],
+      ['samples per run', String(runs[0]?.signal.signals ?? ''), String(runs[0]?.slot.woken ?? ''), '', ''],
+    ]),
+  );
+  for (const order of orders) printPerWorkflow(`statements per workflow by kind, ${order}`, count.plain[order].statementsByKind, count.keyed[order].statementsByKind, 'no key | a key per workflow');
+  const over = orders.filter((order) => extraPerStep[order] > KEY_STATEMENT_GOAL);
+  return over.length > 0 ? new BenchCheckError(`over budget: a concurrency key costs ${over.map((order) => `${extraPerStep[order]} statements per step (${order})`).join(', ')}, goal ≤ ${KEY_STATEMENT_GOAL}`) : undefined;
 }
 
 async function serverVersion(dataSource: DataSource, options: BenchOptions): Promise<string> {

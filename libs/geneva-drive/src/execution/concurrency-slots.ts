@@ -50,7 +50,8 @@ export class ConcurrencySlots {
     this.schema.assertFlowControl(`concurrency on step "${step.name}"`);
     const key = validKey(step.name, keyOf(instance));
     const now = this.store.now();
-    await this.store.flush(manager);
+    // The key's row alone: the phase's pending writes (its rows, locked already) need not go first.
+    this.store.assertLocked(manager);
     // A waiter whose key changed (its hero did) leaves the old key's queue first.
     if (execution.flowKey && execution.flowKey !== key) await this.leaveQueue(manager, execution.flowKey, execution.id);
     if (execution.flowKey !== key && (await takeUncontended(manager, key, limit, now))) return this.holds(manager, execution, key);
@@ -127,7 +128,7 @@ export class ConcurrencySlots {
       // Deciding without the row locks (PostgreSQL's one-statement end): freed with the guarded
       // write while nobody waits; with waiters to wake, the phase runs again under the locks.
       if (this.store.changeSlot(manager, { key, take: false, now: this.store.now() })) return;
-      await this.store.flush(manager);
+      this.store.assertLocked(manager);
       const now = this.store.now();
       let row = await freeSlot(manager, key, now);
       if (!row) {
@@ -143,7 +144,7 @@ export class ConcurrencySlots {
 
   /** Takes the execution out of the key's queue, and wakes whom that lets start. */
   private async leaveQueue(manager: EntityManager, key: string, executionId: string): Promise<void> {
-    await this.store.flush(manager);
+    this.store.assertLocked(manager);
     const now = this.store.now();
     const row = await lockFlowKey(manager, key, now);
     const waiters = row.waiters.filter((waiter) => waiter.e !== executionId);
@@ -169,6 +170,8 @@ export class ConcurrencySlots {
       slots++;
     }
     if (admitted.length === 0) return 0;
+    // The waiters' rows as this transaction left them.
+    await this.store.flush(manager);
     const executions = new Map((await manager.find(StepExecution, { where: { id: In(admitted.map((waiter) => waiter.e)) } })).map((e) => [e.id, e]));
     const ended = admitted.filter((waiter) => TERMINAL.includes(executions.get(waiter.e)?.state as StepExecutionState));
     if (ended.length > 0) {

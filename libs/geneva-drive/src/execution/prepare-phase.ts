@@ -251,6 +251,8 @@ export class PreparePhase {
       const runnable = isRunnable(workflow.state);
       const ownHero = workflow.heroType === heroType && workflow.heroId === heroId;
       if (workflow.type !== definition.name || execution.stepName !== step.name || execution.state !== 'scheduled' || !runnable || !woken || !ownHero) return null;
+      // A waiter for a concurrency key's slot, woken: its place in the key's queue is read under the locks.
+      if (step.concurrency && execution.flowKey) return null;
       if (step.waitFor) this.deadline.assertSchema(workflow, step); // [deadline hook]
       const logger = new ContextLogger(this.logger, workflow, execution);
       const instance = await this.instances.create(definition);

@@ -43,7 +43,8 @@ export class RateWindows {
     const { key: keyOf, limit, perMs } = step.rateLimit!;
     this.schema.assertRateLimits(`rateLimit on step "${step.name}"`);
     const key = validKey(step.name, keyOf(instance), 'rateLimit');
-    await this.store.flush(manager);
+    // The key's row alone: the phase's pending writes (its rows, locked already) need not go first.
+    this.store.assertLocked(manager);
     const window = await lockRateWindow(manager, key, this.store.now());
     // Read under the lock: the starts of one key are decided one after the other, in time order.
     const now = this.store.now();

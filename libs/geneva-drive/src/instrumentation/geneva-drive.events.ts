@@ -46,9 +46,10 @@ export interface ExecutionEvent {
   durationMs: number;
 }
 
-/** `geneva-drive:precondition`: cancelIf / skipIf / the signal gate were evaluated. @publicApi */
+/** `geneva-drive:precondition`: cancelIf / skipIf / the signal gate / flow control were evaluated. @publicApi */
 export interface PreconditionEvent extends ExecutionEvent {
-  outcome: 'passed' | 'canceled' | 'skipped' | 'waiting' | 'exception';
+  /** `waiting`: parked for a signal; `throttled`: waiting for a concurrency key's slot or a rate limit's window. */
+  outcome: 'passed' | 'canceled' | 'skipped' | 'waiting' | 'throttled' | 'exception';
   exception?: unknown;
   /** When the execution was due: the queue delay runs from it to the start of this phase. */
   scheduledFor: Date;

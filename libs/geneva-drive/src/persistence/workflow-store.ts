@@ -100,6 +100,14 @@ export class WorkflowStore {
     return this.phase.writeIfUnchanged(manager, expected, work);
   }
 
+  /**
+   * Before a statement of a phase's own that its batch need not precede (a concurrency key's row):
+   * in a phase deciding without the row locks, gives it up (see {@link requireLocks}).
+   */
+  assertLocked(manager: EntityManager): void {
+    this.phase.assertMayRead(manager);
+  }
+
   /** Inside the `work` of {@link writeIfUnchanged}: gives it up (it answers false, with nothing written), for the phase to run under the locks. */
   requireLocks(): never {
     return this.phase.requireLocks();
