@@ -1,6 +1,6 @@
 /**
  * `geneva-drive --data-source <file> <command>` as a child process, on SQLite and PostgreSQL: every
- * command, its --json output (a workflow's parent and children with `show`), and the exit codes of the typed errors. With the application's Bull
+ * command, its --json output (a workflow's parent and children with `show`, the concurrency keys executions wait for with `flow-keys`), and the exit codes of the typed errors. With the application's Bull
  * queue in the data source file, a signal sent from the shell wakes the step in the application's worker.
  * A database server that accepts the connection and never answers is reported in time on the
  * PostgreSQL and MySQL drivers.
@@ -14,6 +14,7 @@ import { randomUUID } from 'node:crypto';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
 import { cliQueue } from '../../libs/geneva-drive/src/cli/cli.module.js';
 import { compileCli, type CliRun, type CompiledCli } from '../src/cli-runner.js';
+import { ChargeWorkflow, performHeld, slots } from '../src/concurrency-workflows.js';
 import { createDashboardApp, insertChildren, parkedInvoice as parkInvoice, InvoiceFlow, saveHero, type DashboardApp } from '../src/dashboard-app.js';
 import { describeEachDatabase, redisAvailable, redisUrl } from '../utils/databases.js';
 
@@ -34,7 +35,7 @@ describeEachDatabase('geneva-drive CLI', (kind) => {
   let gd: GenevaDriveTesting;
 
   beforeAll(async () => {
-    d = await createDashboardApp(kind, { allowUnauthenticated: true });
+    d = await createDashboardApp(kind, { allowUnauthenticated: true }, undefined, { providers: [ChargeWorkflow] });
     gd = GenevaDriveTesting.create(d.app);
   });
   afterAll(() => d.close());
@@ -191,6 +192,50 @@ describeEachDatabase('geneva-drive CLI', (kind) => {
     const gauges = await cli(kind, ['gauges']);
     expect(gauges.stdout).toContain('waiting: 1 {"InvoiceFlow":1}');
     expect(JSON.parse((await cli(kind, ['gauges', '--json'])).stdout).waiting.total).toBe(1);
+  });
+
+  it('lists the concurrency keys executions wait for, as text and as JSON; show names the key; an argument or a bad limit exits 2', async () => {
+    slots.reset();
+    const charge = async (key: string) => {
+      const hero = await saveHero(d.dataSource, key);
+      return { hero, workflow: await d.workflows.start(ChargeWorkflow, hero) };
+    };
+    expect((await cli(kind, ['flow-keys'])).stdout).toBe('no key has waiters\n');
+    const key = 'acct\u001b[2J'; // stored text that would clear the terminal
+    const [a, b, c, other, late] = [await charge(key), await charge(key), await charge(key), await charge('other'), await charge('other')];
+    const held = [await performHeld(gd, a), await performHeld(gd, other)];
+    try {
+      for (const waiter of [b, c, late]) await gd.performNextStep(waiter.workflow);
+      const due = async (waiter: typeof b) => (await d.workflows.currentExecution(waiter.workflow))!.scheduledFor.toISOString();
+
+      const text = await cli(kind, ['flow-keys']);
+      expect(text.code).toBe(0);
+      expect(text.stdout.replace(/waited \d+ s/g, 'waited N s')).toBe(
+        `acct\\u001b[2J\tholding 1\twaiting 2\toldest due ${await due(b)}\twaited N s\n` + `other\tholding 1\twaiting 1\toldest due ${await due(late)}\twaited N s\n`,
+      );
+      const json = JSON.parse((await cli(kind, ['flow-keys', '--json'])).stdout);
+      expect(json).toEqual({
+        flowControl: true,
+        more: false,
+        keys: [
+          { key, holding: 1, waiting: 2, oldestWaiterDueAt: await due(b), oldestWaitMs: expect.any(Number) },
+          { key: 'other', holding: 1, waiting: 1, oldestWaiterDueAt: await due(late), oldestWaitMs: expect.any(Number) },
+        ],
+      });
+      const first = await cli(kind, ['flow-keys', '--limit', '1']);
+      expect(first.stdout.split('\n').slice(1)).toEqual(['more keys have waiters: these are the 1 with the most (--limit)', '']);
+      expect(JSON.parse((await cli(kind, ['flow-keys', '--limit', '1', '--json'])).stdout)).toMatchObject({ more: true, keys: [{ key }] });
+      expect((await cli(kind, ['show', b.workflow.id])).stdout).toMatch(/\tcharge\tscheduled\t-\tscheduled [^\n]*\twaiting for a slot of acct\\u001b\[2J\n/);
+
+      const extra = await cli(kind, ['flow-keys', 'acct']);
+      expect([extra.code, extra.stderr]).toEqual([2, 'geneva-drive: flow-keys takes no argument, got "acct": geneva-drive flow-keys [--limit N]\n']);
+      const zero = await cli(kind, ['flow-keys', '--limit', '0', '--json']);
+      expect([zero.code, JSON.parse(zero.stderr)]).toEqual([2, { error: 'CliUsageError', message: '--limit must be an integer from 1 to 1000, got 0', exitCode: 2 }]);
+    } finally {
+      for (const hold of held) await hold.release();
+    }
+    // The holder that ended keeps its key in show's history.
+    expect((await cli(kind, ['show', a.workflow.id])).stdout).toMatch(/\tcharge\tcompleted\tsuccess\tscheduled [^\n]*\tconcurrency key acct\\u001b\[2J\n/);
   });
 
   it('explains usage errors with exit 2', async () => {

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, beforeEach, expect, it } from '@jest/globals';
 import { ConcurrencyKeyError, HousekeepingService, StepExecution, WorkflowService, type WorkflowRecord } from 'geneva-drive';
 import { RefundWorkflow } from '../../docs/samples/concurrency-keys.js';
 import { Order, PaymentsService } from '../../docs/samples/shop.js';
-import { BadKeyWorkflow, ChargeWorkflow, CONCURRENCY_WORKFLOWS, PairWorkflow, RoutineChargeWorkflow, slots, UrgentChargeWorkflow } from '../src/concurrency-workflows.js';
+import { BadKeyWorkflow, ChargeWorkflow, CONCURRENCY_WORKFLOWS, PairWorkflow, performHeld, RoutineChargeWorkflow, slots, UrgentChargeWorkflow } from '../src/concurrency-workflows.js';
 import { createTestApp, recreateTables, type TestApp } from '../src/test-app.js';
 import { describeEachDatabase } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
@@ -42,13 +42,7 @@ describeEachDatabase('concurrency keys', (kind) => {
     }
     return list;
   };
-  /** Runs the workflow's current step with its body held in progress; resolves once the body runs. */
-  const runHeld = async (entry: { hero: TestHero; workflow: WorkflowRecord }) => {
-    const held = slots.holdNext(entry.hero.id);
-    const run = app.gd.performNextStep(entry.workflow);
-    await held.entered;
-    return { release: async () => (held.release(), run) };
-  };
+  const runHeld = (entry: { hero: TestHero; workflow: WorkflowRecord }) => performHeld(app.gd, entry);
   const keyRow = async (key: string) => {
     const rows: Array<{ holding: unknown; waiters: unknown }> = await app.dataSource.query(
       `SELECT holding, waiters FROM geneva_drive_flow_keys WHERE flow_key = ${kind === 'postgres' ? '$1' : '?'}`,

@@ -1,8 +1,8 @@
 /**
  * The dashboard over HTTP, on every database: mounting rules, the guard, CSRF and read-only mode,
  * the list filters and keyset pages, the workflow page, escaping, the typed errors of actions, the
- * "resume at step" action, removed steps (gravestones) in a workflow's steps and history, and a
- * workflow's parent and children.
+ * "resume at step" action, removed steps (gravestones) in a workflow's steps and history, a
+ * workflow's parent and children, and the concurrency keys executions wait for.
  */
 import { Injectable, type CanActivate } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
@@ -12,10 +12,11 @@ import { GenevaDriveModule, WorkflowService, type WorkflowRecord } from 'geneva-
 import { DashboardUnguardedError, GenevaDriveDashboardModule } from 'geneva-drive/dashboard';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
 import { createDashboardApp, csrfFor as csrfOf, insertChildren, parkedInvoice as parkInvoice, DASHBOARD_TOKEN, FragileFlow, InvoiceFlow, saveHero, type DashboardApp } from '../src/dashboard-app.js';
+import { ChargeWorkflow, performHeld, slots } from '../src/concurrency-workflows.js';
 import { InvoiceFlowBeforeDeploy, ShippingFlowBeforeDeploy } from '../src/deploy-check-workflows.js';
 import { createTestApp, engineLogger } from '../src/test-app.js';
 import { AddGenevaDriveListIndexes1730000000003 } from '../../libs/geneva-drive/src/migrations/index.js';
-import { dataSourceOptions, describeEachDatabase } from '../utils/databases.js';
+import { dataSourceOptions, describeEachDatabase, prepareDatabase } from '../utils/databases.js';
 
 const AUTH = { Authorization: `Bearer ${DASHBOARD_TOKEN}` };
 
@@ -327,6 +328,92 @@ describeEachDatabase('dashboard over HTTP', (kind) => {
     expect(api.body).toEqual({ statusCode: 409, error: 'InvalidStateError', message: `Cannot skip a canceled workflow (workflow ${workflow.id})` });
     await request(d.url).get('/geneva/workflows/999999').set(AUTH).expect(404);
     await request(d.url).get('/geneva/api/workflows/999999').set(AUTH).expect(404);
+  });
+});
+
+describeEachDatabase('dashboard: concurrency keys', (kind) => {
+  let d: DashboardApp;
+  let gd: GenevaDriveTesting;
+
+  beforeAll(async () => {
+    d = await createDashboardApp(kind, undefined, undefined, { providers: [ChargeWorkflow] });
+    gd = GenevaDriveTesting.create(d.app);
+  });
+  afterAll(() => d.close());
+  beforeEach(async () => {
+    await d.reset();
+    slots.reset();
+  });
+
+  const charge = async (key: string) => {
+    const hero = await saveHero(d.dataSource, key);
+    return { hero, workflow: await d.workflows.start(ChargeWorkflow, hero) };
+  };
+  const page = async (path: string) => (await request(d.url).get(`/geneva${path}`).set(AUTH).expect(200)).text;
+  const api = async (path: string) => (await request(d.url).get(`/geneva/api${path}`).set(AUTH).expect(200)).body;
+
+  it("lists the keys with waiters, most waiters first, escaped; a workflow's executions show the key they hold or wait for", async () => {
+    expect(await page('')).toContain('<a href="/geneva/flow-keys">Concurrency keys</a>');
+    expect(await page('/flow-keys')).toContain('<td colspan="5" class="muted">No key has waiters.</td>');
+    // An HTML-like key with accents (VARBINARY on MySQL/MariaDB, read back as text); another with fewer waiters.
+    const key = '<b>Zoë</b>';
+    const [a, b, c, other, late] = [await charge(key), await charge(key), await charge(key), await charge('other'), await charge('other')];
+    const held = [await performHeld(gd, a), await performHeld(gd, other)];
+    for (const waiter of [b, c, late]) await gd.performNextStep(waiter.workflow);
+    const waitingB = (await d.workflows.currentExecution(b.workflow))!;
+    const waitingLate = (await d.workflows.currentExecution(late.workflow))!;
+
+    const listed = await page('/flow-keys');
+    expect([...listed.matchAll(/<tr data-flow-key="([^"]*)"><td>[^]*?<\/td><td>(\d+)<\/td><td>(\d+)<\/td>/g)].map((m) => [m[1], m[2], m[3]])).toEqual([
+      ['&lt;b&gt;Zoë&lt;/b&gt;', '1', '2'],
+      ['other', '1', '1'],
+    ]);
+    expect(listed).toContain(`<td>&lt;b&gt;Zoë&lt;/b&gt;</td><td>1</td><td>2</td><td><time datetime="${waitingB.scheduledFor.toISOString()}">`);
+    expect(listed).not.toContain('<b>Zoë</b>');
+    const json = await api('/flow-keys');
+    expect(json).toEqual({
+      flowControl: true,
+      more: false,
+      keys: [
+        { key, holding: 1, waiting: 2, oldestWaiterDueAt: waitingB.scheduledFor.toISOString(), oldestWaitMs: expect.any(Number) },
+        { key: 'other', holding: 1, waiting: 1, oldestWaiterDueAt: waitingLate.scheduledFor.toISOString(), oldestWaitMs: expect.any(Number) },
+      ],
+    });
+    expect(json.keys[0].oldestWaitMs).toBeGreaterThanOrEqual(0);
+
+    const escapedKey = '&lt;b&gt;Zoë&lt;/b&gt;';
+    expect(await page(`/workflows/${b.workflow.id}`)).toContain(`<td><span class="flow-key waiting">waiting for a slot of ${escapedKey}</span></td>`);
+    expect(await page(`/workflows/${a.workflow.id}`)).toMatch(new RegExp(`data-state="in_progress">[^]*<td><span class="flow-key">${escapedKey}</span></td>`));
+    expect((await api(`/workflows/${b.workflow.id}`)).executions.map((e: { state: string; flowKey: string | null }) => [e.state, e.flowKey])).toEqual([['scheduled', key]]);
+
+    // Every holder ends and every waiter runs: no key is waited for; the executions keep the key they held.
+    for (const hold of held) await hold.release();
+    for (const waiter of [b, c, late]) expect(await gd.performNextStep(waiter.workflow)).toMatchObject({ state: 'completed' });
+    expect(await page('/flow-keys')).toContain('No key has waiters.');
+    expect((await api('/flow-keys')).keys).toEqual([]);
+    const done = await api(`/workflows/${b.workflow.id}`);
+    expect(done.executions.map((e: { stepName: string; state: string; flowKey: string | null }) => [e.stepName, e.state, e.flowKey])).toEqual([
+      ['charge', 'completed', key],
+      ['receipt', 'scheduled', null],
+    ]);
+    expect(await page(`/workflows/${b.workflow.id}`)).toContain(`<td><span class="flow-key">${escapedKey}</span></td>`);
+  });
+
+  it('without the flow-control migration: the keys page says so, and a workflow\'s page shows its executions with no key', async () => {
+    const older = await createDashboardApp(kind, { allowUnauthenticated: true }, undefined, { providers: [ChargeWorkflow], schema: { withoutFlowControl: true } });
+    try {
+      const workflow = await older.workflows.start(InvoiceFlow, await saveHero(older.dataSource, 'older'));
+      const keys = await request(older.url).get('/geneva/flow-keys').expect(200);
+      expect(keys.text).toContain('<p class="muted" id="flow-control-missing">The flow-control migration has not run');
+      expect((await request(older.url).get('/geneva/api/flow-keys').expect(200)).body).toEqual({ flowControl: false, keys: [], more: false });
+      const shown = await request(older.url).get(`/geneva/workflows/${workflow.id}`).expect(200);
+      expect(shown.text).toContain(`<tr data-execution-id="${(await older.workflows.currentExecution(workflow))!.id}" data-state="scheduled">`);
+      const detail = (await request(older.url).get(`/geneva/api/workflows/${workflow.id}`).expect(200)).body;
+      expect(detail.executions.map((e: { stepName: string; flowKey: string | null }) => [e.stepName, e.flowKey])).toEqual([['prepare', null]]);
+    } finally {
+      await older.close();
+      await prepareDatabase(kind); // the schema the other tests of this file expect
+    }
   });
 });
 

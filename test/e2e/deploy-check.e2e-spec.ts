@@ -13,7 +13,7 @@ import { DeployCheck, SignalService, WorkflowService, type DeployCheckReport, ty
 import { compileCli, type CompiledCli } from '../src/cli-runner.js';
 import { InvoiceFlow, ShippingFlow } from '../src/cli-workflows.js';
 import { ArchiveFlow, BEFORE_DEPLOY, InvoiceFlowBeforeDeploy, ShippingFlowBeforeDeploy } from '../src/deploy-check-workflows.js';
-import { createTestApp, type TestApp } from '../src/test-app.js';
+import { createTestApp, warningsLogger, type TestApp } from '../src/test-app.js';
 import { describeEachDatabase, prepareDatabase, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 
@@ -25,13 +25,6 @@ let cli: CompiledCli;
 beforeAll(async () => {
   cli = await compileCli('deploy-check');
 }, 120_000);
-
-/** A logger keeping what the engine warns of. */
-function warningsLogger(): { logger: LoggerService; warnings: string[] } {
-  const warnings: string[] = [];
-  const silent = () => undefined;
-  return { warnings, logger: { log: silent, error: silent, debug: silent, verbose: silent, warn: (message: unknown) => void warnings.push(String(message)) } };
-}
 
 /** The code after the deploy, booted on the database the code before it left. */
 function afterDeploy(kind: DatabaseKind, logger: LoggerService): Promise<TestApp> {

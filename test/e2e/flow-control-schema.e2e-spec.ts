@@ -1,13 +1,15 @@
 /**
  * The flow-control schema seen by the engine: on a database without AddGenevaDriveFlowControl1730000000007
  * the engine boots and runs workflows as before (flow_key is in none of its statements, and asking
- * for flow control names the migration); with it, executions carry a null flow_key.
+ * for flow control names the migration), warning at boot of the steps with a concurrency key; with
+ * it, executions carry a null flow_key.
  */
 import { afterAll, beforeAll, beforeEach, expect, it } from '@jest/globals';
 import { FlowControlNotMigratedError, StepExecution, WorkflowService } from 'geneva-drive';
 import { SchemaCapabilities } from '../../libs/geneva-drive/src/persistence/schema-capabilities.js';
+import { CONCURRENCY_WORKFLOWS } from '../src/concurrency-workflows.js';
 import { BoomError, coreJournal, corePlan, FlakyWorkflow, LinearWorkflow, resetCore } from '../src/core-workflows.js';
-import { createTestApp, type TestApp } from '../src/test-app.js';
+import { createTestApp, warningsLogger, type TestApp } from '../src/test-app.js';
 import { describeEachDatabase, prepareDatabase } from '../utils/databases.js';
 import { loggedDuring } from '../utils/logged-statements.js';
 import { TestHero } from '../utils/fixtures.js';
@@ -39,6 +41,19 @@ describeEachDatabase('steps without the flow-control migration', (kind) => {
     expect(schema.hasFlowControl).toBe(false);
     expect(() => schema.assertFlowControl('Step LinearWorkflow.first (concurrency)')).toThrow(FlowControlNotMigratedError);
     expect(() => schema.assertFlowControl('Step LinearWorkflow.first (concurrency)')).toThrow(/AddGenevaDriveFlowControl1730000000007/);
+  });
+
+  it('warns at boot of the steps with a concurrency key or a rate limit, naming the migration; an application without such steps is not warned', async () => {
+    const keyed = warningsLogger();
+    await (await createTestApp(kind, CONCURRENCY_WORKFLOWS, { prepare: false, logger: keyed.logger })).close();
+    expect(keyed.warnings).toEqual([
+      'The flow-control migration (AddGenevaDriveFlowControl1730000000007) has not run: steps with a concurrency key or a rate limit ' +
+        '(ChargeWorkflow.charge, UrgentChargeWorkflow.charge, RoutineChargeWorkflow.charge, PairWorkflow.first, PairWorkflow.notify, BadKeyWorkflow.charge, MailWorkflow.send, PacedWorkflow.fetch, PacedWorkflow.report) ' +
+        'will pause their workflow at their gate until it does',
+    ]);
+    const plain = warningsLogger();
+    await (await createTestApp(kind, WORKFLOWS, { prepare: false, logger: plain.logger })).close();
+    expect(plain.warnings).toEqual([]);
   });
 
   it('runs a workflow to its end, its waits and a failure resumed included, never naming flow_key', async () => {
@@ -81,6 +96,12 @@ describeEachDatabase('steps with the flow-control migration', (kind) => {
   beforeEach(async () => {
     await app.reset();
     resetCore();
+  });
+
+  it('boots the steps with a concurrency key without a warning', async () => {
+    const keyed = warningsLogger();
+    await (await createTestApp(kind, CONCURRENCY_WORKFLOWS, { prepare: false, logger: keyed.logger })).close();
+    expect(keyed.warnings).toEqual([]);
   });
 
   it('detects it, and the executions of a step without a concurrency key hold none', async () => {

@@ -12,6 +12,7 @@ import { register, Registry } from 'prom-client';
 import type { BullQueueAdapter } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
 import { sleep, waitUntil } from '../src/bull-wait.js';
 import { SkipOnTimeoutWorkflow } from '../src/deadline-workflows.js';
+import { ChargeWorkflow, CONCURRENCY_WORKFLOWS, PairWorkflow, performHeld, slots } from '../src/concurrency-workflows.js';
 import { ChoreWorkflow, DeliveryWorkflow } from '../src/housekeeping-workflows.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { describeEachDatabase, enabledDatabases, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
@@ -165,6 +166,49 @@ function metricsSuite(kind: DatabaseKind): void {
     expect(await series(registry, 'geneva_drive_recovery_limit_paused_workflows')).toEqual({ 'workflow_class=ChoreWorkflow': 1 });
     expect(await series(registry, 'geneva_drive_paused_workflows')).toEqual({ 'workflow_class=ChoreWorkflow': 1 });
     expect(await series(registry, 'geneva_drive_waiting_step_executions')).toEqual({});
+  });
+
+  it('counts the executions waiting for and holding a concurrency key, by workflow class and step, never by key', async () => {
+    const registry = new Registry();
+    app = await createTestApp(kind, CONCURRENCY_WORKFLOWS, { imports: [GenevaDriveMetricsModule.forRoot({ registry })] });
+    slots.reset();
+    const workflows = app.moduleRef.get(WorkflowService);
+    const housekeeping = app.moduleRef.get(HousekeepingService);
+    const started = async (workflowClass: typeof ChargeWorkflow | typeof PairWorkflow, key: string) => {
+      const hero = await app!.dataSource.getRepository(TestHero).save({ name: key });
+      return { hero, workflow: await workflows.start(workflowClass, hero) };
+    };
+    // acct-1: one holds, two wait; acct-2: one holds, one waits; PairWorkflow.first (limit 2): two hold, one waits.
+    const [a, b, c, d, e] = [await started(ChargeWorkflow, 'acct-1'), await started(ChargeWorkflow, 'acct-1'), await started(ChargeWorkflow, 'acct-1'), await started(ChargeWorkflow, 'acct-2'), await started(ChargeWorkflow, 'acct-2')];
+    const [p, q, r] = [await started(PairWorkflow, 'pair'), await started(PairWorkflow, 'pair'), await started(PairWorkflow, 'pair')];
+    const held = [await performHeld(app.gd, a), await performHeld(app.gd, d), await performHeld(app.gd, p), await performHeld(app.gd, q)];
+    for (const waiter of [b, c, e, r]) expect(await app.gd.performNextStep(waiter.workflow)).toMatchObject({ state: 'scheduled', flowKey: waiter.hero.name });
+
+    const summary = await housekeeping.run();
+    expect(summary.gauges?.['geneva_drive.flow_key_waiting']).toEqual({ total: 4, byWorkflow: { ChargeWorkflow: { charge: 3 }, PairWorkflow: { first: 1 } } });
+    expect(summary.gauges?.['geneva_drive.flow_key_holding']).toEqual({ total: 4, byWorkflow: { ChargeWorkflow: { charge: 2 }, PairWorkflow: { first: 2 } } });
+    expect(await series(registry, 'geneva_drive_flow_key_waiting_step_executions')).toEqual({ 'workflow_class=ChargeWorkflow,step=charge': 3, 'workflow_class=PairWorkflow,step=first': 1 });
+    expect(await series(registry, 'geneva_drive_flow_key_holding_step_executions')).toEqual({ 'workflow_class=ChargeWorkflow,step=charge': 2, 'workflow_class=PairWorkflow,step=first': 2 });
+    const labels = (await registry.getMetricsAsJSON()).flatMap((metric) => (metric.values as Array<{ labels: Record<string, string | number> }>).flatMap((value) => Object.values(value.labels)));
+    expect(labels.filter((label) => ['acct-1', 'acct-2', 'pair'].includes(String(label)))).toEqual([]);
+
+    // Every holder ends, and every waiter runs in turn: nothing waits or holds, and the series are gone.
+    for (const hold of held) await hold.release();
+    for (const waiter of [b, c, e, r]) expect(await app.gd.performNextStep(waiter.workflow)).toMatchObject({ state: 'completed', flowKey: waiter.hero.name });
+    await housekeeping.run();
+    expect(await series(registry, 'geneva_drive_flow_key_waiting_step_executions')).toEqual({});
+    expect(await series(registry, 'geneva_drive_flow_key_holding_step_executions')).toEqual({});
+  });
+
+  it('reports no concurrency-key gauges, and no error, without the flow-control migration', async () => {
+    const registry = new Registry();
+    app = await createTestApp(kind, CONCURRENCY_WORKFLOWS, { withoutFlowControl: true, imports: [GenevaDriveMetricsModule.forRoot({ registry })] });
+    const summary = await app.moduleRef.get(HousekeepingService).run();
+    expect(summary.gauges).not.toBeNull();
+    expect(summary.gauges).not.toHaveProperty(['geneva_drive.flow_key_waiting']);
+    expect(summary.gauges).not.toHaveProperty(['geneva_drive.flow_key_holding']);
+    expect(await series(registry, 'geneva_drive_flow_key_waiting_step_executions')).toEqual({});
+    expect(await series(registry, 'geneva_drive_flow_key_holding_step_executions')).toEqual({});
   });
 
   it('does not count a wait that timed out as a signal sent', async () => {

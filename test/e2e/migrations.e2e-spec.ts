@@ -9,13 +9,16 @@ import { identifierText } from '../../libs/geneva-drive/src/entities/column-tran
 import { FlowControlNotMigratedError } from '../../libs/geneva-drive/src/errors/flow-control-not-migrated.error.js';
 import {
   AddGenevaDriveFlowControl1730000000007,
+  AddGenevaDriveFlowKeyIndex1730000000008,
   AddGenevaDriveRateLimits1730000000009,
   AddGenevaDriveListIndexes1730000000003,
   CreateGenevaDriveTables1730000000000,
   ExactGenevaDriveIdentifiers1730000000002,
   genevaDriveMigrations,
 } from '../../libs/geneva-drive/src/migrations/index.js';
+import { flowKeyGauges } from '../../libs/geneva-drive/src/persistence/gauges.js';
 import { SchemaCapabilities } from '../../libs/geneva-drive/src/persistence/schema-capabilities.js';
+import { waitingKeyRows } from '../../libs/geneva-drive/src/persistence/waiting-keys.js';
 import type { StepExecutionState } from '../../libs/geneva-drive/src/state/index.js';
 import { CAFE_NFC, spellingsOf } from '../src/identifier-workflows.js';
 import {
@@ -26,9 +29,12 @@ import {
   type DatabaseKind,
 } from '../utils/databases.js';
 import { CreateTestFixtures1600000000000, TestHero, UuidHero } from '../utils/fixtures.js';
+import { statementsDuring } from '../utils/logged-statements.js';
 import { releasedMigrations } from '../utils/released-migrations/index.js';
 
 const GENEVA_TABLES = ['geneva_drive_workflows', 'geneva_drive_step_executions', 'geneva_drive_signals'];
+/** The index AddGenevaDriveFlowKeyIndex1730000000008 adds. */
+const FLOW_KEY_INDEX = 'geneva_drive_step_executions_state_flow_key';
 /** The indexes AddGenevaDriveListIndexes1730000000003 adds. */
 const LIST_INDEXES = ['geneva_drive_workflows_type_state', 'geneva_drive_workflows_hero_id'];
 
@@ -220,19 +226,19 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     return row.type;
   }
 
-  /** The names of the indexes on geneva_drive_workflows. */
-  async function indexNames(): Promise<string[]> {
+  /** The names of the indexes on `table` (geneva_drive_workflows unless told). */
+  async function indexNames(table = 'geneva_drive_workflows'): Promise<string[]> {
     const rows: Array<{ name: string }> =
       kind === 'sqlite'
-        ? await dataSource.query(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'geneva_drive_workflows'`)
+        ? await dataSource.query(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?`, [table])
         : kind === 'postgres'
-          ? await dataSource.query(`SELECT indexname AS name FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'geneva_drive_workflows'`)
-          : await dataSource.query(
-              'SELECT DISTINCT INDEX_NAME AS name FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?',
-              ['geneva_drive_workflows'],
-            );
+          ? await dataSource.query(`SELECT indexname AS name FROM pg_indexes WHERE schemaname = current_schema() AND tablename = $1`, [table])
+          : await dataSource.query('SELECT DISTINCT INDEX_NAME AS name FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?', [table]);
     return rows.map((row) => row.name).sort();
   }
+
+  /** The names of the indexes on geneva_drive_step_executions. */
+  const executionIndexNames = () => indexNames('geneva_drive_step_executions');
 
   /** A schema snapshot without the list indexes: what the schema was before AddGenevaDriveListIndexes1730000000003. */
   function withoutListIndexes(snapshot: unknown[]): unknown[] {
@@ -265,6 +271,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
         'AddGenevaDriveProcesses1730000000005',
         'AddGenevaDriveChildWorkflows1730000000006',
         'AddGenevaDriveFlowControl1730000000007',
+        'AddGenevaDriveFlowKeyIndex1730000000008',
         'AddGenevaDriveRateLimits1730000000009',
       ]);
       for (const table of [...GENEVA_TABLES, 'geneva_drive_flow_keys', 'test_heroes', 'test_uuid_heroes']) {
@@ -544,6 +551,9 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       expect(await hasColumn('geneva_drive_flow_keys', 'rate_window')).toBe(true);
       await dataSource.undoLastMigration(); // rate limits: their column goes
       expect(await hasColumn('geneva_drive_flow_keys', 'rate_window')).toBe(false);
+      expect(await executionIndexNames()).toContain(FLOW_KEY_INDEX);
+      await dataSource.undoLastMigration(); // the flow-key index
+      expect(await executionIndexNames()).not.toContain(FLOW_KEY_INDEX);
       expect(await hasColumn('geneva_drive_step_executions', 'flow_key')).toBe(true);
       await dataSource.undoLastMigration(); // flow control: its table and column go
       expect(await hasTable('geneva_drive_flow_keys')).toBe(false);
@@ -582,6 +592,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       expect(await dataSource.showMigrations()).toBe(false);
       for (const table of [...GENEVA_TABLES, 'geneva_drive_flow_keys']) expect(await hasTable(table)).toBe(true);
       expect(await hasColumn('geneva_drive_step_executions', 'flow_key')).toBe(true);
+      expect(await executionIndexNames()).toContain(FLOW_KEY_INDEX);
 
       // The re-created schema enforces the same guarantees.
       const workflowId = await insertWorkflow();
@@ -596,6 +607,8 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
 
   describe.each(['bigint', 'uuid'] as const)('adding flow control to a database in use (%s keys)', (primaryKey) => {
     let fresh: unknown[];
+    /** Flow control without its index (AddGenevaDriveFlowKeyIndex1730000000008). */
+    let unindexed: unknown[];
     let schema: SchemaCapabilities;
 
     /** Opens `dataSource` and detects its schema as the engine does at boot (uuid ids, columns hidden). */
@@ -617,12 +630,11 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       }
     }
 
-    /** Runs the migration's up or down by itself (with the rate limits' after it), whatever the migrations table says. */
+    /** Runs the migration's up or down by itself, whatever the migrations table says. */
     async function run(direction: 'up' | 'down'): Promise<void> {
       const runner = dataSource.createQueryRunner();
-      const migrations = [new AddGenevaDriveFlowControl1730000000007(), new AddGenevaDriveRateLimits1730000000009()];
       try {
-        for (const migration of direction === 'up' ? migrations : migrations.reverse()) await migration[direction](runner);
+        await new AddGenevaDriveFlowControl1730000000007()[direction](runner);
       } finally {
         await runner.release();
       }
@@ -633,15 +645,22 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       await openDetected();
       fresh = await schemaSnapshot();
       await dataSource.destroy();
+      // Flow control alone: neither its index nor the rate limits that come after it.
+      await prepareDatabase(kind, { primaryKey, withoutFlowKeyIndex: true, withoutRateLimits: true });
+      await openDetected();
+      unindexed = await schemaSnapshot();
+      await dataSource.destroy();
       await prepareDatabase(kind, { primaryKey, withoutFlowControl: true });
       await openDetected();
     });
     afterAll(() => dataSource?.destroy());
 
-    it('works without it (flow_key out of the statements), then adds both halves, runs again as a no-op, finishes a half-done run, and goes down and up', async () => {
+    it('works without it (flow_key out of the statements), then adds both halves and the index, runs again as a no-op, finishes a half-done run, and goes down and up', async () => {
       const q = (name: string) => dataSource.driver.escape(name);
       const before = await schemaSnapshot();
-      expect(before).not.toEqual(fresh);
+      expect(before).not.toEqual(unindexed);
+      expect(unindexed).not.toEqual(fresh);
+      expect(await executionIndexNames()).not.toContain(FLOW_KEY_INDEX);
       expect(await hasTable('geneva_drive_flow_keys')).toBe(false);
       expect(await hasColumn('geneva_drive_step_executions', 'flow_key')).toBe(false);
       expect(schema.primaryKey).toBe(primaryKey);
@@ -658,12 +677,16 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       expect(older).toMatchObject({ stepName: 'charge', state: 'in_progress' });
       expect(older.flowKey).toBeUndefined();
 
-      expect(await dataSource.showMigrations()).toBe(true); // flow control is pending
+      expect(await dataSource.showMigrations()).toBe(true); // flow control, its index and the rate limits are pending
       await dataSource.runMigrations();
       expect(await dataSource.showMigrations()).toBe(false);
       expect(await schemaSnapshot()).toEqual(fresh);
+      expect(await executionIndexNames()).toContain(FLOW_KEY_INDEX);
+      await dataSource.undoLastMigration(); // the rate limits
+      await dataSource.undoLastMigration(); // the index
+      expect(await schemaSnapshot()).toEqual(unindexed);
       await run('up'); // applied already: nothing to do
-      expect(await schemaSnapshot()).toEqual(fresh);
+      expect(await schemaSnapshot()).toEqual(unindexed);
       const now = await detected();
       expect(now.hasFlowControl).toBe(true);
       expect(() => now.assertFlowControl('Step OrderWorkflow.charge (concurrency)')).not.toThrow();
@@ -673,13 +696,12 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       await dataSource.query(`ALTER TABLE ${q('geneva_drive_step_executions')} DROP COLUMN ${q('flow_key')}`);
       expect((await detected()).hasFlowControl).toBe(false);
       await run('up');
-      expect(await schemaSnapshot()).toEqual(fresh);
+      expect(await schemaSnapshot()).toEqual(unindexed);
       await dataSource.query(`DROP TABLE ${q('geneva_drive_flow_keys')}`);
       expect((await detected()).hasFlowControl).toBe(false);
       await run('up');
-      expect(await schemaSnapshot()).toEqual(fresh);
+      expect(await schemaSnapshot()).toEqual(unindexed);
 
-      await dataSource.undoLastMigration(); // rate limits
       await dataSource.undoLastMigration(); // flow control
       expect(await schemaSnapshot()).toEqual(before);
       await run('down'); // undone already: nothing to do
@@ -813,6 +835,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       expect(await rowsOf(workflowId)).toEqual(before);
       await expectVariantsKeptApart(workflowId);
       await dataSource.undoLastMigration(); // rate limits
+      await dataSource.undoLastMigration(); // the flow-key index
       await dataSource.undoLastMigration(); // flow control
       await dataSource.undoLastMigration(); // the child workflows
       await dataSource.undoLastMigration(); // the process table
@@ -933,6 +956,42 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
           'SEARCH w USING INDEX geneva_drive_workflows_type_state (type=? AND state=?)',
         );
         expect(await plan('w.heroId = :heroId', { heroId: '7' })).toBe('SEARCH w USING INDEX geneva_drive_workflows_hero_id (hero_id=?)');
+      });
+    });
+  }
+
+  // Its reads of the waiting and holding executions, planned on an analysed SQLite database.
+  if (kind === 'sqlite') {
+    describe('adding the flow-key index to an analysed SQLite database', () => {
+      beforeAll(async () => {
+        const before = genevaDriveMigrations().filter((migration) => migration !== AddGenevaDriveFlowKeyIndex1730000000008);
+        await openReleasedSchema('bigint', { from: before });
+      });
+      afterAll(() => dataSource?.destroy());
+
+      it('the reads of keys with waiters and of the key gauges go through it, not through the history', async () => {
+        const at = `'2024-01-01 00:00:00.000'`;
+        const workflows = Array.from({ length: 2000 }, (_, i) => `('OrderWorkflow', 'TestHero', '${i}', 'ready', 0, ${at}, ${at})`);
+        await dataSource.query(`INSERT INTO geneva_drive_workflows (type, hero_type, hero_id, state, allow_multiple, created_at, updated_at) VALUES ${workflows.join(', ')}`);
+        // Mostly history that kept its key, some steps without a key due, a few waiting for a key.
+        const executions = Array.from({ length: 2000 }, (_, i) => {
+          const [state, key] = i % 100 === 0 ? ['scheduled', `'k${i % 7}'`] : i % 3 === 0 ? ['scheduled', 'NULL'] : ['completed', `'k${i % 7}'`];
+          return `(${i + 1}, 'charge', '${state}', ${at}, ${at}, ${at}, ${key})`;
+        });
+        await dataSource.query(`INSERT INTO geneva_drive_step_executions (workflow_id, step_name, state, scheduled_for, created_at, updated_at, flow_key) VALUES ${executions.join(', ')}`);
+        await dataSource.query('ANALYZE');
+
+        await dataSource.runMigrations();
+
+        const statements = await statementsDuring(dataSource, async () => {
+          expect((await waitingKeyRows(dataSource.manager, 101)).map((row) => [row.key, row.waiting])).toEqual([['k0', 3], ['k1', 3], ['k2', 3], ['k3', 3], ['k4', 3], ['k6', 3], ['k5', 2]]);
+          expect((await flowKeyGauges(dataSource.manager)).waiting.total).toBe(20);
+        });
+        expect(statements).toHaveLength(2);
+        for (const { query, parameters } of statements) {
+          const steps: Array<{ detail: string }> = await dataSource.query(`EXPLAIN QUERY PLAN ${query}`, parameters);
+          expect(steps.map((step) => step.detail)).toContain(`SEARCH e USING INDEX ${FLOW_KEY_INDEX} (state=? AND flow_key>?)`);
+        }
       });
     });
   }

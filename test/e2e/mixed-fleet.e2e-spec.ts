@@ -19,7 +19,7 @@ import path from 'node:path';
 import { QUEUE_PORT, StepExecution, WorkflowRecord, WorkflowService, type GenevaDriveModuleOptions, type QueuePort } from 'geneva-drive';
 import { waitUntil } from '../src/bull-wait.js';
 import { ChildHandle, compileChildEntry, forkCompiled, ROOT } from '../src/child-process.js';
-import { createTestApp, type TestApp } from '../src/test-app.js';
+import { createTestApp, warningsLogger, type TestApp } from '../src/test-app.js';
 import { FleetApprovalWorkflow, FleetChoreWorkflow, FleetOrderBeforeReserveWorkflow, FleetOrderWorkflow, fleetJournal, setLabel } from '../src/fleet-workflows.js';
 import { REDIS_QUEUE_DRIVERS, type RedisQueueDriver } from '../src/redis-queues.js';
 import type { ParentMessage, WorkerMessage } from '../src/worker-process.js';
@@ -31,13 +31,6 @@ const COUNT = 4;
 const FINISH_TIMEOUT_MS = 300_000;
 /** Each test's own bound, above the waits it contains. */
 const TEST_TIMEOUT_MS = 360_000;
-
-/** The warnings an application logged. */
-function warningLogger(): { logger: LoggerService; warnings: string[] } {
-  const warnings: string[] = [];
-  const silent = () => undefined;
-  return { warnings, logger: { log: silent, error: silent, debug: silent, verbose: silent, warn: (message: unknown) => void warnings.push(String(message)) } };
-}
 
 /** The fleet's workflows as the database holds them. */
 function fleetView(app: TestApp) {
@@ -141,7 +134,7 @@ function redisFleetSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
   };
 
   it('a worker without the class hands its jobs back untouched; the worker that has it runs them all', async () => {
-    const old = warningLogger();
+    const old = warningsLogger();
     const oldApp = await boot([FleetChoreWorkflow], old.logger);
     const ids = await startOrders(starter, COUNT);
     await waitForHandBacks(ids);
@@ -158,7 +151,7 @@ function redisFleetSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
   }, TEST_TIMEOUT_MS);
 
   it('a worker with the class but without a step the new version added hands those jobs back; both versions finish every workflow', async () => {
-    const old = warningLogger();
+    const old = warningsLogger();
     setLabel(FleetOrderBeforeReserveWorkflow, 'old');
     const oldApp = await boot([FleetOrderBeforeReserveWorkflow], old.logger);
     const ids = await startOrders(starter, COUNT);
@@ -321,7 +314,7 @@ describeEachDatabase('mixed fleet', (kind) => {
     it('a worker without the class boots against its scheduled executions and leaves them untouched; the worker that has it runs them', async () => {
       const ids = await startOrders(starter, COUNT);
       const chores = await startChores(2);
-      const old = warningLogger();
+      const old = warningsLogger();
       await boot([FleetChoreWorkflow], old.logger);
       await waitChoresDone(chores);
       await fleetView(starter).expectUntouched(ids);
@@ -338,7 +331,7 @@ describeEachDatabase('mixed fleet', (kind) => {
     it('a worker with the class but without the step leaves those executions untouched too', async () => {
       const ids = await startOrders(starter, COUNT);
       const chores = await startChores(1);
-      const old = warningLogger();
+      const old = warningsLogger();
       await boot([FleetOrderBeforeReserveWorkflow, FleetChoreWorkflow], old.logger);
       await waitChoresDone(chores);
       await fleetView(starter).expectUntouched(ids);

@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, expect, it, jest } from '@j
 import { ConcurrencyKeyError, FlowControlNotMigratedError, StepExecution, WorkflowService, type WorkflowRecord } from 'geneva-drive';
 import { WorkflowStore } from '../../libs/geneva-drive/src/persistence/workflow-store.js';
 import { ChargeWorkflow, CONCURRENCY_WORKFLOWS, MailWorkflow, PacedWorkflow, slots } from '../src/concurrency-workflows.js';
-import { createTestApp, recreateTables, type TestApp } from '../src/test-app.js';
+import { createTestApp, recreateTables, warningsLogger, type TestApp } from '../src/test-app.js';
 import { ReceiptWorkflow } from '../../docs/samples/rate-limits.js';
 import { Mailer, Order } from '../../docs/samples/shop.js';
 import { describeEachDatabase } from '../utils/databases.js';
@@ -156,8 +156,15 @@ describeEachDatabase('rate limits', (kind) => {
 
 describeEachDatabase('rate limits without their migration', (kind) => {
   let app: TestApp;
+  const warnings = warningsLogger();
   beforeAll(async () => {
-    app = await createTestApp(kind, CONCURRENCY_WORKFLOWS, { withoutRateLimits: true });
+    app = await createTestApp(kind, CONCURRENCY_WORKFLOWS, { withoutRateLimits: true, logger: warnings.logger });
+  });
+
+  it('warns at boot of the steps with a rate limit, naming the migration', () => {
+    expect(warnings.warnings).toEqual([
+      'The rate-limits migration (AddGenevaDriveRateLimits1730000000009) has not run: steps with a rate limit (MailWorkflow.send, PacedWorkflow.fetch, PacedWorkflow.report) will pause their workflow at their gate until it does',
+    ]);
   });
   afterAll(() => app.close());
 

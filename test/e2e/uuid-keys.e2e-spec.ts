@@ -29,6 +29,7 @@ import {
   AddGenevaDriveProcesses1730000000005,
   AddGenevaDriveChildWorkflows1730000000006,
   AddGenevaDriveFlowControl1730000000007,
+  AddGenevaDriveFlowKeyIndex1730000000008,
   CreateGenevaDriveTables1730000000000,
   ExactGenevaDriveIdentifiers1730000000002,
 } from '../../libs/geneva-drive/src/migrations/index.js';
@@ -114,6 +115,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
       AddGenevaDriveProcesses1730000000005,
       AddGenevaDriveChildWorkflows1730000000006,
       AddGenevaDriveFlowControl1730000000007,
+      AddGenevaDriveFlowKeyIndex1730000000008,
     ]);
     const uuid = genevaDriveMigrations({ primaryKey: 'uuid' });
     expect(uuid.map((migration) => new migration().name)).toEqual([
@@ -125,6 +127,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
       'AddGenevaDriveProcesses1730000000005',
       'AddGenevaDriveChildWorkflows1730000000006',
       'AddGenevaDriveFlowControl1730000000007',
+      'AddGenevaDriveFlowKeyIndex1730000000008',
     ]);
     expect(uuid[0].prototype).toBeInstanceOf(CreateGenevaDriveTables1730000000000);
     expect(uuid[1].prototype).toBeInstanceOf(AddGenevaDriveSignals1730000000001);
@@ -135,6 +138,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
     expect(uuid[5]).toBe(AddGenevaDriveProcesses1730000000005);
     expect(uuid[6]).toBe(AddGenevaDriveChildWorkflows1730000000006);
     expect(uuid[7]).toBe(AddGenevaDriveFlowControl1730000000007);
+    expect(uuid[8]).toBe(AddGenevaDriveFlowKeyIndex1730000000008);
     expect(genevaDriveMigrations({ primaryKey: 'uuid' })).toEqual(uuid); // the same classes on every call
     expect(() => genevaDriveMigrations({ primaryKey: 'int' as never })).toThrow(TypeError);
   });
@@ -219,6 +223,7 @@ describeEachDatabase('uuid keys', (kind) => {
         'AddGenevaDriveProcesses1730000000005',
         'AddGenevaDriveChildWorkflows1730000000006',
         'AddGenevaDriveFlowControl1730000000007',
+        'AddGenevaDriveFlowKeyIndex1730000000008',
       ]);
     });
   });

@@ -44,7 +44,7 @@ import {
   SkipOnTimeoutWorkflow,
 } from '../src/deadline-workflows.js';
 import { waitUntil } from '../src/bull-wait.js';
-import { createTestApp, type TestApp } from '../src/test-app.js';
+import { createTestApp, warningsLogger, type TestApp } from '../src/test-app.js';
 import { describeEachDatabase } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 
@@ -449,6 +449,14 @@ describeEachDatabase('wait deadlines', (kind) => {
       resetDeadlineFixtures();
       const heroes = legacy.dataSource.getRepository(TestHero);
       hero = await heroes.save(heroes.create({ name: 'legacy' }));
+    });
+
+    it('warns at boot of the steps with a timeout, naming the migration', async () => {
+      const booted = warningsLogger();
+      await (await createTestApp(kind, [SkipOnTimeoutWorkflow, NoDeadlineWorkflow], { prepare: false, logger: booted.logger })).close();
+      expect(booted.warnings).toEqual([
+        'The wait-deadlines migration (AddGenevaDriveWaitDeadlines1730000000004) has not run: steps with a timeout (SkipOnTimeoutWorkflow.awaitSignature) will fail at their gate until it does',
+      ]);
     });
 
     it('a step with a timeout fails loudly at its gate, naming the migration, and pauses the workflow', async () => {

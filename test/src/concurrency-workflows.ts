@@ -3,7 +3,8 @@
  * key). A body can be held in progress until the test releases it, so that a test decides exactly
  * which executions hold a key when another one's phase 1 asks for a slot.
  */
-import { GenevaWorkflow, Step, Workflow } from 'geneva-drive';
+import { GenevaWorkflow, Step, Workflow, type StepExecution, type WorkflowRecord } from 'geneva-drive';
+import type { GenevaDriveTesting } from 'geneva-drive/testing';
 import { TestHero } from '../utils/fixtures.js';
 
 interface Hold {
@@ -40,6 +41,17 @@ export const slots = {
     this.failingKeys.clear();
   },
 };
+
+/**
+ * Runs the workflow's current step with its body held in progress (holding its key's slot);
+ * resolves once the body runs, with `release`, which lets it end and resolves with its execution.
+ */
+export async function performHeld(gd: GenevaDriveTesting, entry: { hero: TestHero; workflow: WorkflowRecord }): Promise<{ release(): Promise<StepExecution | null> }> {
+  const held = slots.holdNext(entry.hero.id);
+  const run = gd.performNextStep(entry.workflow);
+  await held.entered;
+  return { release: () => (held.release(), run) };
+}
 
 function keyOf(workflow: GenevaWorkflow<TestHero>): string {
   if (slots.failingKeys.has(workflow.hero.id)) throw new Error(`no key for ${workflow.hero.name}`);

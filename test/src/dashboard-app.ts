@@ -4,7 +4,7 @@
  * random port. `InvoiceFlow` (cli-workflows.ts) parks at `awaitPayment`; `ShippingFlow` (idem) declares
  * a removed step; `FragileFlow` fails; `LoudFlow` fails with a 50 KB message.
  */
-import { Injectable, UnauthorizedException, type CanActivate, type ExecutionContext, type INestApplication } from '@nestjs/common';
+import { Injectable, UnauthorizedException, type CanActivate, type ExecutionContext, type INestApplication, type Provider } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import request from 'supertest';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
@@ -12,7 +12,7 @@ import type { DataSource } from 'typeorm';
 import { GenevaDriveModule, GenevaWorkflow, SignalService, Step, Workflow, WorkflowRecord, WorkflowService, type GenevaDriveModuleOptions, type WorkflowState } from 'geneva-drive';
 import type { GenevaDriveTesting } from 'geneva-drive/testing';
 import { GenevaDriveDashboardModule, type GenevaDriveDashboardModuleOptions } from 'geneva-drive/dashboard';
-import { dataSourceOptions, prepareDatabase, truncateAll, type DatabaseKind } from '../utils/databases.js';
+import { dataSourceOptions, prepareDatabase, truncateAll, type DatabaseKind, type SchemaOptions } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 import { InvoiceFlow, ShippingFlow } from './cli-workflows.js';
 
@@ -59,19 +59,26 @@ export interface DashboardApp {
   reset(): Promise<void>;
 }
 
+/** What a spec adds to the dashboard's application: workflow classes of its own, an older schema. */
+export interface DashboardAppExtras {
+  providers?: Provider[];
+  schema?: SchemaOptions;
+}
+
 export async function createDashboardApp(
   kind: DatabaseKind,
   dashboard: GenevaDriveDashboardModuleOptions = { guard: new TokenGuard() },
   engine: GenevaDriveModuleOptions = { queue: { adapter: 'manual' } },
+  extras: DashboardAppExtras = {},
 ): Promise<DashboardApp> {
-  await prepareDatabase(kind);
+  await prepareDatabase(kind, extras.schema);
   const moduleRef = await Test.createTestingModule({
     imports: [
       TypeOrmModule.forRoot({ ...dataSourceOptions(kind), migrations: [], migrationsRun: false }),
       GenevaDriveModule.forRoot({ housekeeping: false, logger: engineLogger(), ...engine }),
       GenevaDriveDashboardModule.forRoot({ path: '/geneva', ...dashboard }),
     ],
-    providers: [InvoiceFlow, ShippingFlow, FragileFlow, LoudFlow],
+    providers: [InvoiceFlow, ShippingFlow, FragileFlow, LoudFlow, ...(extras.providers ?? [])],
   })
     .setLogger(engineLogger())
     .compile();

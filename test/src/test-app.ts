@@ -26,8 +26,8 @@ export async function createTestApp(
   providers: Provider[],
   options: GenevaDriveModuleOptions & SchemaOptions & { prepare?: boolean; entities?: Function[]; imports?: Array<Type | DynamicModule> } = {},
 ): Promise<TestApp> {
-  const { withoutSignals, withoutDeadlines, withoutProcesses, withoutChildren, withoutFlowControl, withoutRateLimits, primaryKey, prepare = true, entities = [], imports = [], ...moduleOptions } = options;
-  if (prepare) await prepareDatabase(kind, { withoutSignals, withoutDeadlines, withoutProcesses, withoutChildren, withoutFlowControl, withoutRateLimits, primaryKey });
+  const { withoutSignals, withoutDeadlines, withoutProcesses, withoutChildren, withoutFlowControl, withoutFlowKeyIndex, withoutRateLimits, primaryKey, prepare = true, entities = [], imports = [], ...moduleOptions } = options;
+  if (prepare) await prepareDatabase(kind, { withoutSignals, withoutDeadlines, withoutProcesses, withoutChildren, withoutFlowControl, withoutFlowKeyIndex, withoutRateLimits, primaryKey });
   const moduleRef = await Test.createTestingModule({
     imports: [
       TypeOrmModule.forRoot({ ...dataSourceOptions(kind, { primaryKey, entities }), migrations: [], migrationsRun: false }),
@@ -68,6 +68,13 @@ export function engineLogger(): LoggerService {
   if (process.env.GD_TEST_LOGS) return new Logger('GenevaDrive');
   const silent = () => undefined;
   return { log: silent, error: silent, warn: silent, debug: silent, verbose: silent };
+}
+
+/** A silent logger that keeps what the engine warns of. */
+export function warningsLogger(): { logger: LoggerService; warnings: string[] } {
+  const warnings: string[] = [];
+  const silent = () => undefined;
+  return { warnings, logger: { log: silent, error: silent, debug: silent, verbose: silent, warn: (message: unknown) => void warnings.push(String(message)) } };
 }
 
 /** Drops and creates the tables of a spec's own entities (in this order: dependents first). */

@@ -22,6 +22,7 @@ import { GENEVA_DRIVE_ENTITIES } from '../../libs/geneva-drive/src/entities/inde
 import {
   AddGenevaDriveChildWorkflows1730000000006,
   AddGenevaDriveFlowControl1730000000007,
+  AddGenevaDriveFlowKeyIndex1730000000008,
   AddGenevaDriveRateLimits1730000000009,
   AddGenevaDriveProcesses1730000000005,
   AddGenevaDriveSignals1730000000001,
@@ -109,8 +110,10 @@ export interface SchemaOptions {
   withoutProcesses?: boolean;
   /** Leave out the child-workflows migration (a database not upgraded for `startChild`). */
   withoutChildren?: boolean;
-  /** Leave out the flow-control migration (a database not upgraded for concurrency keys). */
+  /** Leave out the flow-control migration (a database not upgraded for concurrency keys), and the flow-key index that needs it. */
   withoutFlowControl?: boolean;
+  /** Leave out the flow-key index (a database upgraded for concurrency keys, not for the reads that show them). */
+  withoutFlowKeyIndex?: boolean;
   /** Leave out the rate-limits migration (a database not upgraded for rate limits; implied by withoutFlowControl). */
   withoutRateLimits?: boolean;
   /** The key type of the geneva-drive tables (`genevaDriveMigrations({ primaryKey })`). @default 'bigint' */
@@ -126,6 +129,7 @@ function migrationsFor(opts: SchemaOptions = {}): (new () => MigrationInterface)
   const isProcesses = (migration: Function) => migration === AddGenevaDriveProcesses1730000000005;
   const isChildren = (migration: Function) => migration === AddGenevaDriveChildWorkflows1730000000006;
   const isFlowControl = (migration: Function) => migration === AddGenevaDriveFlowControl1730000000007;
+  const isFlowKeyIndex = (migration: Function) => migration === AddGenevaDriveFlowKeyIndex1730000000008;
   const isRateLimits = (migration: Function) => migration === AddGenevaDriveRateLimits1730000000009;
   const kept = geneva.filter(
     (migration) =>
@@ -134,6 +138,7 @@ function migrationsFor(opts: SchemaOptions = {}): (new () => MigrationInterface)
       !(opts.withoutProcesses && isProcesses(migration)) &&
       !(opts.withoutChildren && isChildren(migration)) &&
       !(opts.withoutFlowControl && isFlowControl(migration)) &&
+      !((opts.withoutFlowControl || opts.withoutFlowKeyIndex) && isFlowKeyIndex(migration)) &&
       !((opts.withoutFlowControl || opts.withoutRateLimits) && isRateLimits(migration)),
   );
   return [CreateTestFixtures1600000000000, ...kept];

@@ -50,10 +50,22 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
     if (!this.schema.hasSignals) {
       this.logger.warn('The signals migration has not run: waitFor steps will fail until it does (everything else works)');
     }
-    const timeoutSteps = this.schema.hasDeadlines ? [] : this.deadline.stepsWithTimeout();
+    const timeoutSteps = this.schema.hasDeadlines ? [] : this.registry.stepNamesWhere((step) => step.timeoutMs !== undefined);
     if (timeoutSteps.length > 0) {
       this.logger.warn(
         `The wait-deadlines migration (AddGenevaDriveWaitDeadlines1730000000004) has not run: steps with a timeout (${timeoutSteps.join(', ')}) will fail at their gate until it does`,
+      );
+    }
+    const keyedSteps = this.schema.hasFlowControl ? [] : this.registry.stepNamesWhere((step) => step.concurrency !== undefined || step.rateLimit !== undefined);
+    if (keyedSteps.length > 0) {
+      this.logger.warn(
+        `The flow-control migration (AddGenevaDriveFlowControl1730000000007) has not run: steps with a concurrency key or a rate limit (${keyedSteps.join(', ')}) will pause their workflow at their gate until it does`,
+      );
+    }
+    const ratedSteps = !this.schema.hasFlowControl || this.schema.hasRateLimits ? [] : this.registry.stepNamesWhere((step) => step.rateLimit !== undefined);
+    if (ratedSteps.length > 0) {
+      this.logger.warn(
+        `The rate-limits migration (AddGenevaDriveRateLimits1730000000009) has not run: steps with a rate limit (${ratedSteps.join(', ')}) will pause their workflow at their gate until it does`,
       );
     }
     if (this.schema.processTable === 'not migrated') {

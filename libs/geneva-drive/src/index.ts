@@ -34,7 +34,7 @@ export {
   type ChildWorkflow,
 } from './workflow/children-matcher.js';
 export type { ChildHandle, ChildSignal, OnParentCancel, StartChildOptions } from './workflow/start-child.js';
-export { HousekeepingService, type Gauge, type HousekeepingSummary } from './housekeeping/housekeeping.service.js';
+export { HousekeepingService, type Gauge, type HousekeepingSummary, type StepGauge } from './housekeeping/housekeeping.service.js';
 export { ExecutorService, type ExecuteOptions } from './execution/executor.service.js';
 export { ExceptionPolicy, type ExceptionAction, type ErrorMatcher, type ExceptionHandler, type ExceptionPolicyOptions } from './exception-policy/exception-policy.js';
 export type { Backoff, ReattemptWait } from './exception-policy/backoff.js';

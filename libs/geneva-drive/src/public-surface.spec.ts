@@ -54,7 +54,7 @@ const SURFACE: Record<Entry, { values: string[]; types: string[] }> = {
       'PreconditionEvent', 'PrimaryKeyType', 'ProgrammaticStepOptions', 'QueueAdapterOptions', 'QueuePort', 'RateLimitOptions',
       'ReattemptWait', 'RedisConnectionOptions', 'RemovedStepInFlight', 'RemovedStepOptions', 'ResumableStepOptions', 'SignalCall', 'SignalEvent',
       'SignalMatcherLike', 'SignalOptions', 'SignalState', 'SignalTimeoutEvent', 'StartCall', 'StartChildOptions', 'StartOptions',
-      'StartSignal', 'StepEvent', 'StepExecutionMetadata', 'StepExecutionState', 'StepJob', 'StepJobHandler',
+      'StartSignal', 'StepEvent', 'StepExecutionMetadata', 'StepExecutionState', 'StepGauge', 'StepJob', 'StepJobHandler',
       'StepJobHints', 'StepJobOptions', 'StepOptions', 'StepOutcome', 'StrandedReason', 'StrandedStep', 'TimeoutAction', 'WorkflowCondition',
       'WorkflowOptions', 'WorkflowState',
     ],

@@ -8,7 +8,7 @@ import { ManualQueueAdapter } from '../queue/manual-queue.adapter.js';
 import { WorkflowService } from '../client/workflow.service.js';
 import { WorkflowActions } from '../operator/workflow-actions.js';
 import { WorkflowCatalog } from '../operator/workflow-catalog.js';
-import { WorkflowReader, type ListFilters, type WorkflowDetail } from '../operator/workflow-reader.js';
+import { WAITING_KEYS_LIMIT, WorkflowReader, type ExecutionView, type ListFilters, type WaitingKeys, type WorkflowDetail } from '../operator/workflow-reader.js';
 import { WORKFLOW_STATES } from '../state/workflow-state.js';
 import { CliUsageError } from './cli-usage.error.js';
 import { terminalSafe, tty } from './terminal-text.js';
@@ -27,7 +27,7 @@ export interface CliResult {
   exitCode?: number;
 }
 
-export const COMMANDS = ['list', 'show', 'signal', 'pause', 'resume', 'skip', 'cancel', 'resume-at', 'check', 'housekeeping', 'gauges'] as const;
+export const COMMANDS = ['list', 'show', 'signal', 'pause', 'resume', 'skip', 'cancel', 'resume-at', 'check', 'housekeeping', 'gauges', 'flow-keys'] as const;
 
 const LIST_OPTIONS: Record<string, keyof ListFilters> = {
   type: 'type',
@@ -50,9 +50,9 @@ const STEP_MARK: Record<string, string> = { removed: ' (removed)', 'not-defined'
 
 const iso = (date: Date | null | undefined) => (date ? date.toISOString() : '-');
 
-/** `--limit N`: rows per page of `list`, and of each of `show`'s lists. */
-function limit(invocation: CliInvocation): number {
-  const value = Number(invocation.options.limit ?? 50);
+/** `--limit N`: rows per page of `list`, of each of `show`'s lists, and keys of `flow-keys` (each with its default). */
+function limit(invocation: CliInvocation, fallback = 50): number {
+  const value = Number(invocation.options.limit ?? fallback);
   if (!Number.isInteger(value) || value < 1 || value > 1000) throw new CliUsageError(`--limit must be an integer from 1 to 1000, got ${String(invocation.options.limit)}`);
   return value;
 }
@@ -114,6 +114,21 @@ function childLines(detail: WorkflowDetail): string[] {
   return lines;
 }
 
+/** `show`'s word on an execution's concurrency key: the one it waits for while `scheduled`, else the one it holds or held. */
+function flowKeyText(execution: ExecutionView): string {
+  if (execution.flowKey === null) return '';
+  return execution.state === 'scheduled' ? tty`\twaiting for a slot of ${execution.flowKey}` : tty`\tconcurrency key ${execution.flowKey}`;
+}
+
+/** `flow-keys`: a line per key with waiters, most waiters first. */
+function waitingKeyLines(view: WaitingKeys): string[] {
+  if (!view.flowControl) return ['no key has waiters: the flow-control migration has not run'];
+  if (view.keys.length === 0) return ['no key has waiters'];
+  const lines = view.keys.map((row) => tty`${row.key}\tholding ${row.holding}\twaiting ${row.waiting}\toldest due ${iso(row.oldestWaiterDueAt)}\twaited ${Math.round(row.oldestWaitMs / 1000)} s`);
+  if (view.more) lines.push(`more keys have waiters: these are the ${view.keys.length} with the most (--limit)`);
+  return lines;
+}
+
 export async function runCommand(app: INestApplicationContext, invocation: CliInvocation): Promise<CliResult> {
   const reader = app.get(WorkflowReader);
   const actions = app.get(WorkflowActions);
@@ -144,7 +159,7 @@ export async function runCommand(app: INestApplicationContext, invocation: CliIn
         `steps: ${detail.steps?.map((step) => (step.position === 'current' ? tty`[${step.name}]` : tty`${step.name}`) + (step.removed ? ' (removed)' : '')).join(' > ') ?? '(class not registered)'}`,
         ...(detail.waitingSince ? [`waiting since ${iso(detail.waitingSince)}`] : []),
         'executions (oldest first):',
-        ...detail.executions.map((e) => tty`  ${e.id}\t${e.stepName}${STEP_MARK[String(e.stepStatus)] ?? ''}\t${e.state}\t${e.outcome ?? '-'}\tscheduled ${iso(e.scheduledFor)}` + (e.errorClassName ? tty`\t${e.errorClassName}: ${e.errorMessage}` : '') + (e.signalId ? tty`\tsignal ${e.signalId}` : '')),
+        ...detail.executions.map((e) => tty`  ${e.id}\t${e.stepName}${STEP_MARK[String(e.stepStatus)] ?? ''}\t${e.state}\t${e.outcome ?? '-'}\tscheduled ${iso(e.scheduledFor)}` + (e.errorClassName ? tty`\t${e.errorClassName}: ${e.errorMessage}` : '') + (e.signalId ? tty`\tsignal ${e.signalId}` : '') + flowKeyText(e)),
         ...(detail.executionsNextAfter ? [tty`  more: --executions-after ${detail.executionsNextAfter}`] : []),
         'signals:',
         ...detail.signals.map((s) => tty`  ${s.id}\t${s.name}\t${s.state}\tkey ${s.idempotencyKey ?? '-'}\tclaimed ${s.claimed} consumed ${s.consumed}\t${s.payload.text.replace(/\n\s*/g, ' ')}`),
@@ -206,6 +221,11 @@ export async function runCommand(app: INestApplicationContext, invocation: CliIn
         `stuck scheduled: ${gauges.stuckScheduled}`,
       ].join('\n');
       return { json: gauges, text };
+    }
+    case 'flow-keys': {
+      if (invocation.args.length > 0) throw new CliUsageError(`flow-keys takes no argument, got ${JSON.stringify(invocation.args[0])}: geneva-drive flow-keys [--limit N]`);
+      const view = await reader.waitingKeys(limit(invocation, WAITING_KEYS_LIMIT));
+      return { json: view, text: waitingKeyLines(view).join('\n') };
     }
     default:
       throw new CliUsageError(`Unknown command ${JSON.stringify(invocation.command)}: expected one of ${COMMANDS.join(', ')}`);

@@ -29,7 +29,8 @@ commands:
   resume-at ID STEP
   check
   housekeeping
-  gauges`;
+  gauges
+  flow-keys [--limit N]`;
 
 function parse(argv: string[]): CliInvocation & { dataSource: string; json: boolean } {
   const listOptions = Object.fromEntries(LIST_OPTION_NAMES.map((name) => [name, { type: 'string' as const }]));

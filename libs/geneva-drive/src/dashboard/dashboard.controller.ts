@@ -3,7 +3,7 @@ import { DASHBOARD_OPTIONS } from './dashboard.constants.js';
 import { DashboardGuard } from './dashboard.guard.js';
 import type { ResolvedDashboardOptions } from './dashboard.options.js';
 import { DASHBOARD_CSS, DASHBOARD_JS } from './dashboard.assets.js';
-import { DONE_MESSAGES, errorPage, listPage, overviewPage, workflowPage, type PageContext } from './dashboard.pages.js';
+import { DONE_MESSAGES, errorPage, flowKeysPage, listPage, overviewPage, workflowPage, type PageContext } from './dashboard.pages.js';
 import { ensureCsrfToken } from './csrf.js';
 import { statusOf, WorkflowActions, type SignalRequest } from '../operator/workflow-actions.js';
 import { DETAIL_CURSOR_KEYS, LIST_FILTER_KEYS, WorkflowReader, type DetailCursors, type ListFilters } from '../operator/workflow-reader.js';
@@ -56,6 +56,11 @@ export class DashboardController {
     });
   }
 
+  @Get('flow-keys')
+  async flowKeys(@Req() req: HttpRequest, @Res() res: HttpResponse) {
+    await this.page(req, res, async (ctx) => flowKeysPage(await this.reader.waitingKeys(), ctx));
+  }
+
   @Get('workflows/:id')
   async workflow(@Param('id') id: string, @Query() query: Record<string, unknown>, @Req() req: HttpRequest, @Res() res: HttpResponse) {
     const done = query.done;
@@ -100,6 +105,11 @@ export class DashboardController {
   @Get('api/overview')
   async apiOverview(@Res() res: HttpResponse) {
     await this.api(res, () => this.reader.overview());
+  }
+
+  @Get('api/flow-keys')
+  async apiFlowKeys(@Res() res: HttpResponse) {
+    await this.api(res, () => this.reader.waitingKeys());
   }
 
   @Get('api/workflows')

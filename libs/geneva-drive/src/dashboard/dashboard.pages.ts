@@ -1,7 +1,7 @@
 import { CSRF_FIELD } from './csrf.js';
 import { html, type SafeHtml } from './html.js';
 import { OPERATOR_ACTIONS, type OperatorAction } from '../operator/workflow-actions.js';
-import { LIST_FILTER_KEYS, type ChildView, type DetailCursors, type ExecutionView, type ListFilters, type Overview, type SignalView, type WorkflowDetail, type WorkflowPage } from '../operator/workflow-reader.js';
+import { LIST_FILTER_KEYS, WAITING_KEYS_LIMIT, type ChildView, type DetailCursors, type ExecutionView, type ListFilters, type Overview, type SignalView, type WaitingKeys, type WorkflowDetail, type WorkflowPage } from '../operator/workflow-reader.js';
 import { WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
 
 /** What every page needs: where the dashboard is mounted, and a message to show on top. */
@@ -37,7 +37,7 @@ function layout(title: string, ctx: PageContext, body: SafeHtml): string {
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${title} · geneva-drive</title>
 <link rel="stylesheet" href="${ctx.base}/assets/dashboard.css"><script src="${ctx.base}/assets/dashboard.js" defer></script></head>
-<body><header><span class="brand">geneva-drive</span><a href="${ctx.base || '/'}">Overview</a><a href="${ctx.base}/workflows">Workflows</a></header>
+<body><header><span class="brand">geneva-drive</span><a href="${ctx.base || '/'}">Overview</a><a href="${ctx.base}/workflows">Workflows</a><a href="${ctx.base}/flow-keys">Concurrency keys</a></header>
 <main>${ctx.message ? html`<div class="message ${ctx.message.kind}" role="${ctx.message.kind === 'error' ? 'alert' : 'status'}">${ctx.message.text}</div>` : ''}
 ${body}</main></body></html>`.value;
 }
@@ -89,6 +89,17 @@ ${overview.longestWaiting.map((row) => html`<tr><td>${workflowLink(ctx, row.work
 </tbody></table>`);
 }
 
+/** The concurrency keys executions wait for, most waiters first. */
+export function flowKeysPage(view: WaitingKeys, ctx: PageContext): string {
+  return layout('Concurrency keys', ctx, html`<h1>Concurrency keys with waiters</h1>
+${view.flowControl ? '' : html`<p class="muted" id="flow-control-missing">The flow-control migration has not run: no step waits for a concurrency key.</p>`}
+<table id="flow-keys"><thead><tr><th>key</th><th>holding</th><th>waiting</th><th>oldest waiter due since</th><th>waited</th></tr></thead><tbody>
+${view.keys.length === 0 ? html`<tr><td colspan="5" class="muted">No key has waiters.</td></tr>` : ''}
+${view.keys.map((row) => html`<tr data-flow-key="${row.key}"><td>${row.key}</td><td>${row.holding}</td><td>${row.waiting}</td><td>${time(row.oldestWaiterDueAt)}</td><td>${duration(row.oldestWaitMs)}</td></tr>`)}
+</tbody></table>
+${view.more ? html`<p class="muted" id="flow-keys-more">The ${WAITING_KEYS_LIMIT} keys with the most waiters are shown.</p>` : ''}`);
+}
+
 export function listPage(page: WorkflowPage, filters: ListFilters, choices: { types: string[]; signalNames: string[] }, ctx: PageContext): string {
   const text = (key: keyof ListFilters, label: string, type = 'text') =>
     html`<label>${label}<input type="${type}" name="${key}" value="${filters[key] ?? ''}"></label>`;
@@ -129,6 +140,13 @@ function stepBadge(status: ExecutionView['stepStatus']): SafeHtml | '' {
   return '';
 }
 
+/** The execution's concurrency key: the one it waits for while `scheduled`, else the one it holds or held. */
+function flowKeyCell(execution: ExecutionView): SafeHtml | string {
+  if (execution.flowKey === null) return '—';
+  if (execution.state === 'scheduled') return html`<span class="flow-key waiting">waiting for a slot of ${execution.flowKey}</span>`;
+  return html`<span class="flow-key">${execution.flowKey}</span>`;
+}
+
 function executionRow(execution: ExecutionView, workflowBase: string): SafeHtml {
   const whole = `${workflowBase}/executions/${encodeURIComponent(execution.id)}`;
   return html`<tr data-execution-id="${execution.id}" data-state="${execution.state}">
@@ -139,6 +157,7 @@ ${execution.errorBacktrace ? html`<details><summary>backtrace</summary><pre>${ex
 <td>${execution.cursor === null ? '—' : html`<pre class="cursor">${execution.cursor.text}</pre>${fullValueLink(execution.cursor.truncated, whole, 'full cursor')}`}</td>
 <td>${execution.reattemptReason ?? '—'}</td>
 <td>${execution.signalId ? html`<a href="#signal-${execution.signalId}">signal ${execution.signalId}</a>` : '—'}${execution.waitingSince ? html`<br><span class="muted">parked since</span> ${time(execution.waitingSince)}` : ''}</td>
+<td>${flowKeyCell(execution)}</td>
 </tr>`;
 }
 
@@ -241,7 +260,7 @@ ${detail.steps ? html`<ol class="steps">${detail.steps.map((step) => html`<li cl
 ${familyTree(detail, ctx)}
 ${actionForms(detail, ctx, actions)}
 <h2>Executions (oldest first)</h2>
-<table id="executions"><thead><tr><th>id</th><th>step</th><th>state</th><th>outcome</th><th>scheduled</th><th>started</th><th>finished</th><th>duration</th><th>error</th><th>cursor</th><th>reattempt reason</th><th>signal</th></tr></thead><tbody>
+<table id="executions"><thead><tr><th>id</th><th>step</th><th>state</th><th>outcome</th><th>scheduled</th><th>started</th><th>finished</th><th>duration</th><th>error</th><th>cursor</th><th>reattempt reason</th><th>signal</th><th>concurrency key</th></tr></thead><tbody>
 ${detail.executions.map((execution) => executionRow(execution, api))}
 </tbody></table>
 ${detail.executionsNextAfter ? nextPageLink(ctx, detail, { ...at, executionsAfter: detail.executionsNextAfter }, 'next-executions', 'Next executions') : ''}

@@ -72,11 +72,6 @@ export class WaitDeadline {
     if (step.timeoutMs !== undefined && !this.schema.hasDeadlines) throw new DeadlinesNotMigratedError(`Step ${workflow.type}.${step.name} (timeout)`);
   }
 
-  /** The steps of registered workflows that have a `timeout`, for the boot warning of a missing migration. */
-  stepsWithTimeout(): string[] {
-    return this.registry.all().flatMap((definition) => definition.steps.filter((step) => step.timeoutMs !== undefined).map((step) => `${definition.name}.${step.name}`));
-  }
-
   /**
    * Just parked: records the deadline (written with the UPDATE that parks the execution, in the same
    * batch) and enqueues its job (after commit). A step without `timeout` has none and costs nothing.

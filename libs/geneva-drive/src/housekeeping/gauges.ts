@@ -1,14 +1,14 @@
 import type { EntityManager } from 'typeorm';
 import type { WaitDeadline } from '../execution/wait-deadline.js';
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
-import { gaugeOf, pausedGauge, recoveryLimitPausedGauge, waitingGauges } from '../persistence/gauges.js';
+import { flowKeyGauges, gaugeOf, pausedGauge, recoveryLimitPausedGauge, waitingGauges } from '../persistence/gauges.js';
 import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import type { HousekeepingSummary } from './housekeeping-summary.js';
 
 /**
  * The gauges a housekeeping run reports (HousekeepingSummary.gauges): parked executions and the
- * overdue ones, paused workflows and those the recovery limit paused, and the wait deadlines. Null
- * without the signals migration.
+ * overdue ones, paused workflows and those the recovery limit paused, the wait deadlines, and the
+ * executions waiting for or holding a concurrency key's slot. Null without the signals migration.
  */
 export async function readHousekeepingGauges(
   manager: EntityManager,
@@ -30,6 +30,11 @@ export async function readHousekeepingGauges(
   if (deadlines) {
     gauges['geneva_drive.waiting_with_deadline'] = gaugeOf(deadlines.withDeadline);
     gauges['geneva_drive.deadlines_overdue'] = gaugeOf(deadlines.overdue);
+  }
+  if (schema.hasFlowControl) {
+    const { waiting: flowWaiting, holding } = await flowKeyGauges(manager);
+    gauges['geneva_drive.flow_key_waiting'] = flowWaiting;
+    gauges['geneva_drive.flow_key_holding'] = holding;
   }
   return gauges;
 }

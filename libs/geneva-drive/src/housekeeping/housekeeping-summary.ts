@@ -1,4 +1,4 @@
-import type { Gauge } from '../persistence/gauges.js';
+import type { Gauge, StepGauge } from '../persistence/gauges.js';
 
 /** What one housekeeping run did, and the gauges it read. @publicApi */
 export interface HousekeepingSummary {
@@ -50,6 +50,10 @@ export interface HousekeepingSummary {
     'geneva_drive.waiting_with_deadline'?: Gauge;
     /** Of those, deadlines overdue by more than `stuckScheduledThreshold` (a lost job; housekeeping times them out). */
     'geneva_drive.deadlines_overdue'?: Gauge;
+    /** Executions of steps with a concurrency key waiting for a slot, by workflow type and step. Absent without the flow-control migration. */
+    'geneva_drive.flow_key_waiting'?: StepGauge;
+    /** Executions of steps with a concurrency key holding a slot (in progress), by workflow type and step. Absent without the flow-control migration. */
+    'geneva_drive.flow_key_holding'?: StepGauge;
   } | null;
 }
 

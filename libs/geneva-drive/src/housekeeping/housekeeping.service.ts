@@ -23,7 +23,7 @@ import { ProcessRoster } from './process-roster.js';
 import { purgeStoppedWorkflows } from './purge.js';
 import { isRunnable } from '../state/workflow-state.js';
 
-export type { Gauge } from '../persistence/gauges.js';
+export type { Gauge, StepGauge } from '../persistence/gauges.js';
 export type { HousekeepingSummary } from './housekeeping-summary.js';
 
 /** A takeover recovers what a dead run left whatever its age: the cutoff of `recover` is never reached. */

@@ -2,6 +2,7 @@ import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { Gauge as HousekeepingGauge, HousekeepingSummary } from '../housekeeping/housekeeping.service.js';
+import type { StepGauge } from '../persistence/gauges.js';
 import { GENEVA_DRIVE_CHANNELS, type PreconditionEvent, type SignalEvent, type SignalTimeoutEvent, type StepEvent } from '../instrumentation/geneva-drive.events.js';
 
 /** The registry the metrics are registered in (the app's own, or prom-client's default). */
@@ -30,6 +31,8 @@ export class GenevaDriveMetrics implements OnModuleDestroy {
   readonly paused: Gauge<'workflow_class'>;
   readonly waitingWithDeadline: Gauge<'workflow_class'>;
   readonly deadlinesOverdue: Gauge<'workflow_class'>;
+  readonly flowKeyWaiting: Gauge<'workflow_class' | 'step'>;
+  readonly flowKeyHolding: Gauge<'workflow_class' | 'step'>;
 
   private readonly listeners: Record<string, (message: unknown) => void>;
   private readonly names: string[] = [];
@@ -98,6 +101,17 @@ export class GenevaDriveMetrics implements OnModuleDestroy {
       help: 'Parked step executions whose deadline passed more than stuckScheduledThreshold ago (a lost deadline job), at the last housekeeping run.',
       labelNames: ['workflow_class'],
     }));
+    // By the step that declares the key, never by key: keys are unbounded (one per customer, say).
+    this.flowKeyWaiting = new Gauge(this.registered({
+      name: 'geneva_drive_flow_key_waiting_step_executions',
+      help: 'Step executions waiting for a slot of their concurrency key, by the step that declares it, at the last housekeeping run.',
+      labelNames: ['workflow_class', 'step'],
+    }));
+    this.flowKeyHolding = new Gauge(this.registered({
+      name: 'geneva_drive_flow_key_holding_step_executions',
+      help: 'Step executions in progress holding a slot of their concurrency key, by the step that declares it, at the last housekeeping run.',
+      labelNames: ['workflow_class', 'step'],
+    }));
     this.listeners = {
       [GENEVA_DRIVE_CHANNELS.precondition]: (message) => this.onPrecondition(message as PreconditionEvent),
       [GENEVA_DRIVE_CHANNELS.step]: (message) => this.onStep(message as StepEvent),
@@ -150,6 +164,8 @@ export class GenevaDriveMetrics implements OnModuleDestroy {
     setByWorkflow(this.paused, gauges['geneva_drive.paused_workflows']);
     setByWorkflow(this.waitingWithDeadline, gauges['geneva_drive.waiting_with_deadline']);
     setByWorkflow(this.deadlinesOverdue, gauges['geneva_drive.deadlines_overdue']);
+    setByStep(this.flowKeyWaiting, gauges['geneva_drive.flow_key_waiting']);
+    setByStep(this.flowKeyHolding, gauges['geneva_drive.flow_key_holding']);
   }
 }
 
@@ -157,4 +173,12 @@ export class GenevaDriveMetrics implements OnModuleDestroy {
 function setByWorkflow(gauge: Gauge<'workflow_class'>, counts: HousekeepingGauge | undefined): void {
   gauge.reset();
   for (const [workflowClass, count] of Object.entries(counts?.byWorkflow ?? {})) gauge.set({ workflow_class: workflowClass }, count);
+}
+
+/** As setByWorkflow, a series per workflow class and step. */
+function setByStep(gauge: Gauge<'workflow_class' | 'step'>, counts: StepGauge | undefined): void {
+  gauge.reset();
+  for (const [workflowClass, steps] of Object.entries(counts?.byWorkflow ?? {})) {
+    for (const [step, count] of Object.entries(steps)) gauge.set({ workflow_class: workflowClass, step }, count);
+  }
 }

@@ -8,11 +8,13 @@ import { AddGenevaDriveWaitDeadlines1730000000004 } from './1730000000004-add-ge
 import { AddGenevaDriveProcesses1730000000005 } from './1730000000005-add-geneva-drive-processes.js';
 import { AddGenevaDriveChildWorkflows1730000000006 } from './1730000000006-add-geneva-drive-child-workflows.js';
 import { AddGenevaDriveFlowControl1730000000007 } from './1730000000007-add-geneva-drive-flow-control.js';
+import { AddGenevaDriveFlowKeyIndex1730000000008 } from './1730000000008-add-geneva-drive-flow-key-index.js';
 import { AddGenevaDriveRateLimits1730000000009 } from './1730000000009-add-geneva-drive-rate-limits.js';
 
 export {
   AddGenevaDriveChildWorkflows1730000000006,
   AddGenevaDriveFlowControl1730000000007,
+  AddGenevaDriveFlowKeyIndex1730000000008,
   AddGenevaDriveListIndexes1730000000003,
   AddGenevaDriveProcesses1730000000005,
   AddGenevaDriveRateLimits1730000000009,
@@ -37,6 +39,7 @@ export const GENEVA_DRIVE_MIGRATIONS = [
   AddGenevaDriveProcesses1730000000005,
   AddGenevaDriveChildWorkflows1730000000006,
   AddGenevaDriveFlowControl1730000000007,
+  AddGenevaDriveFlowKeyIndex1730000000008,
   AddGenevaDriveRateLimits1730000000009,
 ];
 
@@ -48,7 +51,7 @@ export interface GenevaDriveMigrationsOptions {
 
 /*
  * The same migrations configured for uuid keys (the exact-identifiers upgrade, the list indexes, the
- * wait deadlines, the process table, the child workflows' columns, flow control and rate limits do not depend on the key type: the same class serves both sets). TypeORM
+ * wait deadlines, the process table, the child workflows' columns, flow control, its index and rate limits do not depend on the key type: the same class serves both sets). TypeORM
  * identifies a migration by its `name` (class name + 13-digit timestamp) — the subclasses inherit
  * the name of their parent, so the migrations table reads the same whichever set ran — and
  * instantiates the classes it is given without arguments, hence subclasses rather than constructor
@@ -85,6 +88,7 @@ export function genevaDriveMigrations(options: GenevaDriveMigrationsOptions = {}
         AddGenevaDriveProcesses1730000000005,
         AddGenevaDriveChildWorkflows1730000000006,
         AddGenevaDriveFlowControl1730000000007,
+        AddGenevaDriveFlowKeyIndex1730000000008,
         AddGenevaDriveRateLimits1730000000009,
       ];
     default:

@@ -46,6 +46,11 @@ export class EngineView {
     return this.schema.hasChildren;
   }
 
+  /** Whether the flow-control migration ran (without it no execution waits for or holds a concurrency key). */
+  get hasFlowControl(): boolean {
+    return this.schema.hasFlowControl;
+  }
+
   /** The definition of a workflow type, if this application has its class. */
   definition(type: string): WorkflowDefinition | undefined {
     return this.registry.findByName(type);

@@ -5,6 +5,7 @@ import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { waitingGauges } from '../persistence/gauges.js';
 import { countStuck } from '../persistence/recovery-queries.js';
+import { waitingKeyRows } from '../persistence/waiting-keys.js';
 import { activeExecutionState, childCountsByState, claimedBy, countsByTypeAndState, executionsIn, listWorkflows, pageOfWorkflow, typeStateIndexUsable, type WorkflowListQuery } from '../persistence/workflow-list.js';
 import { WorkflowService } from '../client/workflow.service.js';
 import { OPERATOR_DATA_SOURCE } from './operator.constants.js';
@@ -100,6 +101,8 @@ export interface ExecutionView {
   signalId: string | null;
   waitingSince: Date | null;
   continuesFromId: string | null;
+  /** The concurrency key it holds (in progress, or held until it ended) or waits for (`scheduled`); null for a step without one. */
+  flowKey: string | null;
 }
 
 export interface SignalView {
@@ -168,6 +171,32 @@ export interface WorkflowDetail {
   signalNames: string[];
 }
 
+/** A concurrency key executions wait for. */
+export interface WaitingKey {
+  key: string;
+  /** Executions holding a slot of it (in progress). */
+  holding: number;
+  /** Executions waiting for a slot (`scheduled` with this key). */
+  waiting: number;
+  /** When the longest-due of its waiters became due (its `scheduledFor`): it has not run since. */
+  oldestWaiterDueAt: Date;
+  /** How long before the read that was. */
+  oldestWaitMs: number;
+}
+
+/** The keys executions wait for, most waiters first. */
+export interface WaitingKeys {
+  /** False without the flow-control migration: no execution can wait for a key. */
+  flowControl: boolean;
+  /** At most the limit asked for ({@link WAITING_KEYS_LIMIT} unless told). */
+  keys: WaitingKey[];
+  /** Whether more keys have waiters than `keys` lists. */
+  more: boolean;
+}
+
+/** How many keys the dashboard lists (the CLI's default). */
+export const WAITING_KEYS_LIMIT = 100;
+
 const OVERVIEW_LIMIT = 10;
 const BACKTRACE_CHARS = 4 * PREVIEW_CHARS;
 
@@ -205,6 +234,21 @@ export class WorkflowReader {
       recentFailures: recentFailures.map((row) => ({ ...row, workflowId: String(row.workflowId), errorMessage: clipText(row.errorMessage as string | null), failedAt: toDate(row.failedAt) })) as Overview['recentFailures'],
       longestWaiting: longestWaiting.map((row) => ({ ...row, workflowId: String(row.workflowId), waitingSince: toDate(row.waitingSince) })) as Overview['longestWaiting'],
     };
+  }
+
+  /**
+   * The concurrency keys executions wait for, with how many wait and hold, and how long the
+   * longest-due waiter has been due: one grouped read of the waiting and holding executions.
+   */
+  async waitingKeys(limit = WAITING_KEYS_LIMIT): Promise<WaitingKeys> {
+    if (!this.engine.hasFlowControl) return { flowControl: false, keys: [], more: false };
+    const rows = await waitingKeyRows(this.dataSource.manager, limit + 1);
+    const now = Date.now();
+    const keys = rows.slice(0, limit).map(({ key, holding, waiting, oldestDue }) => {
+      const oldestWaiterDueAt = toDate(oldestDue)!; // a key with waiters has a due time
+      return { key, holding, waiting, oldestWaiterDueAt, oldestWaitMs: Math.max(0, now - oldestWaiterDueAt.getTime()) };
+    });
+    return { flowControl: true, keys, more: rows.length > limit };
   }
 
   /** One page of workflows matching the filters, newest first. Throws DashboardInputError for a bad filter. */
@@ -389,6 +433,7 @@ function toExecutionView(execution: StepExecution, read: Record<string, string |
     signalId: execution.signalId,
     waitingSince: execution.waitingSince,
     continuesFromId: execution.continuesFromId,
+    flowKey: execution.flowKey ?? null, // undefined without the flow-control migration
   };
 }
 

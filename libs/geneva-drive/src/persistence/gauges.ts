@@ -113,3 +113,42 @@ export async function deadlineGauges(manager: EntityManager, overdueBefore: Date
   }
   return { withDeadline, overdue };
 }
+
+/** A gauge per workflow type and step: a total and `byWorkflow[type][step]`. @publicApi */
+export interface StepGauge {
+  total: number;
+  byWorkflow: Record<string, Record<string, number>>;
+}
+
+/**
+ * Executions of steps with a concurrency key waiting for a slot (`scheduled` with a `flow_key`) and
+ * holding one (`in_progress` with a `flow_key`), per workflow type and step (the step declares the
+ * key: key values are unbounded, and are not counted apart). Two ranges of the (state, flow_key)
+ * index, never the history. Needs the flow-control migration.
+ */
+export async function flowKeyGauges(manager: EntityManager): Promise<{ waiting: StepGauge; holding: StepGauge }> {
+  const rows: Array<{ type: unknown; step: unknown; waiting: string | number; holding: string | number }> = await manager
+    .createQueryBuilder(StepExecution, 'e')
+    .innerJoin(WorkflowRecord, 'w', 'w.id = e.workflowId')
+    .select('w.type', 'type')
+    .addSelect('e.stepName', 'step')
+    .addSelect("SUM(CASE WHEN e.state = 'scheduled' THEN 1 ELSE 0 END)", 'waiting')
+    .addSelect("SUM(CASE WHEN e.state = 'in_progress' THEN 1 ELSE 0 END)", 'holding')
+    .where('e.state IN (:...states)', { states: ['scheduled', 'in_progress'] })
+    .andWhere('e.flowKey IS NOT NULL')
+    .groupBy('w.type')
+    .addGroupBy('e.stepName')
+    .getRawMany();
+  const waiting: StepGauge = { total: 0, byWorkflow: {} };
+  const holding: StepGauge = { total: 0, byWorkflow: {} };
+  for (const row of rows) {
+    // A raw read: no entity transformer.
+    const type = String(identifierText(row.type));
+    const step = String(identifierText(row.step));
+    for (const [gauge, count] of [[waiting, Number(row.waiting)], [holding, Number(row.holding)]] as const) {
+      (gauge.byWorkflow[type] ??= {})[step] = count;
+      gauge.total += count;
+    }
+  }
+  return { waiting, holding };
+}

@@ -174,7 +174,8 @@ export async function pageOfWorkflow<T extends StepExecution | Signal | Workflow
   const skipped = new Set([...heads, ...members].map(([property]) => property));
   const qb = manager
     .createQueryBuilder(entity, 'r')
-    .select(metadata.columns.filter((column) => !skipped.has(column.propertyName)).map((column) => `r.${column.propertyName}`))
+    // Not the columns of a migration that has not run (SchemaCapabilities hides them): named, they would be selected.
+    .select(metadata.columns.filter((column) => column.isSelect && !skipped.has(column.propertyName)).map((column) => `r.${column.propertyName}`))
     .where(`r.${owner} = :workflowId`, { workflowId })
     .orderBy('r.id', 'ASC')
     .limit(pageSize + 1);

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { NotInitialisedError } from '../errors/not-initialised.error.js';
 import { StepConfigurationError } from '../errors/step-configuration.error.js';
 import { UnknownWorkflowError } from '../errors/unknown-workflow.error.js';
-import type { WorkflowDefinition } from './workflow-definition.js';
+import type { StepDefinition, WorkflowDefinition } from './workflow-definition.js';
 
 /** Workflow definitions by stored type name and by class; filled once at boot by the explorer. */
 @Injectable()
@@ -40,5 +40,10 @@ export class WorkflowRegistry {
 
   all(): WorkflowDefinition[] {
     return [...this.byName.values()];
+  }
+
+  /** The registered steps that pass `test`, as `Workflow.step`: the boot warnings of a missing migration name them. */
+  stepNamesWhere(test: (step: StepDefinition) => boolean): string[] {
+    return this.all().flatMap((definition) => definition.steps.filter(test).map((step) => `${definition.name}.${step.name}`));
   }
 }
