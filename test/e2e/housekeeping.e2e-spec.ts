@@ -66,10 +66,13 @@ const NO_RECOVERY_LIMIT_PAUSED = {
   'geneva_drive.recovery_limit_paused': { total: 0, byWorkflow: {} },
   'geneva_drive.paused_workflows': { total: 0, byWorkflow: {} },
 };
-/** No parked execution has a deadline (`timeout`): the deadline gauges read zero. */
+/** No parked execution has a deadline (`timeout`), and no execution a concurrency key: those gauges read zero. */
 const NO_DEADLINES = {
   'geneva_drive.waiting_with_deadline': { total: 0, byWorkflow: {} },
   'geneva_drive.deadlines_overdue': { total: 0, byWorkflow: {} },
+  // Nor a concurrency key: the flow-key gauges read zero too.
+  'geneva_drive.flow_key_waiting': { total: 0, byWorkflow: {} },
+  'geneva_drive.flow_key_holding': { total: 0, byWorkflow: {} },
 };
 
 /** Counts successful `DELETE FROM <table>` statements on the DataSource (a TypeORM query subscriber). */

@@ -30,6 +30,7 @@ import {
   AddGenevaDriveChildWorkflows1730000000006,
   AddGenevaDriveFlowControl1730000000007,
   AddGenevaDriveFlowKeyIndex1730000000008,
+  AddGenevaDriveRateLimits1730000000009,
   CreateGenevaDriveTables1730000000000,
   ExactGenevaDriveIdentifiers1730000000002,
 } from '../../libs/geneva-drive/src/migrations/index.js';
@@ -116,6 +117,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
       AddGenevaDriveChildWorkflows1730000000006,
       AddGenevaDriveFlowControl1730000000007,
       AddGenevaDriveFlowKeyIndex1730000000008,
+      AddGenevaDriveRateLimits1730000000009,
     ]);
     const uuid = genevaDriveMigrations({ primaryKey: 'uuid' });
     expect(uuid.map((migration) => new migration().name)).toEqual([
@@ -128,6 +130,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
       'AddGenevaDriveChildWorkflows1730000000006',
       'AddGenevaDriveFlowControl1730000000007',
       'AddGenevaDriveFlowKeyIndex1730000000008',
+      'AddGenevaDriveRateLimits1730000000009',
     ]);
     expect(uuid[0].prototype).toBeInstanceOf(CreateGenevaDriveTables1730000000000);
     expect(uuid[1].prototype).toBeInstanceOf(AddGenevaDriveSignals1730000000001);
@@ -139,6 +142,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
     expect(uuid[6]).toBe(AddGenevaDriveChildWorkflows1730000000006);
     expect(uuid[7]).toBe(AddGenevaDriveFlowControl1730000000007);
     expect(uuid[8]).toBe(AddGenevaDriveFlowKeyIndex1730000000008);
+    expect(uuid[9]).toBe(AddGenevaDriveRateLimits1730000000009);
     expect(genevaDriveMigrations({ primaryKey: 'uuid' })).toEqual(uuid); // the same classes on every call
     expect(() => genevaDriveMigrations({ primaryKey: 'int' as never })).toThrow(TypeError);
   });
@@ -224,6 +228,7 @@ describeEachDatabase('uuid keys', (kind) => {
         'AddGenevaDriveChildWorkflows1730000000006',
         'AddGenevaDriveFlowControl1730000000007',
         'AddGenevaDriveFlowKeyIndex1730000000008',
+        'AddGenevaDriveRateLimits1730000000009',
       ]);
     });
   });
