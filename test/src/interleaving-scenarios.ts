@@ -95,10 +95,13 @@ async function keyedPair(h: ExplorerHarness): Promise<Keyed> {
  * The key's rules, once the queue ran dry: both workflows finished, each keyed body ran once and saw
  * only itself holding the key, and the key's row counts no holder and no waiter.
  */
-async function slotsHold(h: ExplorerHarness, at: Keyed): Promise<string[]> {
+async function slotsHold(h: ExplorerHarness, at: Keyed, recovered = false): Promise<string[]> {
   const violations: string[] = [];
   for (const workflow of at.workflows) {
-    violations.push(...(await finalState(h, workflow, ['finished'])), ...bodyRanOnce(workflow, 'a'), ...bodyRanOnce(workflow, 'c'));
+    violations.push(...(await finalState(h, workflow, ['finished'])), ...bodyRanOnce(workflow, 'c'));
+    // A run recovered while its body ran (its worker looked dead) runs again: at least once.
+    if (!recovered) violations.push(...bodyRanOnce(workflow, 'a'));
+    else if (runsOf(workflow, 'a').length === 0) violations.push(`step a of workflow ${workflow.id} never ran`);
     for (const run of runsOf(workflow, 'a')) if (run.holders !== 1) violations.push(`step a of workflow ${workflow.id} ran with ${run.holders} executions holding its key`);
   }
   const p = h.app.dataSource.options.type === 'postgres' ? '$1' : '?';
@@ -647,6 +650,18 @@ export const SCENARIOS: Array<Scenario<any>> = [
   {
     // The pause finds the second workflow queued for the key (its execution stays in the queue until
     // its turn cancels it), about to start, or running. Resumed, it runs once the key is free.
+    name: 'a keyed step × another on its key × a takeover of the holder',
+    // The takeover (the holder's worker looked dead) recovers its run whatever its age: the slot is
+    // freed with the recovery and the waiter woken; the holder's successor queues for the key again.
+    setup: (h) => keyedPair(h),
+    operations: (h, at: Keyed) => [
+      { name: 'holder', run: () => h.runJob(at.jobs[0]) },
+      { name: 'other', run: () => h.runJob(at.jobs[1]) },
+      { name: 'takeover', run: () => takeOver(h, at.jobs[0]) },
+    ],
+    check: (h, at) => slotsHold(h, at, true),
+  },
+  {
     name: 'a keyed step × another on its key × pause of the other',
     setup: (h) => keyedPair(h),
     operations: (h, at: Keyed) => [
@@ -685,6 +700,7 @@ export const WITH_FAULTS: Array<Scenario<any>> = [
   "a child's end × skip of the fan-in step",
   "a transactional child's end × cancel of its parent",
   'a keyed step × another on its key',
+  'a keyed step × another on its key × a takeover of the holder',
   'a rate-limited step × another on its key',
 ].map((name) => {
   const scenario = SCENARIOS.find((candidate) => candidate.name === name)!;
