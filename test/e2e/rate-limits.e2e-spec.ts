@@ -101,7 +101,7 @@ describeEachDatabase('rate limits', (kind) => {
     expect(await app.gd.performNextStep(other.workflow)).toMatchObject({ state: 'completed' });
   });
 
-  it('a start made late pushes a promised one back (one more delayed job), never the window over its limit', async () => {
+  it('a start made late takes a promised one\'s window: it gets a new claim after every other (one more delayed job), never the window over its limit', async () => {
     const [a, b, c] = await started(PacedWorkflow, 'late', 3);
     await app.gd.performNextStep(a.workflow); // fetch at 0
     const waitB = (await app.gd.performNextStep(b.workflow))!;
@@ -110,12 +110,18 @@ describeEachDatabase('rate limits', (kind) => {
     at(MINUTE + 40_000); // b's job runs 40 s late
     expect(await app.gd.performNextStep(b.workflow)).toMatchObject({ stepName: 'fetch', state: 'completed', startedAt: new Date(T0 + MINUTE + 40_000) });
     at(2 * MINUTE); // c's time: a minute has not passed since b started
+    const [d] = await started(PacedWorkflow, 'late', 1);
     const pushed = (await app.gd.performNextStep(c.workflow))!;
-    expect(pushed).toMatchObject({ state: 'scheduled', scheduledFor: new Date(T0 + 2 * MINUTE + 40_000) });
+    // Not b's start + 1 min (2:40) alone: after the last claim (c's own, 2:00) too, a time nobody holds.
+    expect(pushed).toMatchObject({ state: 'scheduled', scheduledFor: new Date(T0 + 3 * MINUTE) });
     expect(jobsOf(waitC)).toHaveLength(3);
-    at(2 * MINUTE + 40_000);
+    // A newcomer queues behind it.
+    expect(await app.gd.performNextStep(d.workflow)).toMatchObject({ state: 'scheduled', scheduledFor: new Date(T0 + 4 * MINUTE) });
+    at(3 * MINUTE);
     expect(await app.gd.performNextStep(c.workflow)).toMatchObject({ stepName: 'fetch', state: 'completed' });
-    expect(await startsOf([a, b, c])).toEqual([0, MINUTE + 40_000, 2 * MINUTE + 40_000]);
+    at(4 * MINUTE);
+    expect(await app.gd.performNextStep(d.workflow)).toMatchObject({ stepName: 'fetch', state: 'completed' });
+    expect(await startsOf([a, b, c, d])).toEqual([0, MINUTE + 40_000, 3 * MINUTE, 4 * MINUTE]);
   });
 
   it('a start the concurrency gate refuses is not counted: it is, when the slot lets it start', async () => {

@@ -24,9 +24,10 @@ export interface RateStart {
  * An execution over the rate does not poll: it is given the earliest time the claims made so far
  * (`c`: starts, and times promised to others) leave free, scheduled for it with one delayed job,
  * and keeps that promise in its metadata. Claims are handed out in arrival order, `limit` per
- * window. A promised execution, when its time comes, is checked against the starts alone (its claim
- * was counted already); a start made late by a busy queue can push it back once more, never the
- * window over its limit. An execution canceled before its time leaves its claim unused.
+ * window, each time to one execution only. A promised execution, when its time comes, is checked
+ * against the starts alone (its claim was counted already); when starts made late by a busy queue
+ * took its window, it gets a new claim the same way, never the window over its limit. An execution
+ * canceled before its time leaves its claim unused.
  */
 export class RateWindows {
   constructor(
@@ -52,9 +53,13 @@ export class RateWindows {
     const promised = promiseOf(execution, key);
     // Its job ran early (a duplicate, a redelivery): the job of its time comes.
     if (promised !== undefined && t < promised) return null;
-    const at = Math.max(t, freeAfter(window.s, limit, perMs), promised === undefined ? freeAfter(window.c, limit, perMs) : t);
+    // A promise is kept when the starts allow it now (its claim was counted already). Otherwise — a
+    // newcomer, or a promise that starts made late took — a claim at the earliest time the claims
+    // leave free, so that nobody shares it (a promise taken is never handed out again).
+    const kept = promised !== undefined && freeAfter(window.s, limit, perMs) <= t;
+    const at = kept ? t : Math.max(t, freeAfter(window.s, limit, perMs), freeAfter(window.c, limit, perMs));
     if (at > t) {
-      if (promised === undefined) window.c = added(window.c, at, limit);
+      window.c = added(window.c, at, limit);
       await writeRateWindow(manager, key, window, now);
       await this.waitUntil(manager, prepared, key, at);
       prepared.logger.log(`Rate limit of key "${key}" reached: the step is scheduled for ${new Date(at).toISOString()}`);
@@ -64,7 +69,7 @@ export class RateWindows {
       at: now,
       record: async () => {
         window.s = added(window.s, t, limit);
-        if (promised === undefined) window.c = added(window.c, t, limit);
+        if (!kept) window.c = added(window.c, t, limit);
         await writeRateWindow(manager, key, window, now);
       },
     };
