@@ -29,7 +29,7 @@ import type { DataSource } from 'typeorm';
 import type { StepExecution } from 'geneva-drive';
 import { sleep } from '../src/bull-wait.js';
 import type { DatabaseKind } from '../utils/databases.js';
-import { describeProof, outputOf, proofFigures, type ProofChild, proofSuite, scaled, snapshot, waitForWorkflows } from './src/proof-harness.js';
+import { describeProof, killWorkersInBodies, outputOf, proofFigures, proofSuite, scaled, snapshot, stepProblems, waitForWorkflows } from './src/proof-harness.js';
 import { FLOW_KEY_LIMIT, flowKeyOf, KeyedProofWorkflow } from './src/proof-workflows.js';
 
 const WORKERS = scaled(2, 3);
@@ -42,13 +42,6 @@ const MIN_KILLS = scaled(2, 10);
 /** Pause between two kills, at random in this range (a kill also waits while two replacements boot). */
 const KILL_GAP_MS = [300, 1_200] as const;
 const SETTLE_TIMEOUT_MS = scaled(90_000, 300_000);
-
-interface Kill {
-  pid: number;
-  at: number;
-  /** The executions whose keyed body ran in the worker. */
-  bodies: string[];
-}
 
 /** A key's row in `geneva_drive_flow_keys`, with its executions in progress counted by the same statement. */
 interface KeyRow {
@@ -73,7 +66,6 @@ function flowSuite(kind: DatabaseKind, entry: () => string, children: Set<ChildP
     const began = Date.now();
     const { app, everyone, spawn } = suite;
     const [sender, ...firstWorkers] = await Promise.all([spawn('sender'), ...Array.from({ length: WORKERS }, () => spawn('worker'))]);
-    let workers = firstWorkers;
     const booted = Date.now();
     const context = () => outputOf([sender, ...everyone.filter((c) => c.role === 'worker').slice(-6)]);
 
@@ -92,31 +84,9 @@ function flowSuite(kind: DatabaseKind, entry: () => string, children: Set<ChildP
       retryPauseMs: 200,
     });
 
-    // Kill a worker with a keyed body running, start its replacement (two boot at once at most), until
-    // the sender is done and enough kills landed in a body (or, after the stream, no body ran for 5 s).
-    const kills: Kill[] = [];
-    const booting = new Set<Promise<void>>();
-    const replace = () => {
-      const boot: Promise<void> = spawn('worker').then((w) => {
-        workers.push(w);
-        booting.delete(boot);
-      });
-      booting.add(boot);
-    };
-    let idleSince = Date.now();
-    while (sender.of('done').length === 0 || (kills.length < MIN_KILLS && Date.now() - idleSince < 5_000)) {
-      sender.assertAlive('sender');
-      await sleep(KILL_GAP_MS[0] + Math.random() * (KILL_GAP_MS[1] - KILL_GAP_MS[0]));
-      const busy = workers.filter((w: ProofChild) => w.bodiesInFlight().length > 0);
-      if (busy.length > 0) idleSince = Date.now();
-      if (busy.length === 0 || booting.size >= 2) continue;
-      const victim = busy[Math.floor(Math.random() * busy.length)];
-      kills.push({ pid: victim.pid, at: Date.now(), bodies: victim.bodiesInFlight() });
-      victim.child.kill('SIGKILL');
-      workers = workers.filter((w) => w !== victim);
-      replace();
-    }
-    await Promise.all(booting);
+    // Kill a worker with a keyed body running, start its replacement, until the sender is done and
+    // enough kills landed in a body (or, after the stream, no body ran for 5 s).
+    const { kills } = await killWorkersInBodies(suite, sender, firstWorkers, KILL_GAP_MS, (done, idleMs) => sender.of('done').length === 0 || (done.length < MIN_KILLS && idleMs < 5_000));
     const chaosMs = Date.now() - booted;
 
     const started = sender.calls().filter((c) => c.op === 'start' && c.ok).map((c) => c.workflowId!);
@@ -147,7 +117,7 @@ function flowSuite(kind: DatabaseKind, entry: () => string, children: Set<ChildP
     expect(started).toHaveLength(WORKFLOWS);
     expect(snap.workflows.filter((w) => started.includes(w.id) && w.state !== 'finished').map((w) => [w.id, w.state])).toEqual([]);
     expect(snap.executions.filter((e) => ['scheduled', 'waiting', 'in_progress'].includes(e.state))).toEqual([]);
-    expect(stepProblems(keyed, started)).toEqual([]);
+    expect(stepProblems(keyed, started, ['first', 'second'])).toEqual([]);
     // Every execution held the key its hero gives, and every key was used.
     const heroOf = new Map(snap.workflows.map((w) => [w.id, Number(w.heroId)]));
     expect(keyed.filter((e) => e.flowKey !== flowKeyOf(heroOf.get(e.workflowId)!, KEYS)).map((e) => [e.id, e.flowKey])).toEqual([]);
@@ -169,20 +139,6 @@ function flowSuite(kind: DatabaseKind, entry: () => string, children: Set<ChildP
     expect(workerJobFailures).toEqual([]);
     expect(hk.errors).toEqual([]);
   }, scaled(240_000, 900_000));
-}
-
-/** Each workflow's two steps with exactly one successful execution each, and nothing failed. */
-function stepProblems(executions: StepExecution[], workflowIds: string[]): string[] {
-  const problems: string[] = [];
-  const wanted = new Set(workflowIds);
-  for (const e of executions) if (e.outcome !== 'success' && e.outcome !== 'recovered') problems.push(`execution ${e.id} (${e.stepName} of workflow ${e.workflowId}): ${e.state}/${e.outcome}`);
-  for (const id of wanted) {
-    for (const step of ['first', 'second']) {
-      const succeeded = executions.filter((e) => e.workflowId === id && e.stepName === step && e.outcome === 'success');
-      if (succeeded.length !== 1) problems.push(`workflow ${id} step ${step}: ${succeeded.length} successful executions`);
-    }
-  }
-  return problems;
 }
 
 /**

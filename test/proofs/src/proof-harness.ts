@@ -202,7 +202,8 @@ export interface ProofSuite {
  */
 /**
  * `chainSteps: false`: every step of the children goes through the queue. `maxRecoveries`:
- * housekeeping's recovery limit (its default pauses a step recovered three times in a row).
+ * the recovery limit of housekeeping and of the workers' takeovers (the default pauses a step
+ * recovered three times in a row).
  * `stuckThreshold`: housekeeping's stuck thresholds (2 s unless given); `stuckScheduledThreshold`
  * the scheduled one alone. `workerConcurrency`: the jobs a worker runs at once (3 unless given).
  * `childEnv`: more environment for the children.
@@ -230,6 +231,11 @@ export function proofSuite(
   let redis: OwnRedis | undefined;
   const everyone: ProofChild[] = [];
   const loops: Array<{ stop(): Promise<unknown> }> = [];
+  // The workers take dead workers' runs over (and recover them) themselves: the same limit there.
+  const childEnv = {
+    ...(options.maxRecoveries === undefined ? {} : { GD_PROOF_MAX_RECOVERIES: options.maxRecoveries === null ? 'none' : String(options.maxRecoveries) }),
+    ...options.childEnv,
+  };
 
   beforeAll(async () => {
     redis = options.ownRedis ? await OwnRedis.start() : undefined;
@@ -269,7 +275,7 @@ export function proofSuite(
     everyone,
     queue: () => driver.view(app.moduleRef.get(QUEUE_PORT)),
     spawn: (role) =>
-      spawnProofChild(entry(), role, target, children, role === 'worker' ? options.workerConcurrency : undefined, { chainSteps: options.chainSteps, env: options.childEnv }).then(
+      spawnProofChild(entry(), role, target, children, role === 'worker' ? options.workerConcurrency : undefined, { chainSteps: options.chainSteps, env: childEnv }).then(
         (child) => (everyone.push(child), child),
       ),
     watch: () => {
@@ -278,6 +284,86 @@ export function proofSuite(
       return watched;
     },
   };
+}
+
+/** A SIGKILL of a worker: its pid, when, and the executions whose body ran in it. */
+export interface Kill {
+  pid: number;
+  at: number;
+  bodies: string[];
+}
+
+/**
+ * The chaos of the proofs that kill workers in step bodies: after a random pause in `gapMs` (and, with
+ * `awaitBodyMs`, up to that long more until some worker runs a body: short bodies are rarely caught by
+ * one look), SIGKILLs a worker (at random) among those with a body running and starts its
+ * replacement, two booting at once at most, for as long as `more` says — given the kills so far and
+ * how long since a worker last reported a body starting. Returns the kills and the workers alive
+ * (replacements booted).
+ */
+export async function killWorkersInBodies(
+  suite: ProofSuite,
+  sender: ProofChild,
+  firstWorkers: ProofChild[],
+  gapMs: readonly [number, number],
+  more: (kills: readonly Kill[], idleMs: number) => boolean,
+  options: { awaitBodyMs?: number } = {},
+): Promise<{ kills: Kill[]; workers: ProofChild[] }> {
+  let workers = [...firstWorkers];
+  const kills: Kill[] = [];
+  const booting = new Set<Promise<void>>();
+  const replace = () => {
+    const boot: Promise<void> = suite.spawn('worker').then((w) => {
+      workers.push(w);
+      booting.delete(boot);
+    });
+    booting.add(boot);
+  };
+  const busyWorkers = () => workers.filter((w) => w.bodiesInFlight().length > 0);
+  const bodiesBegun = () => suite.everyone.reduce((n, c) => n + c.of('body').filter((b) => b.event === 'start').length, 0);
+  let begun = bodiesBegun();
+  let idleSince = Date.now();
+  while (more(kills, Date.now() - idleSince)) {
+    sender.assertAlive('sender');
+    await sleep(gapMs[0] + Math.random() * (gapMs[1] - gapMs[0]));
+    let busy = busyWorkers();
+    const until = Date.now() + (booting.size < 2 ? (options.awaitBodyMs ?? 0) : 0);
+    while (busy.length === 0 && Date.now() < until) {
+      await sleep(10);
+      busy = busyWorkers();
+    }
+    if (bodiesBegun() > begun || busy.length > 0) [begun, idleSince] = [bodiesBegun(), Date.now()];
+    if (busy.length === 0 || booting.size >= 2) continue;
+    const victim = busy[Math.floor(Math.random() * busy.length)];
+    kills.push({ pid: victim.pid, at: Date.now(), bodies: victim.bodiesInFlight() });
+    victim.child.kill('SIGKILL');
+    workers = workers.filter((w) => w !== victim);
+    replace();
+  }
+  await Promise.all(booting);
+  return { kills, workers };
+}
+
+/**
+ * For workflows that ran every step once: each of `steps` of each workflow with exactly one
+ * successful execution, and no execution of them that ended otherwise than `success` or `recovered`.
+ */
+export function stepProblems(executions: StepExecution[], workflowIds: string[], steps: string[]): string[] {
+  const problems: string[] = [];
+  const wanted = new Set(workflowIds);
+  const ofWanted = executions.filter((e) => wanted.has(e.workflowId));
+  for (const e of ofWanted) if (e.outcome !== 'success' && e.outcome !== 'recovered') problems.push(`execution ${e.id} (${e.stepName} of workflow ${e.workflowId}): ${e.state}/${e.outcome}`);
+  const succeeded = groupBy(
+    ofWanted.filter((e) => e.outcome === 'success'),
+    (e) => `${e.workflowId}/${e.stepName}`,
+  );
+  for (const id of wanted) {
+    for (const step of steps) {
+      const n = succeeded.get(`${id}/${step}`)?.length ?? 0;
+      if (n !== 1) problems.push(`workflow ${id} step ${step}: ${n} successful executions`);
+    }
+  }
+  return problems;
 }
 
 /** Output of the given children, for a failure message. */

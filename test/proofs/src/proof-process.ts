@@ -14,7 +14,7 @@
  *
  * Environment (the jest worker's is inherited, so the database URLs and JEST_WORKER_ID match):
  *   GD_PROOF_ROLE, GD_PROOF_DB (postgres | mysql), GD_PROOF_ADAPTER (bull | bullmq), GD_PROOF_REDIS, GD_PROOF_PREFIX, GD_PROOF_QUEUE,
- *   GD_PROOF_CONCURRENCY (worker).
+ *   GD_PROOF_CONCURRENCY (worker), GD_PROOF_MAX_RECOVERIES (a number, or `none`; the module's default without it).
  */
 import 'reflect-metadata';
 import { Module } from '@nestjs/common';
@@ -133,6 +133,8 @@ async function main(): Promise<void> {
         queue: { ...queue, ...queueSettings },
         housekeeping: false,
         ...(process.env.GD_PROOF_CHAIN === '0' ? { chainSteps: false as const } : {}),
+        // A worker's takeover of a dead worker's runs applies the recovery limit too.
+        ...(process.env.GD_PROOF_MAX_RECOVERIES === undefined ? {} : { maxRecoveries: process.env.GD_PROOF_MAX_RECOVERIES === 'none' ? null : Number(process.env.GD_PROOF_MAX_RECOVERIES) }),
       }),
     ],
     providers: [...PROOF_WORKFLOWS],

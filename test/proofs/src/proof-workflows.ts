@@ -17,6 +17,7 @@
  * the same steps writing the same rows, through a transactional step's `this.manager` in the first
  * (each row commits with its step's completion) and through the DataSource in the second.
  * KeyedProofWorkflow is the flow-control proof's: its steps hold a concurrency key and write nothing.
+ * RatedProofWorkflow is the rate-limits proof's: its second step has a rate limit, and writes nothing.
  */
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { DataSource, EntityManager } from 'typeorm';
@@ -210,7 +211,7 @@ export const FLOW_KEY_LIMIT = 2;
 /** The key of a hero's KeyedProofWorkflow: heroes spread over `keys` keys by id. */
 export const flowKeyOf = (heroId: number, keys: number) => `k${heroId % keys}`;
 
-/** The flow-control proof sets the number of keys in its workers' environment. */
+/** The flow-control and rate-limits proofs set the number of keys in their workers' environment. */
 const flowKeys = () => Number(process.env.GD_PROOF_FLOW_KEYS ?? '20');
 
 /**
@@ -240,4 +241,40 @@ export class KeyedProofWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
-export const PROOF_WORKFLOWS = [ProofWorkflow, LedgerProofWorkflow, PlainLedgerProofWorkflow, KeyedProofWorkflow];
+/** RatedProofWorkflow's rate: at most this many starts of `send` per key in any window of RATE_PER. */
+export const RATE_LIMIT = 2;
+/**
+ * 1 s; 4 s in the long run (GD_PROOF_SCALE, in every process's environment), whose sender starts
+ * some 20 workflows a second on a busy machine over 20 keys: the rate must stay well below that to bite.
+ */
+export const RATE_PER_MS = process.env.GD_PROOF_SCALE === 'full' ? 4_000 : 1_000;
+export const RATE_PER = `${RATE_PER_MS / 1_000}s` as const;
+
+/** The rate key of a hero's RatedProofWorkflow: heroes spread over `keys` keys by id. */
+export const rateKeyOf = (heroId: number, keys: number) => `r${heroId % keys}`;
+
+/**
+ * The rate-limits proof's workflow: arrive → send (chained inline). `arrive` does nothing, so that
+ * `send`'s phase 1 runs in a chain as often as from a job; `send` has the rate limit of its hero's
+ * key and a body of 10–50 ms, reported to the spec so that a kill knows it lands in one. The body
+ * writes nothing: the proof reads the executions' own start times. FIFO jobs, not LIFO: Bull puts a
+ * delayed job that falls due at the back of the waiting line, where a stream of LIFO jobs (the
+ * sender's) would keep it while workers are busy — the promised windows would pass unused.
+ */
+@Workflow({ hero: () => TestHero })
+export class RatedProofWorkflow extends GenevaWorkflow<TestHero> {
+  @Step()
+  async arrive() {}
+
+  @Step({ rateLimit: { key: (wf: RatedProofWorkflow) => rateKeyOf(wf.hero.id, flowKeys()), limit: RATE_LIMIT, per: RATE_PER } })
+  async send() {
+    reportBody('start', this.currentExecution.id);
+    try {
+      await sleep(random(10, 50));
+    } finally {
+      reportBody('end', this.currentExecution.id);
+    }
+  }
+}
+
+export const PROOF_WORKFLOWS = [ProofWorkflow, LedgerProofWorkflow, PlainLedgerProofWorkflow, KeyedProofWorkflow, RatedProofWorkflow];
