@@ -12,6 +12,7 @@ import { RefundWorkflow } from '../../docs/samples/concurrency-keys.js';
 import { Order, PaymentsService } from '../../docs/samples/shop.js';
 import { BadKeyWorkflow, ChargeWorkflow, CONCURRENCY_WORKFLOWS, PairWorkflow, performHeld, RoutineChargeWorkflow, slots, UrgentChargeWorkflow } from '../src/concurrency-workflows.js';
 import { createTestApp, recreateTables, type TestApp } from '../src/test-app.js';
+import { loggedDuring } from '../utils/logged-statements.js';
 import { describeEachDatabase } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 
@@ -119,6 +120,23 @@ describeEachDatabase('concurrency keys', (kind) => {
     }
     expect(slots.started).toEqual([a, ...queue].map((entry) => entry.hero.id));
     expect(await keyRow('ranked')).toEqual({ holding: 0, waiters: [] });
+  });
+
+  (kind === 'mysql' ? it : it.skip)('MySQL/MariaDB: an uncontended key is taken and freed by one statement each; a refused take changes nothing', async () => {
+    const [a, b, c] = await started(ChargeWorkflow, 'one-each', 3);
+    const sent = await loggedDuring(app.dataSource, () => app.gd.performNextStep(a.workflow));
+    expect(sent.filter((sql) => sql.includes('geneva_drive_flow_keys'))).toEqual([
+      expect.stringMatching(/^INSERT INTO geneva_drive_flow_keys .* ON DUPLICATE KEY UPDATE .*LAST_INSERT_ID/),
+      expect.stringMatching(/^UPDATE geneva_drive_flow_keys SET holding = holding - 1, .* AND waiters = '\[\]'$/),
+    ]);
+    expect(await keyRow('one-each')).toEqual({ holding: 0, waiters: [] });
+    // Held by c, the key refuses b's take: b queues, the row's count untouched.
+    const first = await runHeld(c);
+    expect(await app.gd.performNextStep(b.workflow)).toMatchObject({ state: 'scheduled', flowKey: 'one-each' });
+    expect(await keyRow('one-each')).toEqual({ holding: 1, waiters: [(await current(b.workflow)).id] });
+    await first.release();
+    expect(await app.gd.performNextStep(b.workflow)).toMatchObject({ stepName: 'charge', state: 'completed' });
+    expect(await keyRow('one-each')).toEqual({ holding: 0, waiters: [] });
   });
 
   it('a canceled waiter, or one whose step is skipped, leaves the queue at once; a paused one when its turn comes (its phase 1 cancels its execution, waking the next); resumed, it queues again', async () => {

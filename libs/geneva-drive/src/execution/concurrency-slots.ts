@@ -2,7 +2,7 @@ import { In, type EntityManager } from 'typeorm';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { ConcurrencyKeyError } from '../errors/concurrency-key.error.js';
-import { freeSlot, keysWithWaiters, lockFlowKey, takeUncontended, writeFlowKey, type FlowKeyRow, type FlowWaiter } from '../persistence/flow-keys.js';
+import { freeSlot, freeUncontended, keysWithWaiters, lockFlowKey, takeUncontended, writeFlowKey, type FlowKeyRow, type FlowWaiter } from '../persistence/flow-keys.js';
 import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
 import type { WorkflowRegistry } from '../registry/workflow.registry.js';
@@ -131,6 +131,7 @@ export class ConcurrencySlots {
       this.store.assertLocked(manager);
       const now = this.store.now();
       let row = await freeSlot(manager, key, now);
+      if (!row && (await freeUncontended(manager, key, now))) return; // nobody to wake
       if (!row) {
         row = await lockFlowKey(manager, key, now);
         row.holding = Math.max(0, row.holding - 1);

@@ -2,6 +2,9 @@ import type { EntityManager } from 'typeorm';
 import { identifierText } from '../entities/column-transformers.js';
 import { isMysqlFamily } from './row-lock.js';
 
+/** What {@link takeUncontended}'s refusal leaves as LAST_INSERT_ID on MySQL/MariaDB (no key has an auto-increment id). */
+const REFUSED = 4294967295;
+
 /** One row per key: how many executions hold it, who waits for it (in queue order), and its rate window. */
 const TABLE = 'geneva_drive_flow_keys';
 
@@ -29,11 +32,21 @@ export interface FlowKeyRow {
 
 /**
  * Takes a slot when the key is uncontended — fewer than `limit` holders and nobody waiting — in one
- * statement that creates the row if need be (PostgreSQL, SQLite: an upsert whose update is guarded).
- * False when it did not (contended, or a dialect without the statement): {@link lockFlowKey} decides.
+ * statement that creates the row if need be (an upsert whose update is guarded). False when it did
+ * not (contended): {@link lockFlowKey} decides.
  */
 export async function takeUncontended(manager: EntityManager, key: string, limit: number, now: Date): Promise<boolean> {
-  if (isMysqlFamily(manager)) return false;
+  if (isMysqlFamily(manager)) {
+    // The answer counts found rows, not changed ones (1 for a new row and for one left as it was):
+    // a refusal sets LAST_INSERT_ID, which the answer carries, and nothing else does here.
+    const result = (await manager.query(
+      `INSERT INTO ${TABLE} (flow_key, holding, waiters, created_at, updated_at) VALUES (?, 1, '[]', ?, ?) ON DUPLICATE KEY UPDATE ` +
+        `updated_at = IF(holding < ? AND waiters = '[]', ?, updated_at), ` +
+        `holding = IF(holding < ? AND waiters = '[]', holding + 1, holding + 0 * LAST_INSERT_ID(${REFUSED}))`,
+      [key, now, now, limit, now, limit],
+    )) as { insertId?: number | string };
+    return Number(result.insertId) !== REFUSED;
+  }
   const [p1, p2, p3, p4] = placeholders(manager, 4);
   const rows: unknown[] = await manager.query(
     `INSERT INTO ${TABLE} (flow_key, holding, waiters, created_at, updated_at) VALUES (${p1}, 1, '[]', ${p2}, ${p3}) ` +
@@ -46,7 +59,8 @@ export async function takeUncontended(manager: EntityManager, key: string, limit
 
 /**
  * Frees a slot in one statement, answering the row as it leaves it (PostgreSQL, SQLite: RETURNING),
- * under its lock until the transaction ends. Null on MySQL/MariaDB: {@link lockFlowKey} then.
+ * under its lock until the transaction ends. Null on MySQL/MariaDB: {@link freeUncontended}, else
+ * {@link lockFlowKey}, then.
  */
 export async function freeSlot(manager: EntityManager, key: string, now: Date): Promise<FlowKeyRow | null> {
   if (isMysqlFamily(manager)) return null;
@@ -58,6 +72,18 @@ export async function freeSlot(manager: EntityManager, key: string, now: Date): 
     ),
   );
   return rows.length === 0 ? { holding: 0, waiters: [] } : toRow(rows[0]);
+}
+
+/**
+ * MySQL/MariaDB, where {@link freeSlot} answers null: frees a slot in one statement while nobody
+ * waits for the key (there is no one to wake). False, with nothing changed, otherwise.
+ */
+export async function freeUncontended(manager: EntityManager, key: string, now: Date): Promise<boolean> {
+  if (!isMysqlFamily(manager)) return false;
+  const result = (await manager.query(`UPDATE ${TABLE} SET holding = holding - 1, updated_at = ? WHERE flow_key = ? AND holding > 0 AND waiters = '[]'`, [now, key])) as {
+    affectedRows?: number;
+  };
+  return result.affectedRows === 1;
 }
 
 /** The key's row under its lock, created empty when the key is new. */
