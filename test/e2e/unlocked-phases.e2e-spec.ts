@@ -33,6 +33,32 @@ class KeyedWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
+/** Set by a test: what the first run of `HeldKeyedWorkflow.only` waits for while it holds its key. */
+const hold: { until?: Promise<void> } = {};
+
+/** A held body: records its run, and the first one waits for `hold.until`. */
+async function holdOnce(workflowId: string): Promise<void> {
+  journal.push(`${workflowId}:only`);
+  const until = hold.until;
+  hold.until = undefined;
+  await until;
+}
+
+@Workflow({ name: 'UnlockedHeldKeyed', hero: () => TestHero })
+class HeldKeyedWorkflow extends GenevaWorkflow<TestHero> {
+  @Step({ concurrency: { key: (wf: HeldKeyedWorkflow) => `account:${wf.hero.name}`, limit: 1 } }) async only() {
+    await holdOnce(this.record.id);
+  }
+}
+
+/** HeldKeyedWorkflow's step, transactional. */
+@Workflow({ name: 'UnlockedHeldKeyedLedger', hero: () => TestHero })
+class HeldKeyedLedgerWorkflow extends GenevaWorkflow<TestHero> {
+  @Step({ transactional: true, transactionTimeout: '30s', concurrency: { key: (wf: HeldKeyedLedgerWorkflow) => `account:${wf.hero.name}`, limit: 1 } }) async only() {
+    await holdOnce(this.record.id);
+  }
+}
+
 @Workflow({ name: 'UnlockedStalled', hero: () => TestHero })
 class StalledWorkflow extends GenevaWorkflow<TestHero> {
   @Step() async work() {
@@ -75,7 +101,7 @@ suite('unlocked phases [postgres]', () => {
   async function boot(): Promise<{ dataSource: DataSource; workflows: WorkflowService; hero: TestHero }> {
     journal.length = 0;
     // The local queue gives each job its hints (workflow, type, step, hero): what lets phase 1 decide unlocked.
-    app = await createTestApp('postgres', [PlainWorkflow, KeyedWorkflow, StalledWorkflow], { queue: { adapter: 'local', concurrency: 2 }, stuckInProgressThreshold: '1s' });
+    app = await createTestApp('postgres', [PlainWorkflow, KeyedWorkflow, HeldKeyedWorkflow, HeldKeyedLedgerWorkflow, StalledWorkflow], { queue: { adapter: 'local', concurrency: 2 }, stuckInProgressThreshold: '1s' });
     watch = new StatementWatch();
     app.dataSource.subscribers.push(watch);
     const heroes = app.dataSource.getRepository(TestHero);
@@ -87,6 +113,7 @@ suite('unlocked phases [postgres]', () => {
 
   afterEach(async () => {
     stall.during = undefined;
+    hold.until = undefined;
     await app?.close();
     app = undefined;
   });
@@ -117,10 +144,65 @@ suite('unlocked phases [postgres]', () => {
     expect(engine.map((sql) => (isUnlockedRead(sql) ? 'read' : isGuardedWrite(sql) ? 'guarded write' : isHeroRead(sql) ? 'hero' : sql))).toEqual(['read', 'hero', 'guarded write', 'hero', 'guarded write']);
     const guarded = engine.filter(isGuardedWrite);
     expect(guarded[0]).toMatch(/k AS \(INSERT INTO geneva_drive_flow_keys .* ON CONFLICT \(flow_key\) DO UPDATE .* WHERE geneva_drive_flow_keys.holding < \$\d+ AND geneva_drive_flow_keys.waiters = '\[\]' RETURNING 1\), g AS \(SELECT 1 FROM k\)/);
-    expect(guarded[1]).toMatch(/k AS \(UPDATE geneva_drive_flow_keys SET holding = .* AND waiters = '\[\]' AND EXISTS \(SELECT 1 FROM s\) RETURNING 1\), g AS \(SELECT 1 FROM k\)/);
+    expect(guarded[1]).toMatch(/k AS \(UPDATE geneva_drive_flow_keys SET holding = .* AND EXISTS \(SELECT 1 FROM s\) RETURNING holding, waiters\), g AS \(SELECT 1 FROM k\)/);
     expect(await workflows.executionHistory(wf)).toMatchObject([{ stepName: 'only', state: 'completed', flowKey: 'account:Ada' }]);
     expect(await dataSource.query(`SELECT flow_key, holding, waiters FROM geneva_drive_flow_keys`)).toEqual([{ flow_key: 'account:Ada', holding: 0, waiters: '[]' }]);
     expect(journal).toEqual([`${wf.id}:only`]);
+  });
+
+  /** Starts `workflowClass` twice on one key, the second queued for it while the first holds it; `release` ends the first's body. */
+  async function contended(workflowClass: typeof HeldKeyedWorkflow | typeof HeldKeyedLedgerWorkflow) {
+    const { dataSource, workflows, hero } = await boot();
+    let release!: () => void;
+    hold.until = new Promise<void>((resolve) => (release = resolve));
+    const holder = await workflows.start(workflowClass, hero);
+    await waitUntil('the holder to run', async () => (journal.includes(`${holder.id}:only`) ? true : null));
+    // Another account holder of the same name: the same key.
+    const namesake = await dataSource.getRepository(TestHero).save({ name: hero.name });
+    const waiter = await workflows.start(workflowClass, namesake);
+    await waitUntil('the second to wait for the key', async () => {
+      const [row] = await dataSource.query(`SELECT waiters FROM geneva_drive_flow_keys WHERE flow_key = 'account:Ada'`);
+      return row && row.waiters !== '[]' ? true : null;
+    });
+    return { dataSource, workflows, holder, waiter, release };
+  }
+
+  it('a holder of a contended key ends in one statement too: its slot freed with the guarded outcome, and its waiter woken once that committed', async () => {
+    const { dataSource, workflows, holder, waiter, release } = await contended(HeldKeyedWorkflow);
+    watch.ran.length = 0;
+    release();
+    await settled(workflows, holder, 'finished');
+    await settled(workflows, waiter, 'finished');
+    const frees = watch.statements.filter((sql) => isGuardedWrite(sql) && sql.includes('k AS (UPDATE geneva_drive_flow_keys'));
+    // The holder's outcome and the waiter's: each frees its slot in its guarded write, the first with a waiter to wake.
+    expect(frees).toHaveLength(2);
+    expect(frees[0]).toMatch(/k AS \(UPDATE geneva_drive_flow_keys SET holding = CASE WHEN holding > 0 THEN holding - 1 ELSE 0 END, updated_at = \$\d+ WHERE flow_key = \$\d+ AND EXISTS \(SELECT 1 FROM s\) RETURNING holding, waiters\)/);
+    // No outcome ran again under the locks to free the slot (freeSlot's statement of its own), and
+    // the waiter was woken by the end's own reads of it, before anything began a transaction.
+    expect(watch.statements.filter((sql) => sql.startsWith('UPDATE geneva_drive_flow_keys SET holding = CASE'))).toEqual([]);
+    const afterFree = watch.statements.slice(watch.statements.indexOf(frees[0]) + 1);
+    const wakeRead = afterFree.findIndex((sql) => sql.includes('FROM "geneva_drive_step_executions"') && sql.includes(' IN ('));
+    expect(wakeRead).toBeGreaterThanOrEqual(0);
+    expect(afterFree.slice(0, wakeRead).filter((sql) => isBegin(sql) || sql.includes('FOR UPDATE'))).toEqual([]);
+    expect((await workflows.executionHistory(waiter)).map(({ state, flowKey }) => ({ state, flowKey }))).toEqual([{ state: 'completed', flowKey: 'account:Ada' }]);
+    expect(await dataSource.query(`SELECT flow_key, holding, waiters FROM geneva_drive_flow_keys`)).toEqual([{ flow_key: 'account:Ada', holding: 0, waiters: '[]' }]);
+    expect(journal).toEqual([`${holder.id}:only`, `${waiter.id}:only`]);
+  });
+
+  it('a transactional holder whose transaction TypeORM commits (a subscriber to its events) frees its slot in its guarded write only while nobody waits: with a waiter, under the locks', async () => {
+    const { dataSource, workflows, holder, waiter, release } = await contended(HeldKeyedLedgerWorkflow);
+    // The application's own subscriber to transaction events: the step's COMMIT is TypeORM's, after the guarded write.
+    dataSource.subscribers.push({ afterTransactionCommit: () => undefined } as EntitySubscriberInterface);
+    watch.ran.length = 0;
+    release();
+    await settled(workflows, holder, 'finished');
+    await settled(workflows, waiter, 'finished');
+    const frees = watch.statements.filter((sql) => isGuardedWrite(sql) && sql.includes('k AS (UPDATE geneva_drive_flow_keys'));
+    // Its waiters could not be woken before that COMMIT: the free is guarded on an empty queue, refused, and the end runs under the locks.
+    expect(frees[0]).toMatch(/WHERE flow_key = \$\d+ AND waiters = '\[\]' AND EXISTS \(SELECT 1 FROM s\) RETURNING holding, waiters\)/);
+    expect(watch.statements.filter((sql) => sql.startsWith('UPDATE geneva_drive_flow_keys SET holding = CASE'))).toHaveLength(1);
+    expect(await dataSource.query(`SELECT flow_key, holding, waiters FROM geneva_drive_flow_keys`)).toEqual([{ flow_key: 'account:Ada', holding: 0, waiters: '[]' }]);
+    expect(journal).toEqual([`${holder.id}:only`, `${waiter.id}:only`]);
   });
 
   it('a start whose workflow is paused between the read and the write waits for the pause to commit, writes nothing, and the locked phase 1 cancels the execution', async () => {

@@ -214,28 +214,42 @@ export const keyedProbe = { dataSource: null as DataSource | null };
 /** The concurrency key of KeyedWorkflow's step `a`: one per hero name, one holder at a time. */
 export const keyOfHero = (hero: TestHero) => `slot:${hero.name}`;
 
+/** A keyed body: records its run and how many executions held its key as it ran. */
+async function holdKey(workflow: GenevaWorkflow<TestHero>): Promise<void> {
+  record(workflow, 'a');
+  const run = bodyRuns[bodyRuns.length - 1];
+  const dataSource = keyedProbe.dataSource!;
+  const count = `SELECT COUNT(*) AS n FROM geneva_drive_step_executions WHERE flow_key = ${dataSource.options.type === 'postgres' ? '$1' : '?'} AND state = 'in_progress'`;
+  // The probe's own read, not the step's work: a connection the explorer kills under it is read again.
+  for (let tries = 1; run.holders === undefined; tries++) {
+    try {
+      run.holders = Number((await dataSource.query(count, [keyOfHero(workflow.hero)]))[0].n);
+    } catch (error) {
+      if (tries >= 3) throw error;
+    }
+  }
+}
+
 /** `a` (concurrency key per hero name, limit 1) → `c`. */
 @Workflow({ hero: () => TestHero })
 export class KeyedWorkflow extends GenevaWorkflow<TestHero> {
   @Step({ concurrency: { key: (wf: KeyedWorkflow) => keyOfHero(wf.hero), limit: 1 } })
   async a() {
-    record(this, 'a');
-    const run = bodyRuns[bodyRuns.length - 1];
-    const dataSource = keyedProbe.dataSource!;
-    const count = `SELECT COUNT(*) AS n FROM geneva_drive_step_executions WHERE flow_key = ${dataSource.options.type === 'postgres' ? '$1' : '?'} AND state = 'in_progress'`;
-    // The probe's own read, not the step's work: a connection the explorer kills under it is read again.
-    for (let tries = 1; run.holders === undefined; tries++) {
-      try {
-        run.holders = Number((await dataSource.query(count, [keyOfHero(this.hero)]))[0].n);
-      } catch (error) {
-        if (tries >= 3) throw error;
-      }
-    }
+    await holdKey(this);
   }
 
   @Step()
   async c() {
     record(this, 'c');
+  }
+}
+
+/** `a` alone, keyed as KeyedWorkflow's: the workflow's last step, whose outcome PostgreSQL records in one statement that frees the slot. */
+@Workflow({ hero: () => TestHero })
+export class KeyedLastWorkflow extends GenevaWorkflow<TestHero> {
+  @Step({ concurrency: { key: (wf: KeyedLastWorkflow) => keyOfHero(wf.hero), limit: 1 } })
+  async a() {
+    await holdKey(this);
   }
 }
 
@@ -255,6 +269,7 @@ export class RatedWorkflow extends GenevaWorkflow<TestHero> {
 
 export const INTERLEAVING_WORKFLOWS = [
   KeyedWorkflow,
+  KeyedLastWorkflow,
   RatedWorkflow,
   GatedWorkflow,
   HeroMatchedWorkflow,

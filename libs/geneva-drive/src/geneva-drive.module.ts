@@ -73,8 +73,8 @@ function engineProviders(declaredDataSource: string | undefined, queue: QueueAda
     // Listens to the store for the transitions of executions holding or waiting for a concurrency key.
     {
       provide: ConcurrencySlots,
-      useFactory: (store: WorkflowStore, registry: WorkflowRegistry, schema: SchemaCapabilities) => new ConcurrencySlots(store, registry, schema),
-      inject: [WorkflowStore, WorkflowRegistry, SchemaCapabilities],
+      useFactory: (store: WorkflowStore, registry: WorkflowRegistry, schema: SchemaCapabilities, transactions: TransactionRunner) => new ConcurrencySlots(store, registry, schema, transactions),
+      inject: [WorkflowStore, WorkflowRegistry, SchemaCapabilities, TransactionRunner],
     },
     WorkflowRegistry,
     EngineView,

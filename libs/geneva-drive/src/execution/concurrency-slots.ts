@@ -4,6 +4,7 @@ import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { ConcurrencyKeyError } from '../errors/concurrency-key.error.js';
 import { freeSlot, freeUncontended, keysWithWaiters, lockFlowKey, takeUncontended, writeFlowKey, type FlowKeyRow, type FlowWaiter } from '../persistence/flow-keys.js';
 import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
+import type { TransactionRunner } from '../persistence/transaction-runner.js';
 import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
 import type { WorkflowRegistry } from '../registry/workflow.registry.js';
 import type { StepExecutionState } from '../state/step-execution-state.js';
@@ -22,7 +23,8 @@ const MAX_KEY_BYTES = 255;
  * - Every transition of such an execution goes through WorkflowStore.transitionExecution, which
  *   tells {@link left}: a holder leaving `in_progress` (completed, failed, canceled, recovered, ...)
  *   frees its slot; a waiter ending before it ran leaves the queue. Both, in that transaction, wake
- *   the waiters the free slots now admit, first in the queue first: their jobs go out with its commit.
+ *   the waiters the free slots now admit, first in the queue first: their jobs go out with its commit
+ *   (PostgreSQL's one-statement end frees the slot in its statement and wakes them once it committed).
  * - A woken waiter's phase 1 runs every gate again and takes the slot if it is still among the
  *   waiters the free slots admit; otherwise it keeps its place. A newcomer queues behind the waiters
  *   of its priority or a higher one (the step's job option `priority`, a lower number first), so
@@ -35,6 +37,7 @@ export class ConcurrencySlots {
     private readonly store: WorkflowStore,
     private readonly registry: WorkflowRegistry,
     private readonly schema: SchemaCapabilities,
+    private readonly transactions: TransactionRunner,
   ) {
     store.onSlotTransition((manager, execution, from, to) => this.left(manager, execution, from, to));
   }
@@ -111,6 +114,18 @@ export class ConcurrencySlots {
     return woken;
   }
 
+  /**
+   * After an outcome whose write may have gone out unanswered (a lost connection), under the rows'
+   * locks: if it freed the execution's slot, the waiters that lets start are woken, as its write
+   * would have done next; if it did not, whatever freed the slot woke them, and this sends their
+   * jobs again (a job that finds its execution started does nothing).
+   */
+  async wakeAfterLostEnd(manager: EntityManager, execution: StepExecution | null): Promise<void> {
+    if (!this.schema.hasFlowControl || !execution?.flowKey || execution.state === 'in_progress' || execution.state === 'scheduled') return;
+    const key = execution.flowKey;
+    await this.wake(manager, key, await lockFlowKey(manager, key, this.store.now()));
+  }
+
   private async holds(manager: EntityManager, execution: StepExecution, key: string): Promise<true> {
     if (execution.flowKey !== key) await this.setKey(manager, execution, key);
     return true;
@@ -126,8 +141,8 @@ export class ConcurrencySlots {
     const key = execution.flowKey!;
     if (from === 'in_progress') {
       // Deciding without the row locks (PostgreSQL's one-statement end): freed with the guarded
-      // write while nobody waits; with waiters to wake, the phase runs again under the locks.
-      if (this.store.changeSlot(manager, { key, take: false, now: this.store.now() })) return;
+      // write, its waiters woken once that has committed.
+      if (this.store.changeSlot(manager, { key, take: false, now: this.store.now(), freed: (row) => this.wakeFreed(key, row) })) return;
       this.store.assertLocked(manager);
       const now = this.store.now();
       let row = await freeSlot(manager, key, now);
@@ -163,23 +178,43 @@ export class ConcurrencySlots {
    * execution not waiting does nothing. The count woken.
    */
   private async wake(manager: EntityManager, key: string, row: FlowKeyRow): Promise<number> {
-    const admitted = [];
-    let slots = row.holding;
-    for (const waiter of row.waiters) {
-      if (slots >= waiter.l) break;
-      admitted.push(waiter);
-      slots++;
-    }
+    const admitted = admittedBy(row);
     if (admitted.length === 0) return 0;
     // The waiters' rows as this transaction left them.
     await this.store.flush(manager);
-    const executions = new Map((await manager.find(StepExecution, { where: { id: In(admitted.map((waiter) => waiter.e)) } })).map((e) => [e.id, e]));
+    const executions = await this.executionsOf(manager, admitted);
     const ended = admitted.filter((waiter) => TERMINAL.includes(executions.get(waiter.e)?.state as StepExecutionState));
     if (ended.length > 0) {
       row.waiters = row.waiters.filter((waiter) => !ended.includes(waiter));
       await writeFlowKey(manager, key, row, this.store.now());
       return this.wake(manager, key, row);
     }
+    return this.sendWakes(manager, admitted, executions);
+  }
+
+  /**
+   * After an unlocked end freed a slot of `key` (its write has committed, `row` as it left the key):
+   * the jobs of the waiters it admits go out, their rows read as committed. A waiter that ended by
+   * a path that wrote no transition is dropped from the queue, under the key's lock, by {@link wake}.
+   */
+  private async wakeFreed(key: string, row: FlowKeyRow): Promise<void> {
+    const admitted = admittedBy(row);
+    if (admitted.length === 0) return;
+    const manager = this.transactions.dataSource.manager;
+    const executions = await this.executionsOf(manager, admitted);
+    if (admitted.some((waiter) => TERMINAL.includes(executions.get(waiter.e)?.state as StepExecutionState))) {
+      await this.transactions.run((locked) => this.store.batched(locked, async () => this.wake(locked, key, await lockFlowKey(locked, key, this.store.now()))), undefined, { idempotent: true });
+      return;
+    }
+    await this.sendWakes(manager, admitted, executions);
+  }
+
+  private async executionsOf(manager: EntityManager, waiters: readonly FlowWaiter[]): Promise<Map<string, StepExecution>> {
+    return new Map((await manager.find(StepExecution, { where: { id: In(waiters.map((waiter) => waiter.e)) } })).map((e) => [e.id, e]));
+  }
+
+  /** Sends the admitted waiters' jobs (with the transaction's commit, if any); the count sent. */
+  private async sendWakes(manager: EntityManager, admitted: readonly FlowWaiter[], executions: Map<string, StepExecution>): Promise<number> {
     const workflows = new Map((await manager.find(WorkflowRecord, { where: { id: In(admitted.map((waiter) => waiter.w)) } })).map((w) => [w.id, w]));
     let woken = 0;
     for (const waiter of admitted) {
@@ -193,6 +228,18 @@ export class ConcurrencySlots {
     }
     return woken;
   }
+}
+
+/** The waiters the key's free slots admit, first in the queue first (each within the limit its step declared). */
+function admittedBy(row: FlowKeyRow): FlowWaiter[] {
+  const admitted = [];
+  let slots = row.holding;
+  for (const waiter of row.waiters) {
+    if (slots >= waiter.l) break;
+    admitted.push(waiter);
+    slots++;
+  }
+  return admitted;
 }
 
 /**

@@ -81,7 +81,7 @@ export class ExecutorService {
       new RateWindows(store, schema),
     );
     this.body = new StepBody(transactions, options, () => this.shuttingDown, () => childStart.outputs());
-    this.finalizePhase = new FinalizePhase(transactions, store, outcomes, this.preparePhase, childStart);
+    this.finalizePhase = new FinalizePhase(transactions, store, outcomes, this.preparePhase, childStart, slots);
     this.transactionalStep = new TransactionalStep(transactions, store, this.body, this.finalizePhase);
   }
 

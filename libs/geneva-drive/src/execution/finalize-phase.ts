@@ -9,6 +9,7 @@ import { phaseOneReadsHero, type PreparePhase } from './prepare-phase.js';
 import type { StepOutcomes } from './step-outcome.js';
 import { eventBase, IDEMPOTENT, keepsOutputs, type BodyResult, type Chain, type Prepared } from './step-run.js';
 import { ChildrenRefused, type ChildStart } from './child-start.js';
+import type { ConcurrencySlots } from './concurrency-slots.js';
 import { resolveExceptionPolicy } from '../exception-policy/exception-policy.js';
 
 /** What phase 3 recorded (null states: the outcome was discarded), and the step it started inline. */
@@ -38,6 +39,7 @@ export class FinalizePhase {
     private readonly outcomes: StepOutcomes,
     private readonly prepare: PreparePhase,
     private readonly childStart: ChildStart,
+    private readonly slots: ConcurrencySlots,
   ) {}
 
   /**
@@ -173,8 +175,9 @@ export class FinalizePhase {
       next = null; // a transaction run again after a lost connection starts over
       const { workflow, execution } = await this.store.lockStep(manager, prepared.workflowId, prepared.executionId, parentToTell(prepared, result));
       if (!execution || execution.state !== 'in_progress') {
-        prepared.logger.warn(`Execution is ${execution?.state ?? 'gone'} after the body ran (recorded by a lost answer, or recovered meanwhile): outcome discarded`);
+        prepared.logger.warn(`Execution is ${execution?.state ?? 'gone'} after the body ran (its outcome recorded already, by a write whose answer was lost or whose wake-ups failed, or recovered meanwhile): not recorded again`);
         await this.resendScheduled(manager, workflow, prepared.definition);
+        await this.slots.wakeAfterLostEnd(manager, execution);
         return null;
       }
       prepared.workflow = workflow;

@@ -158,7 +158,8 @@ function returned<T>(result: unknown): T[] {
   return Array.isArray(result) && Array.isArray(result[0]) ? (result[0] as T[]) : (result as T[]);
 }
 
-function toRow(row: { holding: unknown; waiters: unknown }): FlowKeyRow {
+/** A key's row as the driver answers it (`waiters` is JSON text). */
+export function toRow(row: { holding: unknown; waiters: unknown }): FlowKeyRow {
   return { holding: Number(row.holding), waiters: JSON.parse(String(row.waiters)) as FlowWaiter[] };
 }
 

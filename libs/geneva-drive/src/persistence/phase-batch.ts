@@ -106,8 +106,10 @@ export class PhaseBatch {
         return true;
       }
       const slot = this.slots.get(manager);
-      if (!(await sql.writeIfUnchanged(manager, this.writes.get(manager)!, slot ? { ...expected, slot } : expected))) return false;
+      const written = await sql.writeIfUnchanged(manager, this.writes.get(manager)!, slot ? { ...expected, slot } : expected);
+      if (!written) return false;
       for (const job of this.jobs.get(manager)!) await this.send(manager, job);
+      if (slot?.take === false && slot.freed && written.freedSlot) await slot.freed(written.freedSlot);
       return true;
     } finally {
       this.writes.delete(manager);
@@ -119,12 +121,15 @@ export class PhaseBatch {
 
   /**
    * Takes or frees a concurrency key's slot with the writes of a phase deciding without the row
-   * locks, where the guarded write can (the writes then go out only if the key is uncontended: see
-   * SlotChange). False, with nothing kept, anywhere else: the caller does it under the locks.
+   * locks, where the guarded write can (see SlotChange: a take goes out only while the key is
+   * uncontended; a free always, its `freed` called once it has committed). False, with nothing
+   * kept, anywhere else: the caller does it under the locks. Inside a transaction (a transactional
+   * step's end where TypeORM commits) the guarded write commits later, with it: a free then goes out
+   * only while nobody waits, since the waiters could not be woken before that commit.
    */
   changeSlot(manager: EntityManager, slot: SlotChange): boolean {
     if (!this.unlocked.has(manager) || this.endsOnCommit.has(manager) || this.slots.has(manager)) return false;
-    this.slots.set(manager, slot);
+    this.slots.set(manager, !slot.take && manager.queryRunner?.isTransactionActive ? { key: slot.key, now: slot.now, take: false } : slot);
     return true;
   }
 

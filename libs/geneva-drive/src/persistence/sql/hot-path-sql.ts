@@ -8,6 +8,7 @@ import { WorkflowRecord } from '../../entities/workflow.entity.js';
 import { ACTIVE_EXECUTION_STATES } from '../../state/step-execution-state.js';
 import { EntityCodec } from './entity-codec.js';
 import { CLAIMED, CONSUMED } from '../../state/signal-state.js';
+import type { FlowKeyRow } from '../flow-keys.js';
 
 /** A row update of the batch: the changed properties of one row. */
 export interface RowUpdate<T extends ObjectLiteral = ObjectLiteral> {
@@ -49,9 +50,34 @@ export interface ExpectedStates {
 
 /**
  * A slot of a concurrency key, taken (`take`: while fewer than `limit` hold it and nobody waits, the
- * key's row created if new) or freed (while nobody waits: a waiter to wake needs the row locks).
+ * key's row created if new) or freed: with `freed`, whoever waits, `freed` then given the key's row
+ * as the write left it once it has committed (the waiters it admits are woken after it); without,
+ * only while nobody waits (a waiter to wake needs the row locks).
  */
-export type SlotChange = { key: string; now: Date } & ({ take: true; limit: number } | { take: false });
+export type SlotChange = { key: string; now: Date } & ({ take: true; limit: number } | { take: false; freed?(row: FlowKeyRow): Promise<void> });
+
+/** What a guarded write ({@link HotPathSql.writeIfUnchanged}) that went out answers: the key's row its freed slot left, if it freed one. */
+export interface GuardedWrite {
+  freedSlot?: FlowKeyRow;
+}
+
+/** A signal to deliver in one message (HotPathSql.deliverSignal): its row, its id given, as `signal()` would insert it. */
+export interface SignalDelivery {
+  signal: Signal;
+  /** The classes whose workflows take the signal by its name alone, each with the steps it wakes there. */
+  routes: ReadonlyMap<string, readonly string[]>;
+}
+
+/** What a delivery in one message did. */
+export interface DeliveredSignal {
+  /** Its id, type and hero (what the wake-up jobs' hints need). */
+  workflow: Pick<WorkflowRecord, 'id' | 'type' | 'heroType' | 'heroId'>;
+  /** The stored row: the one sent, or the earlier delivery of its idempotency key. */
+  signal: Signal;
+  duplicate: boolean;
+  /** The parked executions it woke, as written (`scheduled`, pinned, with their wake-up's job id): their keys, step, state, due time and job. */
+  woken: StepExecution[];
+}
 
 /** A read that rides on the statement of a batch's writes (PostgreSQL) or follows it. */
 export interface TrailingRead {
@@ -126,11 +152,11 @@ export abstract class HotPathSql {
 
   /**
    * Runs the batch in one statement that first takes the workflow and execution row locks and
-   * writes only while both rows are still in the `expected` states: true when it wrote, false (nothing
+   * writes only while both rows are still in the `expected` states: what it wrote, or null (nothing
    * written) when they had moved on. Only where {@link writesIfUnchanged}: MySQL and SQLite write a
    * batch in several statements, which only a transaction holding the locks makes atomic.
    */
-  async writeIfUnchanged(_manager: EntityManager, _batch: WriteBatch, _expected: ExpectedStates): Promise<boolean> {
+  async writeIfUnchanged(_manager: EntityManager, _batch: WriteBatch, _expected: ExpectedStates): Promise<GuardedWrite | null> {
     throw new Error(`${this.constructor.name} cannot write a batch in one statement`);
   }
 

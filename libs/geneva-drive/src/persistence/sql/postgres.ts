@@ -4,8 +4,9 @@ import type { Signal } from '../../entities/signal.entity.js';
 import type { StepExecution } from '../../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../../entities/workflow.entity.js';
 import { inOwnTransaction } from '../transaction-runner.js';
-import { HotPathSql, type ExpectedStates, type HeroRow, type SlotChange, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
+import { HotPathSql, type ExpectedStates, type GuardedWrite, type HeroRow, type SlotChange, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
 import { PgPreparedStatements, STATEMENT_PREFIX, type PgClient } from './pg-prepared-statements.js';
+import { toRow } from '../flow-keys.js';
 
 /**
  * How many distinct statements get a name: the hot path builds a bounded set of shapes (one per
@@ -228,12 +229,13 @@ export class PostgresHotPathSql extends HotPathSql {
    * before the lock: rows that only a holder of the workflow lock changes, and such a holder would
    * have moved the workflow or the execution out of the expected states.
    */
-  async writeIfUnchanged(manager: EntityManager, batch: WriteBatch, expected: ExpectedStates): Promise<boolean> {
+  async writeIfUnchanged(manager: EntityManager, batch: WriteBatch, expected: ExpectedStates): Promise<GuardedWrite | null> {
     const statement = this.batchStatement(batch, undefined, expected)!;
     const rows: Array<Record<string, unknown>> = await this.query(manager, statement.sql, statement.params);
-    if (Number(rows[0].unchanged) === 0) return false;
-    statement.received(rows[0]);
-    return true;
+    const [row] = rows;
+    if (Number(row.unchanged) === 0) return null;
+    statement.received(row);
+    return expected.slot?.take === false && expected.slot.freed ? { freedSlot: toRow({ holding: row.slot_holding, waiters: row.slot_waiters }) } : {};
   }
 
   /**
@@ -274,6 +276,7 @@ export class PostgresHotPathSql extends HotPathSql {
     // 0. The cast depends on `g`, so that it is evaluated as the statement runs, never when planned.
     if (signalPart) ids.push(`(SELECT ${this.signals.column('id')} FROM ${signalPart}) AS signal_id`);
     if (expected) ids.unshift(raising ? `CAST(CASE WHEN EXISTS (SELECT 1 FROM g) THEN '1' ELSE '${REFUSED_END}' END AS integer) AS unchanged` : '(SELECT count(*) FROM g) AS unchanged');
+    if (expected?.slot?.take === false && expected.slot.freed) ids.push('(SELECT holding FROM k) AS slot_holding', '(SELECT waiters FROM k) AS slot_waiters');
     // The trailing read sees the rows as they were before the statement: it must not read what the batch writes.
     const select = then
       ? `SELECT ${[...ids, 'r.*'].join(', ')} FROM (SELECT 1) AS one LEFT JOIN (${then.sql(bind)}) AS r ON true${signal ? ` ORDER BY ${signal.orderBy}` : ''}`
@@ -309,14 +312,17 @@ export class PostgresHotPathSql extends HotPathSql {
 
   /**
    * `k`, the key's slot taken or freed once `s` found the rows as expected (so the key's row is
-   * locked after theirs, as everywhere), and only while the key is uncontended: `g`, which every
-   * write of the batch depends on, is its one row.
+   * locked after theirs, as everywhere): `g`, which every write of the batch depends on, is its one
+   * row. A slot is taken only while the key is uncontended; a free with `freed` answers the key's row
+   * as it leaves it, whose waiters are woken once it has committed (PhaseBatch.writeIfUnchanged), and
+   * one without goes out only while nobody waits.
    */
   private slotStatement(slot: SlotChange, params: unknown[]): string {
     const key = this.bind(params, slot.key);
     const now = this.bind(params, slot.now);
     if (!slot.take) {
-      return `UPDATE ${FLOW_KEYS} SET holding = CASE WHEN holding > 0 THEN holding - 1 ELSE 0 END, updated_at = ${now} WHERE flow_key = ${key} AND waiters = '[]' AND EXISTS (SELECT 1 FROM s) RETURNING 1`;
+      const uncontended = slot.freed ? '' : ` AND waiters = '[]'`;
+      return `UPDATE ${FLOW_KEYS} SET holding = CASE WHEN holding > 0 THEN holding - 1 ELSE 0 END, updated_at = ${now} WHERE flow_key = ${key}${uncontended} AND EXISTS (SELECT 1 FROM s) RETURNING holding, waiters`;
     }
     return (
       `INSERT INTO ${FLOW_KEYS} (flow_key, holding, waiters, created_at, updated_at) SELECT ${key}, 1, '[]', ${now}, ${now} WHERE EXISTS (SELECT 1 FROM s) ` +
