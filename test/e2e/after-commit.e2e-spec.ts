@@ -5,14 +5,16 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import type { EntityManager, Repository } from 'typeorm';
-import { StepExecution, WorkflowRecord, WorkflowService } from 'geneva-drive';
+import { Signal, SignalService, StepExecution, WorkflowRecord, WorkflowService } from 'geneva-drive';
+import { WorkflowStore } from '../../libs/geneva-drive/src/persistence/workflow-store.js';
+import { FirstStepWaitsWorkflow } from '../src/signal-workflows.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { coreJournal, DelayedStartWorkflow, LinearWorkflow, resetCore, SingleStepWorkflow } from '../src/core-workflows.js';
 import { describeEachDatabase } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 
 const HOUR = 3_600_000;
-const WORKFLOW_CLASSES = [SingleStepWorkflow, DelayedStartWorkflow, LinearWorkflow];
+const WORKFLOW_CLASSES = [SingleStepWorkflow, DelayedStartWorkflow, LinearWorkflow, FirstStepWaitsWorkflow];
 
 /** Lets any callback queued by a commit run, so "no job" really means none is coming. */
 const settle = () => new Promise((resolve) => setTimeout(resolve, 20));
@@ -165,6 +167,23 @@ describeEachDatabase('after-commit scheduling', (kind) => {
       expect(jobsInside).toBe(1);
       expect(inline.gd.enqueuedJobs).toHaveLength(1);
       expect(app.gd.enqueuedJobs).toHaveLength(0);
+    });
+
+    // Sent inside the transaction, a wake-up that fails rolls its signal back, so signal() keeps the
+    // transaction here (PostgreSQL's one message would have committed before the enqueue).
+    it("a signal whose wake-up cannot be enqueued writes nothing", async () => {
+      const workflow = await inline.moduleRef.get(WorkflowService).start(FirstStepWaitsWorkflow, hero);
+      await inline.gd.performNextStep(workflow); // parks
+      const store = inline.moduleRef.get(WorkflowStore, { strict: false });
+      const enqueue = store.enqueue.bind(store);
+      store.enqueue = () => Promise.reject(new Error('the queue is gone'));
+      try {
+        await expect(inline.moduleRef.get(SignalService).signal(workflow, 'go')).rejects.toThrow('the queue is gone');
+      } finally {
+        store.enqueue = enqueue;
+      }
+      expect(await inline.dataSource.getRepository(Signal).countBy({ workflowId: workflow.id })).toBe(0);
+      expect(await inline.dataSource.getRepository(StepExecution).findOneByOrFail({ workflowId: workflow.id })).toMatchObject({ state: 'waiting', signalId: null });
     });
   });
 });

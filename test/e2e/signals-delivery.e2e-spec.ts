@@ -31,6 +31,7 @@ import {
   signalControls,
   signalJournal,
   EmailMatcherWorkflow,
+  PingThenPongWorkflow,
   PAYMENT_CONFIRMED,
   TypedPaymentWorkflow,
 } from '../src/signal-workflows.js';
@@ -85,7 +86,7 @@ describeEachDatabase('signals: delivery', (kind) => {
   };
 
   beforeAll(async () => {
-    app = await createTestApp(kind, [...ALL_INVOICES, PlainTwoStepWorkflow, SelfSignalWorkflow, EmailMatcherWorkflow, CustomMatcherWorkflow, TypedPaymentWorkflow]);
+    app = await createTestApp(kind, [...ALL_INVOICES, PingThenPongWorkflow, PlainTwoStepWorkflow, SelfSignalWorkflow, EmailMatcherWorkflow, CustomMatcherWorkflow, TypedPaymentWorkflow]);
     workflows = app.moduleRef.get(WorkflowService);
     signals = app.moduleRef.get(SignalService);
   });
@@ -630,8 +631,21 @@ describeEachDatabase('signals: delivery', (kind) => {
       const waiting = await current(wf);
       const jobsBefore = jobIds().length;
       const store = app.moduleRef.get(WorkflowStore, { strict: false });
-      jest.spyOn(store, 'enqueue').mockRejectedValueOnce(new Error('injected at the end of dispatch'));
-      await expect(signals.signal(wf, 'payment_confirmed')).rejects.toThrow('injected at the end of dispatch');
+      if (kind === 'postgres') {
+        // PostgreSQL delivers in one statement and enqueues once it has committed: the failure is
+        // the database's own, raised by the wake's UPDATE (the transaction it falls back to fails there too).
+        await app.dataSource.query(
+          `CREATE FUNCTION gd_refuse_wake() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected at the end of dispatch'; END $$`,
+        );
+        await app.dataSource.query(`CREATE TRIGGER gd_refuse_wake BEFORE UPDATE ON geneva_drive_step_executions FOR EACH ROW WHEN (NEW.state = 'scheduled') EXECUTE FUNCTION gd_refuse_wake()`);
+      } else {
+        jest.spyOn(store, 'enqueue').mockRejectedValueOnce(new Error('injected at the end of dispatch'));
+      }
+      try {
+        await expect(signals.signal(wf, 'payment_confirmed')).rejects.toThrow('injected at the end of dispatch');
+      } finally {
+        if (kind === 'postgres') await app.dataSource.query('DROP FUNCTION gd_refuse_wake() CASCADE');
+      }
       expect(await signalRows()).toHaveLength(0);
       expect(await executionRow(waiting.id)).toMatchObject({ state: 'waiting', signalId: null });
       expect(jobIds()).toHaveLength(jobsBefore);
@@ -654,20 +668,104 @@ describeEachDatabase('signals: delivery', (kind) => {
       } finally {
         app.dataSource.subscribers.splice(app.dataSource.subscribers.indexOf(recorder), 1);
       }
+      // PostgreSQL sends the transaction as one message: its statements, in order.
+      queries.splice(0, queries.length, ...queries.flatMap((q) => (/^BEGIN; /.test(q) ? q.split('; ') : [q])));
       const index = (pattern: RegExp) => queries.findIndex((q) => pattern.test(q));
       // SQLite has no row locks: the engine's transaction takes the database write lock with BEGIN IMMEDIATE.
       const lock = index(kind === 'sqlite' ? /^BEGIN IMMEDIATE/i : /geneva_drive_workflows.*FOR UPDATE/is);
-      // PostgreSQL inserts the signal and reads the parked executions in one statement (WITH s AS
-      // (INSERT ...)), and writes the claim with the wake in another (WITH p0 AS (UPDATE ...)).
-      const insert = index(/^(WITH s AS \()?INSERT INTO\W+geneva_drive_signals/i);
-      // MySQL writes them with one multi-table UPDATE.
-      const wake = queries.findIndex((q, i) => i > insert && /UPDATE\b.*geneva_drive_step_executions/is.test(q) && /signal_id/i.test(q));
+      // PostgreSQL inserts the signal, claimed, and wakes the execution in one statement.
+      const insert = index(/^(WITH .*)?INSERT INTO\W+geneva_drive_signals/is);
+      // MySQL writes the claim and the wake with one multi-table UPDATE, SQLite row by row.
+      const wake = queries.findIndex((q, i) => i >= insert && /UPDATE\b.*geneva_drive_step_executions/is.test(q) && /signal_id/i.test(q));
       const commit = queries.findIndex((q, i) => i > insert && /^COMMIT/i.test(q));
       expect(lock).toBeGreaterThanOrEqual(0);
       expect(insert).toBeGreaterThan(lock);
-      expect(wake).toBeGreaterThan(insert);
+      expect(wake).toBeGreaterThanOrEqual(insert);
       expect(commit).toBeGreaterThan(wake);
       expect(queries.slice(0, lock + 1).some((q) => /^(START TRANSACTION|BEGIN)/i.test(q))).toBe(true);
+    });
+  });
+
+  // ------------------------------------------------------------------ one message (PostgreSQL)
+
+  describe('a signal decided by its name alone', () => {
+    /** The statements `work` sends, each message as one (the id block the sender takes ahead left out). */
+    const messagesOf = async (work: () => Promise<unknown>) => {
+      const queries: string[] = [];
+      const recorder: EntitySubscriberInterface = { beforeQuery: (event) => void queries.push(event.query) };
+      app.dataSource.subscribers.push(recorder);
+      try {
+        await work();
+      } finally {
+        app.dataSource.subscribers.splice(app.dataSource.subscribers.indexOf(recorder), 1);
+      }
+      return queries.filter((q) => !/nextval\(/.test(q));
+    };
+    const oneMessage = /^BEGIN; SELECT 1 FROM "geneva_drive_workflows" .* FOR UPDATE; WITH .*INSERT INTO "geneva_drive_signals".*UPDATE "geneva_drive_step_executions".*; COMMIT$/s;
+
+    it('wakes its parked step in one message on PostgreSQL: lock, insert claimed, wake, COMMIT; its job goes once that committed', async () => {
+      const wf = await parked();
+      const waiting = await current(wf);
+      let signal!: Signal;
+      const messages = await messagesOf(async () => (signal = await signals.signal(wf, 'payment_confirmed', { payload: { amountCents: 7 } })));
+      if (kind === 'postgres') expect(messages).toEqual([expect.stringMatching(oneMessage)]);
+      else expect(messages.length).toBeGreaterThan(3);
+      expect(signal).toMatchObject({ state: 'claimed', claimed: 1, duplicateDelivery: false });
+      expect(signal.claimedAt).toBeInstanceOf(Date);
+      expect(await signalRow(signal.id)).toMatchObject({ state: 'claimed', claimed: 1, payload: { amountCents: 7 } });
+      const woken = await executionRow(waiting.id);
+      expect(woken).toMatchObject({ state: 'scheduled', signalId: signal.id, jobId: `${waiting.id}-wake-${signal.id}` });
+      expect(app.gd.enqueuedJobs.filter((job) => job.jobId === woken.jobId)).toHaveLength(1);
+      await app.gd.speedrunWorkflow(wf);
+      expect(signalJournal).toContain('captured(7)');
+    });
+
+    it('a redelivery of its key answers with the first row and wakes nothing more, in one message on PostgreSQL', async () => {
+      const wf = await parked();
+      const first = await signals.signal(wf, 'payment_confirmed', { idempotencyKey: 'evt-1', payload: { amountCents: 1 } });
+      const jobs = app.gd.enqueuedJobs.length;
+      let again!: Signal;
+      const messages = await messagesOf(async () => (again = await signals.signal(wf, 'payment_confirmed', { idempotencyKey: 'evt-1', payload: { amountCents: 2 } })));
+      if (kind === 'postgres') expect(messages).toEqual([expect.stringMatching(/^BEGIN; .*; COMMIT$/s)]);
+      expect(again).toMatchObject({ id: first.id, duplicateDelivery: true, payload: { amountCents: 1 }, claimed: 1 });
+      expect(await signalRows(wf.id)).toHaveLength(1);
+      expect(app.gd.enqueuedJobs).toHaveLength(jobs);
+    });
+
+    it('a step whose matcher has a payload condition is decided in the transaction, where the matcher runs (the message writes nothing for its class)', async () => {
+      const wf = await parked(MatcherInvoiceWorkflow);
+      const messages = await messagesOf(() => signals.signal(wf, 'payment_confirmed'));
+      // Other classes take the name alone, so PostgreSQL sends the message first: it writes nothing for this class.
+      if (kind === 'postgres') expect(messages.filter((q) => /^START TRANSACTION$/i.test(q.trim()))).toHaveLength(1);
+      expect(signalControls.matcherCalls).toBe(1);
+      expect(await current(wf)).toMatchObject({ state: 'scheduled' });
+    });
+
+    it('a paused workflow: the message writes nothing, and the transaction buffers the signal for resume', async () => {
+      const wf = await parked();
+      const waiting = await current(wf);
+      await workflows.pause(wf);
+      const signal = await signals.signal(wf, 'payment_confirmed', { idempotencyKey: 'evt-p' });
+      expect(signal).toMatchObject({ state: 'pending', claimed: 0 });
+      expect(await signalRows(wf.id)).toHaveLength(1);
+      expect(await executionRow(waiting.id)).toMatchObject({ state: 'waiting', signalId: null });
+      await workflows.resume(wf);
+      expect(await executionRow(waiting.id)).toMatchObject({ state: 'scheduled', signalId: signal.id });
+    });
+
+    it('a signal for another step than the parked one is buffered, pending, and wakes nothing', async () => {
+      const wf = await workflows.start(PingThenPongWorkflow, hero);
+      await app.gd.performNextStep(wf); // `ping` parks
+      const waiting = await current(wf);
+      const jobs = app.gd.enqueuedJobs.length;
+      const messages = await messagesOf(async () => expect(await signals.signal(wf, 'pong')).toMatchObject({ state: 'pending', claimed: 0, claimedAt: null }));
+      if (kind === 'postgres') expect(messages).toEqual([expect.stringMatching(/^BEGIN; .*; COMMIT$/s)]);
+      expect(await executionRow(waiting.id)).toMatchObject({ state: 'waiting', signalId: null });
+      expect(app.gd.enqueuedJobs).toHaveLength(jobs);
+      // Buffered: `pong` finds it at its gate once `ping` has had its own.
+      await signals.signal(wf, 'ping');
+      await app.gd.speedrunWorkflow(wf);
+      expect(seenSignals.map((seen) => seen.step)).toEqual(['ping', 'pong']);
     });
   });
 

@@ -139,6 +139,20 @@ export class TwoWaitersWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
+/** Two steps waiting for two names: a signal for the second, sent while the first is parked, is buffered. */
+@Workflow({ hero: () => TestHero })
+export class PingThenPongWorkflow extends GenevaWorkflow<TestHero> {
+  @Step({ waitFor: 'ping' })
+  async ping() {
+    seenSignals.push({ step: 'ping', signalId: this.receivedSignal!.id, payload: this.receivedSignal!.payload });
+  }
+
+  @Step({ waitFor: 'pong' })
+  async pong() {
+    seenSignals.push({ step: 'pong', signalId: this.receivedSignal!.id, payload: this.receivedSignal!.payload });
+  }
+}
+
 /** The matcher reads the hero of the workflow the signal was sent to (hero.name stands for an email). */
 export const PAID_BY_HERO = new SignalMatcher<{ email: string }, GenevaWorkflow<TestHero>>('paid', (payload, wf) => payload.email === wf.hero.name);
 

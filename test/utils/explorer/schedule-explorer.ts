@@ -11,7 +11,8 @@
  * own view of its sessions (pg_stat_activity, INNODB_TRX), never guessed from time. So a schedule is a
  * list of choices, which replays the same run, and a run's verdict never depends on the machine's speed.
  *
- * Statements sent outside an operation (set-up, the invariant checks, draining the queue) run freely.
+ * Statements sent outside an operation (set-up, the invariant checks, draining the queue) run freely,
+ * and so do an operation's that touch no row and wait for no lock (outsideTheSchedule).
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { DataSource } from 'typeorm';
@@ -223,7 +224,7 @@ export class ScheduleExplorer {
   /** The catcher installed on every connection: statements of an operation wait for the schedule. */
   private async catch(connection: Connection, sql: string, proceed: Proceed): Promise<unknown[]> {
     const op = this.storage.getStore();
-    if (!op || op.status === 'done' || !this.ops.includes(op) || this.aborted) return proceed();
+    if (!op || op.status === 'done' || !this.ops.includes(op) || this.aborted || outsideTheSchedule(sql)) return proceed();
     if (op.parked) {
       // One operation sends one statement at a time. A second one under its name came from work that
       // carried its async context away (a pooled connection handed to a waiter): fail loudly rather
@@ -362,6 +363,16 @@ export function random(seed: number): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
+}
+
+/**
+ * Statements that read or write no row of the engine's tables and wait for no lock: ids taken from a
+ * sequence ahead of the inserts that use them (PgSignalIds, a block at a time) and the catalog read
+ * once per process. Whether a run sends one depends on what earlier runs in the process left (the
+ * pool of ids, the cache), not on its schedule: scheduled, they would make a replayed schedule differ.
+ */
+function outsideTheSchedule(sql: string): boolean {
+  return /^SELECT nextval\(pg_get_serial_sequence\(/.test(sql) || /\bFROM pg_attribute\b/.test(sql);
 }
 
 /** The options of one choice point, faults included while some are left. */

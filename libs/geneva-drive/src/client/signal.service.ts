@@ -10,7 +10,9 @@ import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { idOf, WorkflowStore } from '../persistence/workflow-store.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { SignalHero } from './signal-hero.js';
-import { SignalIntake } from './signal-intake.js';
+import { SignalIntake, type PreparedSignal } from './signal-intake.js';
+import { newSignal } from '../persistence/new-rows.js';
+import { nameOnlyWaits } from '../registry/name-only-waits.js';
 import { SignalMatcher } from '../workflow/signal-matcher.js';
 import { SignalRendezvous } from '../execution/signal-rendezvous.js';
 
@@ -76,9 +78,15 @@ export class SignalService {
       let workflowClass: string | undefined;
       /** The row this attempt inserted (not a redelivery's): what to look for after a lost COMMIT. */
       let written: Signal | undefined;
-      const deliver = () =>
+      const deliver = async () => {
+        written = undefined;
+        const alone = options?.manager === undefined ? await this.#deliverAlone(workflowId, prepared, (signal) => (written = signal)) : null;
+        if (alone) {
+          workflowClass = alone.workflowClass;
+          return alone;
+        }
         // Batched: a wake's claim and the execution it schedules are written together.
-        this.transactions.run((manager) => this.store.batched(manager, async () => {
+        return this.transactions.run((manager) => this.store.batched(manager, async () => {
           written = undefined;
           const { workflow: record, waiting: parked } = await this.store.lockForSignal(manager, workflowId);
           workflowClass = record.type;
@@ -98,6 +106,7 @@ export class SignalService {
           const woken = duplicate || !delivers ? 0 : await this.rendezvous.dispatch(manager, record, signal, parked ?? waiting);
           return { signal, woken };
         }), options?.manager);
+      };
       const result = await deliver()
         .catch(async (error: unknown) => {
           if (!(error instanceof CommitOutcomeUnknownError)) throw error;
@@ -167,6 +176,33 @@ export class SignalService {
   ): Promise<Array<Signal<Payload>>> {
     const name = signalNameOf(nameOrDefinition);
     return this.heroes.deliver(workflowClass as never, hero, name, options?.manager, (workflowId, manager) => this.signal(workflowId, name, { ...options, manager }) as Promise<Signal<Payload>>);
+  }
+
+  /**
+   * A signal whose workflow decides it by name alone, delivered in one round trip where the dialect
+   * can (HotPathSql.deliverSignal), with its wake-ups sent once that has committed; null where it
+   * cannot or the workflow needs the transaction, with nothing written. `sending` receives the row
+   * before it is sent: when the answer is lost (CommitOutcomeUnknownError), its id tells whether it
+   * committed. A message the server refused wrote nothing: the transaction then decides.
+   */
+  async #deliverAlone(workflowId: string, prepared: PreparedSignal, sending: (signal: Signal) => void): Promise<{ signal: Signal; woken: number; workflowClass: string } | null> {
+    const manager = this.transactions.dataSource.manager;
+    const sql = this.store.sql(manager);
+    // Enqueued in the transaction (`enqueueAfterCommit: false`), a wake-up that fails to go rolls the
+    // signal back; a message commits before it is known.
+    if (!sql.deliversSignalsAlone || !this.schema.hasSignals || !this.store.enqueueAfterCommit) return null;
+    const routes = nameOnlyWaits(this.registry.all(), prepared.name);
+    if (routes.size === 0) return null;
+    const signal = newSignal(manager, this.schema, this.store.now(), workflowId, prepared);
+    sending(signal);
+    const delivered = await sql.deliverSignal({ signal, routes }).catch((error: unknown) => {
+      if (error instanceof CommitOutcomeUnknownError) throw error;
+      return null;
+    });
+    if (!delivered) return null;
+    await this.rendezvous.sendWakes(manager, delivered.workflow, delivered.woken);
+    delivered.signal.duplicateDelivery = delivered.duplicate;
+    return { signal: delivered.signal, woken: delivered.woken.length, workflowClass: delivered.workflow.type };
   }
 
   /** The workflow's signals, oldest first (none on a database without the signals migration). */

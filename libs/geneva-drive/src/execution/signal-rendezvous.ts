@@ -6,6 +6,7 @@ import { SignalsNotMigratedError } from '../errors/signal.errors.js';
 import { latestRowsLock } from '../persistence/row-lock.js';
 import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
+import type { JobWorkflow } from '../persistence/phase-batch.js';
 import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-definition.js';
 import { lacksStep } from '../registry/runnable-steps.js';
 import type { WorkflowRegistry } from '../registry/workflow.registry.js';
@@ -113,6 +114,12 @@ export class SignalRendezvous {
       jobId,
     });
     await this.store.enqueue(manager, workflow, execution, jobOptionsFor(definition, step), jobId);
+  }
+
+  /** The wake-up jobs of the executions a signal delivered in one message woke (HotPathSql.deliverSignal), which has committed. */
+  async sendWakes(manager: EntityManager, workflow: JobWorkflow, woken: StepExecution[]): Promise<void> {
+    const definition = this.registry.findByName(workflow.type);
+    for (const execution of woken) await this.store.enqueue(manager, workflow, execution, jobOptionsFor(definition, definition?.step(execution.stepName)), execution.jobId!);
   }
 
   /**

@@ -49,7 +49,8 @@ export class WorkflowStore {
   constructor(
     queue: QueuePort,
     afterCommit: AfterCommitSubscriber,
-    enqueueAfterCommit: boolean,
+    /** Jobs go once their writes have committed (the module's `enqueueAfterCommit`). */
+    readonly enqueueAfterCommit: boolean,
     private readonly schema: SchemaCapabilities,
     private readonly sqlOptions: Omit<HotPathSqlOptions, 'sessionTimeouts'>,
     private readonly clock: () => Date = () => new Date(),

@@ -28,20 +28,20 @@ export class EntityCodec<T extends ObjectLiteral> {
     this.selectable = metadata.columns.filter((column) => column.isSelect);
   }
 
-  /** The select list of every column, each aliased `<alias>_<property>`. */
-  selectList(alias: string): string {
-    return this.selectColumns(alias).map(({ column, as }) => `${alias}.${column} AS ${as}`).join(', ');
+  /** The select list of every column (or of `properties`), each aliased `<alias>_<property>`. */
+  selectList(alias: string, properties?: ReadonlyArray<keyof T & string>): string {
+    return this.selectColumns(alias, properties).map(({ column, as }) => `${alias}.${column} AS ${as}`).join(', ');
   }
 
   /** Each column to select (quoted) and its alias `<alias>_<property>` (quoted), as {@link fromRow} reads them. */
-  selectColumns(alias: string): Array<{ column: string; as: string }> {
-    return this.selectable.map((column) => ({ column: this.quote(column), as: this.dataSource.driver.escape(`${alias}_${column.propertyName}`) }));
+  selectColumns(alias: string, properties?: ReadonlyArray<keyof T & string>): Array<{ column: string; as: string }> {
+    return this.columnsOf(properties).map((column) => ({ column: this.quote(column), as: this.dataSource.driver.escape(`${alias}_${column.propertyName}`) }));
   }
 
-  /** The entity a row read with {@link selectList} under `alias` holds. */
-  fromRow(row: Record<string, unknown>, alias: string): T {
+  /** The entity a row read with {@link selectList} under `alias` holds (only `properties`, when the list had only those). */
+  fromRow(row: Record<string, unknown>, alias: string, properties?: ReadonlyArray<keyof T & string>): T {
     const entity = this.dataSource.getMetadata(this.target).create() as T;
-    for (const column of this.selectable) {
+    for (const column of this.columnsOf(properties)) {
       const value = row[`${alias}_${column.propertyName}`];
       (entity as Record<string, unknown>)[column.propertyName] = this.dataSource.driver.prepareHydratedValue(value, column);
     }
@@ -91,6 +91,10 @@ export class EntityCodec<T extends ObjectLiteral> {
       out.push({ column: this.quote(column), value: this.dataSource.driver.preparePersistentValue(value, column) });
     }
     return out;
+  }
+
+  private columnsOf(properties?: ReadonlyArray<string>): ColumnMetadata[] {
+    return properties ? this.selectable.filter((column) => properties.includes(column.propertyName)) : this.selectable;
   }
 
   private metadataOf(property: string): ColumnMetadata {

@@ -307,6 +307,19 @@ export abstract class HotPathSql {
   }
 
   /**
+   * Delivers a signal in one round trip, with no transaction held open across the network (PostgreSQL:
+   * see postgres-signal-message.ts). Null where the dialect cannot, or when this workflow needs the
+   * transaction (not found, not runnable, of a class outside `routes`): nothing was written then.
+   * Throws CommitOutcomeUnknownError when the connection was lost with the message sent.
+   */
+  async deliverSignal(_delivery: SignalDelivery): Promise<DeliveredSignal | null> {
+    return null;
+  }
+
+  /** Whether {@link deliverSignal} can deliver here. */
+  readonly deliversSignalsAlone: boolean = false;
+
+  /**
    * Inserts a signal unless its idempotency key is taken (a redelivery: nothing written, no error,
    * so neither the engine's nor a caller's transaction is poisoned). With `withWaiting`, also reads
    * the workflow's parked executions, oldest first (see {@link waitingExecutions}). The signal

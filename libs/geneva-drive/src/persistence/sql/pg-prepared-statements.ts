@@ -43,6 +43,27 @@ export class PgPreparedStatements {
     }
   }
 
+  /** Whether the statement `name` is prepared on the client (its stale statements dropped first, as before a run). */
+  async has(client: PgClient, name: string): Promise<boolean> {
+    await this.refresh(client);
+    return name in client.connection.parsedStatements;
+  }
+
+  /** Records a statement the engine prepared by a PREPARE of its own (SQL, not the protocol's Parse), to be dropped with the others. */
+  record(client: PgClient, name: string, text: string): void {
+    client.connection.parsedStatements[name] = text;
+  }
+
+  /**
+   * Drops `name` from the session after a message that may have prepared it failed with `error` (a
+   * PREPARE outlives its transaction's rollback); a stale one makes every client drop its statements.
+   */
+  async drop(client: PgClient, name: string, error: unknown): Promise<void> {
+    if (isStaleStatement(error)) this.generation = Math.max(this.generation, (this.generations.get(client) ?? 0) + 1);
+    delete client.connection.parsedStatements[name];
+    await client.query({ text: `DEALLOCATE ${name}` }).catch(() => undefined);
+  }
+
   /**
    * Drops the client's statements when they are older than the last stale one, and returns the
    * generation its statements now belong to. DEALLOCATE first: a name Parsed again while the server

@@ -3,8 +3,11 @@ import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import type { Signal } from '../../entities/signal.entity.js';
 import type { StepExecution } from '../../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../../entities/workflow.entity.js';
-import { inOwnTransaction } from '../transaction-runner.js';
-import { HotPathSql, type ExpectedStates, type GuardedWrite, type HeroRow, type SlotChange, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
+import { CommitOutcomeUnknownError } from '../../errors/commit-outcome-unknown.error.js';
+import { inOwnTransaction, isConnectionError } from '../transaction-runner.js';
+import { HotPathSql, type DeliveredSignal, type ExpectedStates, type GuardedWrite, type HeroRow, type SignalDelivery, type SlotChange, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
+import { PgSignalIds } from './postgres-signal-ids.js';
+import { deliveredSignal, signalStatement, type SignalStatement } from './postgres-signal-message.js';
 import { PgPreparedStatements, STATEMENT_PREFIX, type PgClient } from './pg-prepared-statements.js';
 import { toRow } from '../flow-keys.js';
 
@@ -148,6 +151,72 @@ export class PostgresHotPathSql extends HotPathSql {
       this.names.set(sql, name);
     }
     return name;
+  }
+
+  readonly deliversSignalsAlone = true;
+
+  private signalIds: PgSignalIds | undefined;
+  private signalColumnTypes: Promise<Map<string, string>> | undefined;
+  /** signal()'s statements, by the name, routes and keyedness they were built for, each with the name it is prepared under. */
+  private readonly signalStatements = new Map<string, SignalStatement & { name: string }>();
+
+  /**
+   * See postgres-signal-message.ts. The signal gets its id first (PgSignalIds) unless it has one (uuid
+   * keys). The statement is prepared on the session by the first message that needs it (PREPARE in
+   * the message, as EXECUTE runs it), and is dropped with the session's others when one goes stale
+   * (PgPreparedStatements); without `preparedStatements` each message prepares and drops it. A
+   * message the server refused wrote nothing: it is rolled back, its statement dropped, the error
+   * rethrown.
+   */
+  async deliverSignal(delivery: SignalDelivery): Promise<DeliveredSignal | null> {
+    if (delivery.signal.id === undefined) {
+      this.signalIds ??= new PgSignalIds(this.dataSource, this.signals.table);
+      delivery.signal.id = await this.signalIds.next();
+    }
+    const { signal, routes } = delivery;
+    const shape = `${signal.idempotencyKey === null}\0${signal.name}\0${JSON.stringify([...routes])}`;
+    let statement = this.signalStatements.get(shape);
+    if (!statement) {
+      const built = signalStatement(this, delivery, await (this.signalColumnTypes ??= this.columnTypes(this.signals.table)));
+      statement = { ...built, name: `${STATEMENT_PREFIX}signal_${createHash('sha1').update(built.sql).digest('hex').slice(0, 20)}` };
+      if (this.signalStatements.size < MAX_PREPARED) this.signalStatements.set(shape, statement);
+    }
+    const values = statement.values(signal);
+    const args = executeArguments(values);
+    if (args === undefined) return null;
+    const { name } = statement;
+    const lock = `SELECT 1 FROM ${this.workflows.table} WHERE ${this.workflows.column('id')} = ${sqlLiteral(delivery.signal.workflowId)} FOR UPDATE`;
+    // Logged and told to subscribers as what it does, its values apart, whether or not its statement is prepared yet.
+    const logged = `BEGIN; ${lock}; ${statement.sql}; COMMIT`;
+    try {
+      const rows = await this.onConnection(this.dataSource.manager, logged, values, async (client: PgClient) => {
+        const kept = this.prepares && (await this.statements.has(client, name));
+        const text = ['BEGIN', lock, ...(kept ? [] : [`PREPARE ${name} AS ${statement.sql}`]), `EXECUTE ${name}(${args})`, ...(this.prepares ? [] : [`DEALLOCATE ${name}`]), 'COMMIT'].join('; ');
+        try {
+          const results = (await client.query({ text })) as unknown as Array<{ rows: Array<Record<string, unknown>> }>;
+          if (this.prepares && !kept) this.statements.record(client, name, statement.sql);
+          return results[kept ? 2 : 3].rows;
+        } catch (error) {
+          // The message stopped at the failed statement, inside its transaction (a lost connection's rolls back by itself).
+          if (isConnectionError(error)) throw error;
+          await client.query({ text: 'ROLLBACK' });
+          await this.statements.drop(client, name, error);
+          throw error;
+        }
+      });
+      return deliveredSignal(this, delivery, rows);
+    } catch (error) {
+      throw isConnectionError(error) ? new CommitOutcomeUnknownError(error) : error;
+    }
+  }
+
+  /** A table's columns and their types as the database declares them (`format_type`). */
+  private async columnTypes(table: string): Promise<Map<string, string>> {
+    const rows: Array<{ name: string; type: string }> = await this.dataSource.query(
+      'SELECT attname AS name, format_type(atttypid, atttypmod) AS type FROM pg_attribute WHERE attrelid = CAST($1 AS regclass) AND attnum > 0 AND NOT attisdropped',
+      [table],
+    );
+    return new Map(rows.map((row) => [row.name, row.type]));
   }
 
   /** The insert and the read of parked executions in one statement; the read sees the rows as they were before it, all of them committed under the workflow lock. */
