@@ -71,6 +71,10 @@ export class PostgresHotPathSql extends HotPathSql {
       try {
         return (await client.query({ text: sql })) as unknown as Array<{ rows: Array<Record<string, unknown>> }>;
       } catch (error) {
+        if (isConnectionError(error)) throw error;
+        // The driver answers the error as it reads it, before the server's ReadyForQuery, which says
+        // the session's state, may have arrived: an empty query waits for that (and changes nothing).
+        await client.query({ text: '' });
         // Failed in the transaction it began (its bounds, its read): the COMMIT before went through.
         if (client.getTransactionStatus?.() !== 'E') throw error;
         await client.query({ text: 'ROLLBACK' });
