@@ -42,10 +42,14 @@ describeEachDatabase('dashboard attacks in Chromium', (kind) => {
     let page: Page;
 
     beforeAll(async () => {
+      // Both apps first: each one's creation drops and migrates the database, never under a running test.
+      root = await createDashboardApp(kind, { path: '/', guard: new TokenGuard() });
       d = await createDashboardApp(kind);
       gd = GenevaDriveTesting.create(d.app);
       attacker = await attackerSite();
       browser = await launchChromium();
+      // Under the test's own timeout, so that a stalled navigation or click fails naming itself.
+      browser.context.setDefaultTimeout(20_000);
       page = await browser.context.newPage();
       page.on('dialog', (dialog) => void dialog.accept());
     });
@@ -82,33 +86,27 @@ describeEachDatabase('dashboard attacks in Chromium', (kind) => {
     });
 
     it('keeps every request and link on the dashboard’s origin when mounted at /', async () => {
-      root = await createDashboardApp(kind, { path: '/', guard: new TokenGuard() });
-      try {
-        await browser.context.addCookies([{ name: 'operator_token', value: DASHBOARD_TOKEN, url: root.url }]);
-        const workflow = await parkedInvoice(root, GenevaDriveTesting.create(root.app), 'rooted');
-        const origin = new URL(root.url).origin;
-        const requested: string[] = [];
-        page.on('request', (request) => void requested.push(request.url()));
-        await page.goto(`${root.url}/workflows/${workflow.id}`);
-        await page.waitForLoadState('load');
-        const targets = await page.locator('[href], [src], [action]').evaluateAll((elements) =>
-          elements.map((element) => new URL(element.getAttribute('href') ?? element.getAttribute('src') ?? element.getAttribute('action')!, element.ownerDocument.URL).origin),
-        );
-        expect(targets.length).toBeGreaterThan(5);
-        expect(targets.filter((target) => target !== origin)).toEqual([]);
-        await page.click('button[value="pause"]');
-        expect(await page.locator('.message.notice').textContent()).toBe('Workflow paused.');
-        expect(page.url()).toBe(`${root.url}/workflows/${workflow.id}?done=pause`);
-        await page.click('header >> text=Workflows');
-        expect(page.url()).toBe(`${root.url}/workflows`);
-        page.removeAllListeners('request');
-        expect(requested.filter((url) => new URL(url).origin !== origin)).toEqual([]);
-        expect(requested).toContain(`${root.url}/assets/dashboard.js`);
-        expect((await root.workflows.find(workflow.id)).state).toBe('paused');
-      } finally {
-        await root.close();
-        root = undefined as never;
-      }
+      await browser.context.addCookies([{ name: 'operator_token', value: DASHBOARD_TOKEN, url: root.url }]);
+      const workflow = await parkedInvoice(root, GenevaDriveTesting.create(root.app), 'rooted');
+      const origin = new URL(root.url).origin;
+      const requested: string[] = [];
+      page.on('request', (request) => void requested.push(request.url()));
+      await page.goto(`${root.url}/workflows/${workflow.id}`);
+      await page.waitForLoadState('load');
+      const targets = await page.locator('[href], [src], [action]').evaluateAll((elements) =>
+        elements.map((element) => new URL(element.getAttribute('href') ?? element.getAttribute('src') ?? element.getAttribute('action')!, element.ownerDocument.URL).origin),
+      );
+      expect(targets.length).toBeGreaterThan(5);
+      expect(targets.filter((target) => target !== origin)).toEqual([]);
+      await page.click('button[value="pause"]');
+      expect(await page.locator('.message.notice').textContent()).toBe('Workflow paused.');
+      expect(page.url()).toBe(`${root.url}/workflows/${workflow.id}?done=pause`);
+      await page.click('header >> text=Workflows');
+      expect(page.url()).toBe(`${root.url}/workflows`);
+      page.removeAllListeners('request');
+      expect(requested.filter((url) => new URL(url).origin !== origin)).toEqual([]);
+      expect(requested).toContain(`${root.url}/assets/dashboard.js`);
+      expect((await root.workflows.find(workflow.id)).state).toBe('paused');
     });
 
     it('shows a workflow with 150 signals of 120 KB as a small page of previews, each linked to its payload', async () => {
