@@ -382,12 +382,14 @@ export class BenchFanOutWorkflow extends GenevaWorkflow<BenchHero> {
 
 /** A workflow class of the shape (a → b waiting for `payment_confirmed`), its stored type name, and whether `b` writes a row. */
 export interface PaymentShape {
-  workflowClass: typeof BenchPaymentWorkflow | typeof BenchLedgerPaymentWorkflow | typeof BenchPlainLedgerPaymentWorkflow | typeof BenchKeyedPaymentWorkflow;
+  workflowClass: typeof BenchPaymentWorkflow | typeof BenchDeadlinePaymentWorkflow | typeof BenchLedgerPaymentWorkflow | typeof BenchPlainLedgerPaymentWorkflow | typeof BenchKeyedPaymentWorkflow;
   name: string;
   writesEffect: boolean;
 }
 
 export const PAYMENT_SHAPE: PaymentShape = { workflowClass: BenchPaymentWorkflow, name: PAYMENT_WORKFLOW, writesEffect: false };
+/** Parked for the idle window only: never signaled, never checked. */
+export const DEADLINE_SHAPE: PaymentShape = { workflowClass: BenchDeadlinePaymentWorkflow, name: DEADLINE_PAYMENT_WORKFLOW, writesEffect: false };
 export const LEDGER_SHAPE: PaymentShape = { workflowClass: BenchLedgerPaymentWorkflow, name: LEDGER_PAYMENT_WORKFLOW, writesEffect: true };
 export const KEYED_SHAPE: PaymentShape = { workflowClass: BenchKeyedPaymentWorkflow, name: KEYED_PAYMENT_WORKFLOW, writesEffect: false };
 export const PLAIN_LEDGER_SHAPE: PaymentShape = { workflowClass: BenchPlainLedgerPaymentWorkflow, name: PLAIN_LEDGER_PAYMENT_WORKFLOW, writesEffect: true };

@@ -12,8 +12,14 @@ import type { QueueAdapterOptions } from 'geneva-drive';
 export type DatabaseKind = 'sqlite' | 'postgres' | 'mysql';
 export type QueueKind = 'local' | RedisQueueKind;
 export type RedisQueueKind = 'bull' | 'bullmq';
-export type Scenario = 'engine' | 'shape' | 'ledger' | 'scale' | 'dashboard' | 'children' | 'keys';
-const SCENARIOS: readonly Scenario[] = ['engine', 'shape', 'ledger', 'scale', 'dashboard', 'children', 'keys'];
+export type Scenario = 'engine' | 'shape' | 'ledger' | 'scale' | 'dashboard' | 'children' | 'keys' | 'dbos';
+const SCENARIOS: readonly Scenario[] = ['engine', 'shape', 'ledger', 'scale', 'dashboard', 'children', 'keys', 'dbos'];
+/** What runs without --scenarios: all but the peer comparison, which is asked for by name. */
+const DEFAULT_SCENARIOS = SCENARIOS.filter((name) => name !== 'dbos');
+/** The comparison's setting (PostgreSQL + Bull, one process, concurrency 10): --concurrency's default when dbos runs. */
+const COMPARISON_CONCURRENCY = 10;
+/** The peer comparison reports the median of per-run ratios: of at least this many runs. */
+const PEER_MIN_RUNS = 3;
 
 export interface BenchOptions {
   db: DatabaseKind;
@@ -66,7 +72,7 @@ export function sizesFor(quick: boolean): Sizes {
     : { throughputWorkflows: 2_000, latencySignals: 500, latencyWarmup: 20, smallPopulation: 1_000, largePopulation: 100_000, populationSignals: 200, populationWarmup: 20, shapeWorkflows: 2_000, sequentialSignals: 200, simultaneousSignals: 200, costWorkflows: 100, idleParked: 10_000, idleSeconds: 30, dashboardWorkflows: 100_000, dashboardRequests: 100, children: 1_000, slotWorkflowsPerKey: 50 };
 }
 
-const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull|bullmq] [--quick] [--concurrency=N] [--runs=N] [--explain] [--seed=N] [--scenarios=engine,shape,ledger,scale,dashboard,children,keys]
+const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull|bullmq] [--quick] [--concurrency=N] [--runs=N] [--explain] [--seed=N] [--scenarios=engine,shape,ledger,scale,dashboard,children,keys,dbos]
   engine: steps/second, signal → step start, signal() against the parked population
   shape:  a → b (waitFor) in both arrival orders, signals one at a time and at once, statements (by kind and phase) and Redis commands per workflow, CPU per workflow, idle cost
   ledger: the shape whose b writes one row, transactional (through this.manager) beside plain (through the DataSource): statements and CPU per workflow
@@ -74,14 +80,17 @@ const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=loc
   dashboard: the operator dashboard's workflow list page over 100k workflows
   children: one parent fanning out to 1,000 children of a → b (200 with --quick) and fanning in, beside as many independent a → b workflows: statements, CPU and time per child
   keys:   the shape with a concurrency key per workflow beside the plain shape (statements per step), and 10 keys of limit 1 handed on by 500 workflows (200 with --quick): the wake from a freed slot to the next body against signal → body
+  dbos:   the shape beside DBOS Transact in the same process, runs interleaved, every figure as the ratio geneva-drive / DBOS (PostgreSQL only;
+          not among the defaults; --concurrency defaults to 10 with it, --runs must be at least 3)
   --runs=N      timed runs of each shape and scale measurement, median reported (default 3)
   GD_PG_URL     default postgres://postgres@127.0.0.1:5432/test   (the bench uses database gd_bench on that server)
   GD_MYSQL_URL  default mysql://root@127.0.0.1:3306/test
-  GD_BENCH_DATABASE  default gd_bench: the database (and SQLite file name) the bench drops and recreates
+  GD_BENCH_DATABASE  default gd_bench: the database (and SQLite file name) the bench drops and recreates; DBOS's is <it>_dbos
   REDIS_URL     default redis://127.0.0.1:6379                     (--queue=bull|bullmq; a unique prefix, removed after)`;
 
 export function parseArgs(argv: string[]): BenchOptions {
-  const options: BenchOptions = { db: 'sqlite', queue: 'local', quick: false, concurrency: 4, explain: false, seed: 20_240_601, runs: 3, scenarios: [...SCENARIOS] };
+  const options: BenchOptions = { db: 'sqlite', queue: 'local', quick: false, concurrency: 4, explain: false, seed: 20_240_601, runs: 3, scenarios: [...DEFAULT_SCENARIOS] };
+  let concurrencyGiven = false;
   for (const arg of argv) {
     const [key, value] = arg.split('=', 2);
     switch (key) {
@@ -101,6 +110,7 @@ export function parseArgs(argv: string[]): BenchOptions {
         break;
       case '--concurrency':
         options.concurrency = positiveInteger(key, value);
+        concurrencyGiven = true;
         break;
       case '--seed':
         options.seed = positiveInteger(key, value);
@@ -122,6 +132,10 @@ export function parseArgs(argv: string[]): BenchOptions {
         throw new UsageError(`unknown argument "${arg}"`);
     }
   }
+  if (options.scenarios.includes('dbos')) {
+    if (options.runs < PEER_MIN_RUNS) throw new UsageError(`--scenarios=dbos reports a median of per-run ratios: --runs must be at least ${PEER_MIN_RUNS}`);
+    if (!concurrencyGiven) options.concurrency = COMPARISON_CONCURRENCY;
+  }
   return options;
 }
 
@@ -142,6 +156,8 @@ export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** Its own name keeps two benches on one server (or checkout) from dropping each other's database. */
 export const BENCH_DATABASE = benchDatabaseName(process.env.GD_BENCH_DATABASE ?? 'gd_bench');
 export const SQLITE_FILE = `${PROJECT_ROOT}.tmp/${BENCH_DATABASE}.sqlite`;
+/** DBOS Transact's system database, beside the bench database on the same PostgreSQL server. */
+export const DBOS_DATABASE = benchDatabaseName(`${BENCH_DATABASE}_dbos`);
 
 function benchDatabaseName(name: string): string {
   // Interpolated into DROP/CREATE DATABASE: a plain identifier only.
@@ -149,7 +165,7 @@ function benchDatabaseName(name: string): string {
   return name;
 }
 
-function serverUrl(kind: 'postgres' | 'mysql', database?: string): string {
+export function serverUrl(kind: 'postgres' | 'mysql', database?: string): string {
   const raw = kind === 'postgres' ? (process.env.GD_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test') : (process.env.GD_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test');
   const url = new URL(raw);
   if (database) url.pathname = `/${database}`;
@@ -175,8 +191,8 @@ export function databaseOptions(kind: DatabaseKind): TypeOrmModuleOptions {
   return { type: 'mysql', url: serverUrl('mysql', BENCH_DATABASE), timezone: 'Z', charset: 'utf8mb4' };
 }
 
-/** Drops and recreates `gd_bench` (the SQLite file): every run starts empty and is migrated at boot. */
-export async function recreateDatabase(kind: DatabaseKind): Promise<void> {
+/** Drops and recreates `gd_bench` (the SQLite file), or database `name` of the server: every run starts empty and is migrated at boot. */
+export async function recreateDatabase(kind: DatabaseKind, name = BENCH_DATABASE): Promise<void> {
   if (kind === 'sqlite') {
     mkdirSync(`${PROJECT_ROOT}.tmp`, { recursive: true });
     for (const suffix of ['', '-wal', '-shm']) rmSync(`${SQLITE_FILE}${suffix}`, { force: true });
@@ -187,11 +203,11 @@ export async function recreateDatabase(kind: DatabaseKind): Promise<void> {
   const dataSource = await new DataSource(admin).initialize();
   try {
     if (kind === 'postgres') {
-      await dataSource.query(`DROP DATABASE IF EXISTS ${BENCH_DATABASE} WITH (FORCE)`);
-      await dataSource.query(`CREATE DATABASE ${BENCH_DATABASE}`);
+      await dataSource.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await dataSource.query(`CREATE DATABASE ${name}`);
     } else {
-      await dataSource.query(`DROP DATABASE IF EXISTS ${BENCH_DATABASE}`);
-      await dataSource.query(`CREATE DATABASE ${BENCH_DATABASE} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`);
+      await dataSource.query(`DROP DATABASE IF EXISTS ${name}`);
+      await dataSource.query(`CREATE DATABASE ${name} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`);
     }
   } finally {
     await dataSource.destroy();

@@ -4,7 +4,7 @@
  * in the test suite.
  *
  *   npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull|bullmq] [--quick] [--concurrency=N] [--runs=N] [--explain]
- *                    [--scenarios=engine,shape,ledger,scale,dashboard,children]
+ *                    [--scenarios=engine,shape,ledger,scale,dashboard,children,keys,dbos]
  *
  * Prints a table and writes bench/results/latest.json. Exits non-zero when a check fails (the work
  * was not all done), when signal() got markedly slower with the parked population (see
@@ -21,12 +21,13 @@ import { SignalService, WorkflowService } from 'geneva-drive';
 import { BenchLogger, BenchModule, KEYED_SHAPE, LEDGER_SHAPE, PAYMENT_SHAPE, PLAIN_LEDGER_SHAPE, QueryRecorder, SLOT_KEYS } from './app.js';
 import { KEY_STATEMENT_GOAL, KEY_WAKE_GOAL, measureSlotWakes, type SlotWakes } from './keys.js';
 import { BulkWriter } from './bulk.js';
-import { databaseOptions, describeDatabase, parseArgs, PROJECT_ROOT, recreateDatabase, redisQueue, redisUrl, removeKeys, sizesFor, UsageError, type BenchOptions } from './config.js';
+import { databaseOptions, describeDatabase, parseArgs, PROJECT_ROOT, recreateDatabase, redisQueue, redisUrl, removeKeys, sizesFor, UsageError, type BenchOptions, type Sizes } from './config.js';
 import { measureScale } from './scale.js';
 import { BenchCheckError, measureLatency, measurePopulation, measureThroughput, type BenchContext } from './scenarios.js';
 import { CHILD_COST_GOAL, countChildrenVariant, runChildrenVariant, type ChildrenRun, type ChildrenVariant } from './children.js';
 import { LIST_PAGE_P50_GOAL_MS, measureListPage } from './dashboard.js';
-import { countCost, countPhases, LEDGER_STATEMENT_BUDGET, measureIdle, REDIS_BUDGET, runSequential, runSignalAfter, runSignalFirst, round, runSimultaneous, STATEMENT_BUDGET, type RedisTarget, type ShapeRun } from './shape.js';
+import { countCost, countPhases, LEDGER_STATEMENT_BUDGET, measureIdle, REDIS_BUDGET, runSequential, runSignalAfter, runSignalFirst, round, runSimultaneous, shapeEngine, STATEMENT_BUDGET, type CostCount, type RedisTarget, type RunLoad, type ShapeEngine, type ShapeRun, type SignalsResult } from './shape.js';
+import { DbosPeer } from './dbos-peer.js';
 import { evaluateGoals, figure, goalsTable, loads, type ShapeTimings } from './goals.js';
 import { median, ms, seededRandom, table } from './stats.js';
 
@@ -140,6 +141,7 @@ async function runMeasurements(
   if (options.scenarios.includes('dashboard')) failures.push(await runDashboardScenario(ctx, results));
   if (options.scenarios.includes('children')) failures.push(await runChildrenScenario(ctx, results));
   if (options.scenarios.includes('keys')) failures.push(await runKeysScenario(ctx, results, bull));
+  if (options.scenarios.includes('dbos')) failures.push(await runDbosScenario(ctx, results, bull));
   if (logger.errors.length > 0) return new BenchCheckError(`the engine logged ${logger.errors.length} error(s); first: ${logger.errors[0]}`);
   return failures.find((failure) => failure !== undefined);
 }
@@ -203,10 +205,11 @@ async function runShapeScenarios(ctx: BenchContext, results: Record<string, unkn
   const timings: ShapeTimings = { signalFirst: [], signalAfter: [], sequential: [], simultaneous: [] };
   for (let run = 1; run <= options.runs; run++) {
     console.log(`shape a → b (waitFor), run ${run} of ${options.runs}: ${sizes.shapeWorkflows} workflows signal first, ${sizes.shapeWorkflows} signal after, ${sizes.sequentialSignals} signals one at a time, ${sizes.simultaneousSignals} at once (load ${loadavg()[0].toFixed(2)}) ...`);
-    timings.signalFirst.push(await runSignalFirst(ctx, sizes.shapeWorkflows));
-    timings.signalAfter.push(await runSignalAfter(ctx, sizes.shapeWorkflows));
-    timings.sequential.push(await runSequential(ctx, sizes.sequentialSignals));
-    timings.simultaneous.push(await runSimultaneous(ctx, sizes.simultaneousSignals));
+    const engine = shapeEngine(ctx);
+    timings.signalFirst.push(await runSignalFirst(engine, sizes.shapeWorkflows));
+    timings.signalAfter.push(await runSignalAfter(engine, sizes.shapeWorkflows));
+    timings.sequential.push(await runSequential(engine, sizes.sequentialSignals));
+    timings.simultaneous.push(await runSimultaneous(engine, sizes.simultaneousSignals));
   }
   const goals = evaluateGoals(options.db, timings);
   console.log(`shape a → b (waitFor): ${sizes.idleParked} parked, idle for ${sizes.idleSeconds} s ...`);
@@ -287,7 +290,7 @@ async function runLedgerScenario(ctx: BenchContext, results: Record<string, unkn
     console.log(`ledger shape, run ${run} of ${options.runs}: ${sizes.shapeWorkflows} workflows of each variant signal first, then signal after (load ${loadavg()[0].toFixed(2)}) ...`);
     for (const order of orders) {
       for (const variant of ['plain', 'transactional'] as const) {
-        timings[variant][order].push(await (order === 'signalFirst' ? runSignalFirst : runSignalAfter)(ctx, sizes.shapeWorkflows, variants[variant]));
+        timings[variant][order].push(await (order === 'signalFirst' ? runSignalFirst : runSignalAfter)(shapeEngine(ctx, variants[variant]), sizes.shapeWorkflows));
       }
     }
   }
@@ -497,6 +500,91 @@ async function runKeysScenario(ctx: BenchContext, results: Record<string, unknow
   for (const order of orders) printPerWorkflow(`statements per workflow by kind, ${order}`, count.plain[order].statementsByKind, count.keyed[order].statementsByKind, 'no key | a key per workflow');
   const over = orders.filter((order) => extraPerStep[order] > KEY_STATEMENT_GOAL);
   return over.length > 0 ? new BenchCheckError(`over budget: a concurrency key costs ${over.map((order) => `${extraPerStep[order]} statements per step (${order})`).join(', ')}, goal ≤ ${KEY_STATEMENT_GOAL}`) : undefined;
+}
+
+/** One engine's run of the comparison: both arrival orders, then signals one at a time; the load as it began and ended. */
+interface PeerRun {
+  signalFirst: ShapeRun;
+  signalAfter: ShapeRun;
+  sequential: SignalsResult;
+  load: RunLoad;
+}
+
+async function measurePeerRun(engine: ShapeEngine, sizes: Sizes): Promise<PeerRun> {
+  const start = loadavg()[0];
+  const signalFirst = await runSignalFirst(engine, sizes.shapeWorkflows);
+  const signalAfter = await runSignalAfter(engine, sizes.shapeWorkflows);
+  const sequential = await runSequential(engine, sizes.sequentialSignals);
+  return { signalFirst, signalAfter, sequential, load: { start, end: loadavg()[0] } };
+}
+
+/**
+ * The shape beside DBOS Transact (bench/dbos-peer.ts) in this process: geneva-drive's Redis commands
+ * per workflow (counted as the shape scenario counts them), then `--runs` runs of each engine,
+ * interleaved (geneva-drive's run 1, DBOS's run 1, geneva-drive's run 2, ...), timed by the same
+ * code. Every figure as the ratio geneva-drive / DBOS of each run and the median of those ratios,
+ * with the load of each run. PostgreSQL only: DBOS runs on nothing else.
+ */
+async function runDbosScenario(ctx: BenchContext, results: Record<string, unknown>, bull: RedisTarget | undefined): Promise<BenchCheckError | undefined> {
+  const { sizes, options } = ctx;
+  if (options.db !== 'postgres') {
+    console.log('dbos: skipped (DBOS Transact needs --db=postgres)');
+    return undefined;
+  }
+  // The shape scenario's counts when it ran in this invocation: one count, not two that differ by Bull's timing.
+  let redis = (results.shape as { cost?: Record<'signalFirst' | 'signalAfter', CostCount> } | undefined)?.cost;
+  if (bull && !redis) {
+    console.log(`beside DBOS: counting geneva-drive's Redis commands over ${sizes.costWorkflows} workflows per arrival order ...`);
+    redis = { signalFirst: await countCost(ctx, 'signalFirst', sizes.costWorkflows, bull), signalAfter: await countCost(ctx, 'signalAfter', sizes.costWorkflows, bull) };
+  }
+  const peer = await DbosPeer.open();
+  const measure = { genevaDrive: () => measurePeerRun(shapeEngine(ctx), sizes), dbos: () => peer.whileLaunched(() => measurePeerRun(peer.engine, sizes)) };
+  const names = { genevaDrive: 'geneva-drive', dbos: 'DBOS' };
+  const runs: Record<keyof typeof measure, PeerRun[]> = { genevaDrive: [], dbos: [] };
+  try {
+    for (let run = 1; run <= options.runs; run++) {
+      for (const side of ['genevaDrive', 'dbos'] as const) {
+        console.log(`beside DBOS, run ${run} of ${options.runs}, ${names[side]}: ${sizes.shapeWorkflows} workflows signal first, ${sizes.shapeWorkflows} signal after, ${sizes.sequentialSignals} signals one at a time (load ${loadavg()[0].toFixed(2)}) ...`);
+        runs[side].push(await measure[side]());
+      }
+    }
+  } finally {
+    await peer.close();
+  }
+
+  const figures: Array<[string, (run: PeerRun) => number | undefined]> = [
+    ['workflows/s, signal right after start', (r) => r.signalFirst.workflowsPerSecond],
+    ['workflows/s, signal after all parked', (r) => r.signalAfter.workflowsPerSecond],
+    ['start → all parked, ms', (r) => r.signalAfter.parkMs],
+    ['signal() / DBOS.send() call alone p50, ms', (r) => r.sequential.signalCall.p50],
+    ['signal → woken b\'s first line p50, ms', (r) => r.sequential.signalToStepStart.p50],
+    ['signal → woken b\'s first line p99, ms', (r) => r.sequential.signalToStepStart.p99],
+    ['Node CPU ms / workflow, signal first', (r) => r.signalFirst.nodeCpuMsPerWorkflow],
+    ['Node CPU ms / workflow, signal after', (r) => r.signalAfter.nodeCpuMsPerWorkflow],
+    ['PostgreSQL CPU ms / workflow, signal first', (r) => r.signalFirst.serverCpuMsPerWorkflow],
+    ['PostgreSQL CPU ms / workflow, signal after', (r) => r.signalAfter.serverCpuMsPerWorkflow],
+  ];
+  const compared = figures.map(([label, pick]) => {
+    const ratios = runs.genevaDrive.map((run, i) => {
+      const [ours, theirs] = [pick(run), pick(runs.dbos[i])];
+      return ours === undefined || theirs === undefined || theirs === 0 ? undefined : round(ours / theirs);
+    });
+    return { label, genevaDrive: medianOf(runs.genevaDrive.map(pick)), dbos: medianOf(runs.dbos.map(pick)), ratios, medianRatio: medianOf(ratios) };
+  });
+  results.dbos = { runs, compared, redis, dbosLog: { errors: peer.logger.errors.length, warnings: peer.logger.warnings.length, firstError: peer.logger.errors[0] } };
+
+  console.log('');
+  console.log(
+    table([
+      [`beside DBOS Transact: ${sizes.shapeWorkflows} workflows per order, ${sizes.sequentialSignals} signals one at a time (medians of ${options.runs})`, 'geneva-drive', 'DBOS', 'geneva-drive / DBOS per run', 'median ratio'],
+      ...compared.map((row) => [row.label, figure(row.genevaDrive), figure(row.dbos), row.ratios.map(figure).join(' / '), figure(row.medianRatio)]),
+      ...(['genevaDrive', 'dbos'] as const).map((side) => [`load per run, ${names[side]} (1-min, start→end)`, '', '', loads(runs[side].map((r) => r.load)), '']),
+      ...(bull && redis ? (['signalFirst', 'signalAfter'] as const).map((order) => [`Redis commands / workflow, signal ${order === 'signalFirst' ? 'first' : 'after'}`, String(redis[order].redisCommandsPerWorkflow), 'no Redis', '', '']) : []),
+    ]),
+  );
+  console.log(`(a ratio above 1: geneva-drive's figure is the larger. geneva-drive: ${options.db} + ${options.queue}, concurrency ${options.concurrency}; DBOS: started without a queue, same process and server)`);
+  if (peer.logger.errors.length > 0) return new BenchCheckError(`DBOS logged ${peer.logger.errors.length} error(s); first: ${peer.logger.errors[0]}`);
+  return undefined;
 }
 
 async function serverVersion(dataSource: DataSource, options: BenchOptions): Promise<string> {

@@ -8,7 +8,7 @@ import { memoryUsage } from 'node:process';
 import { In } from 'typeorm';
 import { Redis } from 'ioredis';
 import { Signal, StepExecution, WorkflowRecord, type Signal as SignalRow } from 'geneva-drive';
-import { BenchDeadlinePaymentWorkflow, BenchEffect, BenchHero, BenchPaymentWorkflow, PAYMENT_SHAPE, PAYMENT_SIGNAL, PAYMENT_WORKFLOW, probe, type PaymentShape } from './app.js';
+import { BenchEffect, BenchHero, DEADLINE_SHAPE, PAYMENT_SHAPE, PAYMENT_SIGNAL, PAYMENT_WORKFLOW, probe, type PaymentShape } from './app.js';
 import { openWindow, type WindowCost } from './load.js';
 import { PhaseTracker } from './phases.js';
 import { assert, type BenchContext } from './scenarios.js';
@@ -17,6 +17,8 @@ import { forEachLimited, summarize, type Summary } from './stats.js';
 /** Calls in flight at once (start() and signal()), as in the other throughput scenario. */
 const LANES = 16;
 const TIMEOUT_MS = 120_000;
+/** Pause between the last park mark and the first of the signals sent one at a time. */
+const SETTLE_MS = 1_000;
 /** PostgreSQL's longest delay in reporting a backend's statistics (10 s), and a margin. */
 const PG_STATS_FLUSH_MS = 11_000;
 
@@ -27,10 +29,11 @@ const PG_STATS_FLUSH_MS = 11_000;
  * and MySQL's signal-after are what they cost now. Each step's phase 1 reads the hero in a statement
  * of its own once the row locks are held (one statement more per step than when the locking read
  * joined it, 14 / 17 on PostgreSQL): a locking read's snapshot predates its wait for the locks, so
- * the hero it joined could be older than the commit the step acts on.
+ * the hero it joined could be older than the commit the step acts on. PostgreSQL's `signal()` then
+ * became one message (12 / 15 plus the signal ids taken 64 at a time: budget 13 / 16).
  */
 export const STATEMENT_BUDGET: Record<'postgres' | 'mysql' | 'sqlite', { signalFirst: number; signalAfter: number }> = {
-  postgres: { signalFirst: 16, signalAfter: 20 },
+  postgres: { signalFirst: 13, signalAfter: 16 },
   mysql: { signalFirst: 30, signalAfter: 32 },
   sqlite: { signalFirst: 32, signalAfter: 38 },
 };
@@ -133,35 +136,62 @@ async function heroes(ctx: BenchContext, n: number): Promise<BenchHero[]> {
   return (await ctx.bulk.insertHeroes(n)).map((id) => Object.assign(new BenchHero(), { id, label: `hero-${id}` }));
 }
 
-function finished(workflowId: string): Promise<unknown> {
-  return probe.paymentFinished.wait(workflowId, TIMEOUT_MS, 'the finished workflow');
+/**
+ * One engine as the timed runs of the shape drive it: geneva-drive (shapeEngine below) or a peer
+ * (dbos-peer.ts). The same code times both, so both are measured alike.
+ */
+export interface ShapeEngine {
+  /** `n` start calls, whatever they need prepared outside the clock (geneva-drive's heroes); each resolves to the workflow's id. */
+  starts(n: number): Promise<Array<() => Promise<string>>>;
+  /** Sends `payment_confirmed` with `seq` in its payload, under `idempotencyKey` when given. */
+  signal(id: string, seq: number, idempotencyKey?: string): Promise<void>;
+  /** performance.now() as `b` parked, and as its body began; the workflow's end. */
+  parked(id: string, timeoutMs: number): Promise<number>;
+  body(id: string): Promise<number>;
+  finished(id: string): Promise<unknown>;
+  /** A measured window: this process's CPU and the engine's database backends. */
+  openWindow(): Promise<{ close: () => Promise<WindowCost> }>;
+  /** Throws unless every workflow of `ids` finished once and consumed its signal once. */
+  verify(ids: string[]): Promise<void>;
+}
+
+/** geneva-drive running `shape` through this bench's application. */
+export function shapeEngine(ctx: BenchContext, shape: PaymentShape = PAYMENT_SHAPE): ShapeEngine {
+  return {
+    starts: async (n) => (await heroes(ctx, n)).map((hero) => async () => (await ctx.workflows.start(shape.workflowClass, hero)).id),
+    signal: async (id, seq, idempotencyKey) => {
+      await ctx.signals.signal(id, PAYMENT_SIGNAL, { payload: { seq }, ...(idempotencyKey === undefined ? {} : { idempotencyKey }) });
+    },
+    parked: (id, timeoutMs) => probe.paymentParked.wait(id, timeoutMs, 'the parked step'),
+    body: (id) => probe.paymentBodies.wait(id, TIMEOUT_MS, 'the woken body'),
+    finished: (id) => probe.paymentFinished.wait(id, TIMEOUT_MS, 'the finished workflow'),
+    openWindow: () => openWindow(ctx.dataSource, ctx.options.db),
+    verify: (ids) => verify(ctx, ids, shape),
+  };
 }
 
 /** Starts and signals each workflow right away: the signal is buffered and `b` runs without parking. */
-async function signalFirst(ctx: BenchContext, list: BenchHero[], shape: PaymentShape): Promise<string[]> {
+async function signalFirst(engine: ShapeEngine, starts: Array<() => Promise<string>>): Promise<string[]> {
   const ids: string[] = [];
   const done: Array<Promise<unknown>> = [];
-  await forEachLimited(list, LANES, async (hero, i) => {
-    const workflow = await ctx.workflows.start(shape.workflowClass, hero);
-    ids.push(workflow.id);
-    done.push(finished(workflow.id));
-    await ctx.signals.signal(workflow, PAYMENT_SIGNAL, { payload: { seq: i }, idempotencyKey: `evt-${workflow.id}` });
+  await forEachLimited(starts, LANES, async (start, i) => {
+    const id = await start();
+    ids.push(id);
+    done.push(engine.finished(id));
+    await engine.signal(id, i, `evt-${id}`);
   });
   await Promise.all(done);
   return ids;
 }
 
 /** Starts every workflow, waits until all have parked, then signals them all. */
-async function signalAfter(ctx: BenchContext, list: BenchHero[], shape: PaymentShape): Promise<{ ids: string[]; lastParkedAt: number; wakeStartedAt: number }> {
-  const ids: string[] = [];
-  await forEachLimited(list, LANES, async (hero) => {
-    ids.push((await ctx.workflows.start(shape.workflowClass, hero)).id);
-  });
-  const parkedAt = await Promise.all(ids.map((id) => probe.paymentParked.wait(id, TIMEOUT_MS, 'the parked step')));
-  const done = ids.map(finished);
+async function signalAfter(engine: ShapeEngine, starts: Array<() => Promise<string>>): Promise<{ ids: string[]; lastParkedAt: number; wakeStartedAt: number }> {
+  const ids = await startAll(starts);
+  const parkedAt = await Promise.all(ids.map((id) => engine.parked(id, TIMEOUT_MS)));
+  const done = ids.map((id) => engine.finished(id));
   const wakeStartedAt = performance.now();
   await forEachLimited(ids, LANES, async (id, i) => {
-    await ctx.signals.signal(id, PAYMENT_SIGNAL, { payload: { seq: i }, idempotencyKey: `evt-${id}` });
+    await engine.signal(id, i, `evt-${id}`);
   });
   await Promise.all(done);
   return { ids, lastParkedAt: Math.max(...parkedAt), wakeStartedAt };
@@ -175,25 +205,25 @@ function cpuPerWorkflow(cost: WindowCost, n: number): Pick<ShapeRun, 'nodeCpuMsP
   return { nodeCpuMsPerWorkflow: round(cost.nodeCpuMs / n), ...(cost.serverCpuMs === undefined ? {} : { serverCpuMsPerWorkflow: round(cost.serverCpuMs / n) }) };
 }
 
-export async function runSignalFirst(ctx: BenchContext, n: number, shape = PAYMENT_SHAPE): Promise<ShapeRun> {
-  const list = await heroes(ctx, n);
-  const window = await openWindow(ctx.dataSource, ctx.options.db);
+export async function runSignalFirst(engine: ShapeEngine, n: number): Promise<ShapeRun> {
+  const starts = await engine.starts(n);
+  const window = await engine.openWindow();
   const started = performance.now();
-  const ids = await signalFirst(ctx, list, shape);
+  const ids = await signalFirst(engine, starts);
   const wallMs = performance.now() - started;
   const cost = await window.close();
-  await verify(ctx, ids, shape);
+  await engine.verify(ids);
   return { workflows: n, load: load(cost), ...cpuPerWorkflow(cost, n), wallMs, workflowsPerSecond: n / (wallMs / 1000) };
 }
 
-export async function runSignalAfter(ctx: BenchContext, n: number, shape = PAYMENT_SHAPE): Promise<ShapeRun> {
-  const list = await heroes(ctx, n);
-  const window = await openWindow(ctx.dataSource, ctx.options.db);
+export async function runSignalAfter(engine: ShapeEngine, n: number): Promise<ShapeRun> {
+  const starts = await engine.starts(n);
+  const window = await engine.openWindow();
   const started = performance.now();
-  const { ids, lastParkedAt, wakeStartedAt } = await signalAfter(ctx, list, shape);
+  const { ids, lastParkedAt, wakeStartedAt } = await signalAfter(engine, starts);
   const end = performance.now();
   const cost = await window.close();
-  await verify(ctx, ids, shape);
+  await engine.verify(ids);
   return { workflows: n, load: load(cost), ...cpuPerWorkflow(cost, n), ...afterRates(n, started, lastParkedAt, wakeStartedAt, end) };
 }
 
@@ -211,40 +241,43 @@ export function afterRates(n: number, started: number, lastParkedAt: number, wak
 }
 
 /** `n` workflows parked, then signaled one at a time, each after the previous one finished. */
-export async function runSequential(ctx: BenchContext, n: number): Promise<SignalsResult> {
-  const ids = await parked(ctx, n);
-  const window = await openWindow(ctx.dataSource, ctx.options.db);
+export async function runSequential(engine: ShapeEngine, n: number): Promise<SignalsResult> {
+  const { ids } = await parkAll(engine, n, TIMEOUT_MS);
+  // A park is marked as the engine decides to wait, before its own writes: let the last ones land,
+  // so that the first signals find an idle engine like the others, not the tail of the parking.
+  await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+  const window = await engine.openWindow();
   const latency: number[] = [];
   const call: number[] = [];
   for (const [i, id] of ids.entries()) {
-    const done = finished(id);
+    const done = engine.finished(id);
     const t0 = performance.now();
-    await ctx.signals.signal(id, PAYMENT_SIGNAL, { payload: { seq: i } });
+    await engine.signal(id, i);
     call.push(performance.now() - t0);
-    latency.push((await probe.paymentBodies.wait(id, TIMEOUT_MS, 'the woken body')) - t0);
+    latency.push((await engine.body(id)) - t0);
     await done;
   }
   const cost = await window.close();
-  await verify(ctx, ids);
+  await engine.verify(ids);
   return { signals: n, load: load(cost), signalToStepStart: summarize(latency), signalCall: summarize(call) };
 }
 
 /** `n` workflows parked, then `n` signal() calls fired at once. */
-export async function runSimultaneous(ctx: BenchContext, n: number): Promise<SignalsResult> {
-  const ids = await parked(ctx, n);
-  const done = ids.map(finished);
-  const window = await openWindow(ctx.dataSource, ctx.options.db);
+export async function runSimultaneous(engine: ShapeEngine, n: number): Promise<SignalsResult> {
+  const { ids } = await parkAll(engine, n, TIMEOUT_MS);
+  const done = ids.map((id) => engine.finished(id));
+  const window = await engine.openWindow();
   const calls = await Promise.all(
     ids.map(async (id, i) => {
       const t0 = performance.now();
-      await ctx.signals.signal(id, PAYMENT_SIGNAL, { payload: { seq: i } });
+      await engine.signal(id, i);
       return { t0, callMs: performance.now() - t0 };
     }),
   );
-  const bodies = await Promise.all(ids.map((id) => probe.paymentBodies.wait(id, TIMEOUT_MS, 'the woken body')));
+  const bodies = await Promise.all(ids.map((id) => engine.body(id)));
   await Promise.all(done);
   const cost = await window.close();
-  await verify(ctx, ids);
+  await engine.verify(ids);
   return {
     signals: n,
     load: load(cost),
@@ -253,26 +286,22 @@ export async function runSimultaneous(ctx: BenchContext, n: number): Promise<Sig
   };
 }
 
-/** `n` workflows started through the API and parked by the queue; their ids. */
-async function parked(ctx: BenchContext, n: number, timeoutMs = TIMEOUT_MS): Promise<string[]> {
-  return (await parkTimed(ctx, n, timeoutMs)).ids;
+/** `n` workflows started and parked, with the time from the first start to the last park (what the starts need is prepared before the clock). */
+async function parkAll(engine: ShapeEngine, n: number, timeoutMs: number): Promise<{ ids: string[]; parkMs: number }> {
+  const starts = await engine.starts(n);
+  const started = performance.now();
+  const ids = await startAll(starts);
+  const parkedAt = await Promise.all(ids.map((id) => engine.parked(id, timeoutMs)));
+  return { ids, parkMs: Math.max(...parkedAt) - started };
 }
 
-/** As parked(), with the time from the first start() to the last park (the heroes are inserted before the clock). */
-async function parkTimed(
-  ctx: BenchContext,
-  n: number,
-  timeoutMs: number,
-  workflowClass: typeof BenchPaymentWorkflow | typeof BenchDeadlinePaymentWorkflow = BenchPaymentWorkflow,
-): Promise<{ ids: string[]; parkMs: number }> {
-  const list = await heroes(ctx, n);
+/** Makes the start calls, LANES at a time; the ids in the order the starts returned. */
+async function startAll(starts: Array<() => Promise<string>>): Promise<string[]> {
   const ids: string[] = [];
-  const started = performance.now();
-  await forEachLimited(list, LANES, async (hero) => {
-    ids.push((await ctx.workflows.start(workflowClass, hero)).id);
+  await forEachLimited(starts, LANES, async (start) => {
+    ids.push(await start());
   });
-  const parkedAt = await Promise.all(ids.map((id) => probe.paymentParked.wait(id, timeoutMs, 'the parked step')));
-  return { ids, parkMs: Math.max(...parkedAt) - started };
+  return ids;
 }
 
 /**
@@ -296,7 +325,7 @@ export async function countPhases(
     for (const [i, hero] of list.entries()) {
       const workflow = await tracker.call('start()', () => ctx.workflows.start(shape.workflowClass, hero));
       ids.push(workflow.id);
-      const done = finished(workflow.id);
+      const done = probe.paymentFinished.wait(workflow.id, TIMEOUT_MS, 'the finished workflow');
       if (order === 'signalAfter') await probe.paymentParked.wait(workflow.id, TIMEOUT_MS, 'the parked step');
       await tracker.call('signal()', () => ctx.signals.signal(workflow, PAYMENT_SIGNAL, { payload: { seq: i }, idempotencyKey: `evt-${workflow.id}` }));
       await done;
@@ -316,17 +345,18 @@ export async function countPhases(
  * use the engine's events, never a poll of the database; the check of the rows comes after counting.
  */
 export async function countCost(ctx: BenchContext, order: 'signalFirst' | 'signalAfter', n: number, bull?: RedisTarget, shape = PAYMENT_SHAPE): Promise<CostCount> {
-  const list = await heroes(ctx, n);
+  const engine = shapeEngine(ctx, shape);
+  const starts = await engine.starts(n);
   const monitor = bull ? await RedisMonitor.start(bull.url, bull.prefix) : undefined;
   const statements: Array<{ query: string }> = (ctx.recorder.recording = []);
   let ids: string[];
   try {
-    ids = order === 'signalFirst' ? await signalFirst(ctx, list, shape) : (await signalAfter(ctx, list, shape)).ids;
+    ids = order === 'signalFirst' ? await signalFirst(engine, starts) : (await signalAfter(engine, starts)).ids;
   } finally {
     ctx.recorder.recording = null;
   }
   const redis = await monitor?.stop();
-  await verify(ctx, ids, shape);
+  await engine.verify(ids);
 
   const byKind: Record<string, number> = {};
   for (const { query } of statements) byKind[statementKind(query)] = (byKind[statementKind(query)] ?? 0) + 1;
@@ -348,7 +378,7 @@ export async function measureIdle(
   bull?: { prefix: string; url: string },
   options: { withDeadlines?: boolean } = {},
 ): Promise<IdleResult> {
-  const { parkMs } = await parkTimed(ctx, n, TIMEOUT_MS * 5, options.withDeadlines ? BenchDeadlinePaymentWorkflow : BenchPaymentWorkflow);
+  const { parkMs } = await parkAll(shapeEngine(ctx, options.withDeadlines ? DEADLINE_SHAPE : PAYMENT_SHAPE), n, TIMEOUT_MS * 5);
   // Let the last commits and job completions settle before the window opens. On PostgreSQL also let
   // the backends report the setup's commits: an idle backend flushes its pending statistics to
   // pg_stat_database up to 10 s late (PGSTAT_IDLE_INTERVAL), which would count as idle commits.
