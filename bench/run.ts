@@ -26,7 +26,7 @@ import { measureScale } from './scale.js';
 import { BenchCheckError, measureLatency, measurePopulation, measureThroughput, type BenchContext } from './scenarios.js';
 import { CHILD_COST_GOAL, countChildrenVariant, runChildrenVariant, type ChildrenRun, type ChildrenVariant } from './children.js';
 import { LIST_PAGE_P50_GOAL_MS, measureListPage } from './dashboard.js';
-import { countCost, countPhases, LEDGER_STATEMENT_BUDGET, measureIdle, REDIS_BUDGET, runSequential, runSignalAfter, runSignalFirst, round, runSimultaneous, shapeEngine, STATEMENT_BUDGET, type CostCount, type RedisTarget, type RunLoad, type ShapeEngine, type ShapeRun, type SignalsResult } from './shape.js';
+import { commandsPerQueuedJob, countCost, countPhases, LEDGER_STATEMENT_BUDGET, measureIdle, REDIS_BUDGET, runSequential, runSignalAfter, runSignalFirst, round, runSimultaneous, shapeEngine, STATEMENT_BUDGET, type CostCount, type RedisCount, type RedisTarget, type RunLoad, type ShapeEngine, type ShapeRun, type SignalsResult } from './shape.js';
 import { DbosPeer } from './dbos-peer.js';
 import { evaluateGoals, figure, goalsTable, loads, type ShapeTimings } from './goals.js';
 import { median, ms, seededRandom, table } from './stats.js';
@@ -200,8 +200,8 @@ async function runShapeScenarios(ctx: BenchContext, results: Record<string, unkn
   const { sizes, options } = ctx;
   console.log(`shape a → b (waitFor): counting statements${bull ? ' and Redis commands' : ''} over ${sizes.costWorkflows} workflows per arrival order ...`);
   const cost = { signalFirst: await countCost(ctx, 'signalFirst', sizes.costWorkflows, bull), signalAfter: await countCost(ctx, 'signalAfter', sizes.costWorkflows, bull) };
-  console.log(`shape a → b (waitFor): statements by phase, ${sizes.costWorkflows} workflows one at a time per arrival order ...`);
-  const phases = { signalFirst: await countPhases(ctx, 'signalFirst', sizes.costWorkflows), signalAfter: await countPhases(ctx, 'signalAfter', sizes.costWorkflows) };
+  console.log(`shape a → b (waitFor): statements by phase${bull ? ' and Redis commands' : ''}, ${sizes.costWorkflows} workflows one at a time per arrival order ...`);
+  const phases = { signalFirst: await countPhases(ctx, 'signalFirst', sizes.costWorkflows, undefined, bull), signalAfter: await countPhases(ctx, 'signalAfter', sizes.costWorkflows, undefined, bull) };
   const timings: ShapeTimings = { signalFirst: [], signalAfter: [], sequential: [], simultaneous: [] };
   for (let run = 1; run <= options.runs; run++) {
     console.log(`shape a → b (waitFor), run ${run} of ${options.runs}: ${sizes.shapeWorkflows} workflows signal first, ${sizes.shapeWorkflows} signal after, ${sizes.sequentialSignals} signals one at a time, ${sizes.simultaneousSignals} at once (load ${loadavg()[0].toFixed(2)}) ...`);
@@ -222,15 +222,13 @@ async function runShapeScenarios(ctx: BenchContext, results: Record<string, unkn
   const over: string[] = [];
   for (const order of ['signalFirst', 'signalAfter'] as const) {
     if (cost[order].statementsPerWorkflow > budget[order]) over.push(`${cost[order].statementsPerWorkflow} statements per workflow (${order}), budget ${budget[order]}`);
-    const redis = cost[order].redisCommandsPerWorkflow;
-    if (bull && redis !== undefined && redis > REDIS_BUDGET[bull.adapter][order]) over.push(`${redis} Redis commands per workflow (${order}), budget ${REDIS_BUDGET[bull.adapter][order]}`);
+    if (bull) over.push(...redisOverBudget(bull.adapter, order, cost[order].redis!, phases[order].redis!, phases[order].workflows));
   }
   if (idle.statementsWhileIdle > 0) over.push(`${idle.statementsWhileIdle} statements while ${idle.parked} workflows sat parked`);
   if (idleWithDeadlines.statementsWhileIdle > 0) over.push(`${idleWithDeadlines.statementsWhileIdle} statements while ${idleWithDeadlines.parked} workflows sat parked with deadlines`);
 
   console.log('');
-  const redisCell = (order: 'signalFirst' | 'signalAfter') =>
-    !bull || cost[order].redisCommandsPerWorkflow === undefined ? '' : `; ${cost[order].redisCommandsPerWorkflow} Redis commands (budget ${REDIS_BUDGET[bull.adapter][order]})`;
+  const redisCell = (order: 'signalFirst' | 'signalAfter') => (bull ? `; ${redisSummary(bull.adapter, order, cost[order].redis!, phases[order].redis!, phases[order].workflows)}` : '');
   const server = options.db === 'postgres' ? 'PostgreSQL' : options.db === 'mysql' ? 'mariadbd' : undefined;
   console.log(
     table([
@@ -253,6 +251,27 @@ async function runShapeScenarios(ctx: BenchContext, results: Record<string, unkn
   console.log(`  ${'total'.padEnd(40)} ${String(phases.signalFirst.statementsPerWorkflow).padStart(6)} | ${String(phases.signalAfter.statementsPerWorkflow).padStart(6)}`);
   if (cost.signalFirst.redisByCommand && cost.signalAfter.redisByCommand) printPerWorkflow('Redis commands per workflow', cost.signalFirst.redisByCommand, cost.signalAfter.redisByCommand);
   return over.length > 0 ? new BenchCheckError(`over budget: ${over.join('; ')}`) : undefined;
+}
+
+/** The Redis gates (see REDIS_BUDGET): the shape one workflow at a time, and each job of the burst that went through Redis. */
+function redisOverBudget(adapter: RedisTarget['adapter'], order: 'signalFirst' | 'signalAfter', burst: RedisCount, oneAtATime: RedisCount, workflows: number): string[] {
+  const budget = REDIS_BUDGET[adapter];
+  const over: string[] = [];
+  const alone = round(oneAtATime.total / workflows);
+  if (alone > budget.oneAtATime[order]) over.push(`${alone} Redis commands per workflow one at a time (${order}), budget ${budget.oneAtATime[order]}`);
+  const perJob = commandsPerQueuedJob(burst);
+  if (perJob !== undefined && perJob > budget.perQueuedJob) over.push(`${perJob} Redis commands per job through Redis (${order}), budget ${budget.perQueuedJob}`);
+  return over;
+}
+
+function redisSummary(adapter: RedisTarget['adapter'], order: 'signalFirst' | 'signalAfter', burst: RedisCount, oneAtATime: RedisCount, workflows: number): string {
+  const budget = REDIS_BUDGET[adapter];
+  const perJob = commandsPerQueuedJob(burst);
+  return (
+    `Redis: ${round(oneAtATime.total / workflows)} commands one at a time (budget ${budget.oneAtATime[order]}); ` +
+    `the burst ${round(burst.total / workflows)} per workflow, ${burst.jobsOnQueue} jobs through Redis` +
+    `${perJob === undefined ? '' : ` at ${perJob} each (budget ${budget.perQueuedJob})`} and ${burst.jobsInProcess} started in the process`
+  );
 }
 
 function printPerWorkflow(title: string, first: Record<string, number>, after: Record<string, number>, columns = 'signal first | signal after'): void {
