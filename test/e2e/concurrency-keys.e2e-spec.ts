@@ -197,6 +197,25 @@ describeEachDatabase('concurrency keys', (kind) => {
     expect(await housekeeping.run()).toMatchObject({ flowWaitersWoken: 0 });
   });
 
+  it('housekeeping finds a wake whose job was lost however many newcomers queue behind its waiter', async () => {
+    const [a, b, c] = await started(ChargeWorkflow, 'busy', 3);
+    const first = await runHeld(a);
+    const waitB = (await app.gd.performNextStep(b.workflow))!;
+    await first.release(); // b's wake goes out; say its job was lost
+    await app.dataSource.query(`UPDATE geneva_drive_flow_keys SET updated_at = ${kind === 'postgres' ? '$1' : '?'}`, [kind === 'sqlite' ? '2020-01-01 00:00:00.000' : new Date(Date.UTC(2020, 0, 1))]);
+    // A newcomer queues behind b, which the free slot admits: joining the queue is no sign of life of b.
+    const waitC = (await app.gd.performNextStep(c.workflow))!;
+    expect(waitC).toMatchObject({ state: 'scheduled', flowKey: 'busy' });
+    expect(await keyRow('busy')).toEqual({ holding: 0, waiters: [waitB.id, waitC.id] });
+    expect(jobsOf(waitB)).toHaveLength(2);
+    expect(await app.moduleRef.get(HousekeepingService).run()).toMatchObject({ flowWaitersWoken: 1 });
+    expect(jobsOf(waitB)).toHaveLength(3);
+    expect(jobsOf(waitC)).toHaveLength(1);
+    expect(await app.gd.performNextStep(b.workflow)).toMatchObject({ stepName: 'charge', state: 'completed' });
+    expect(await app.gd.performNextStep(c.workflow)).toMatchObject({ stepName: 'charge', state: 'completed' });
+    expect(await keyRow('busy')).toEqual({ holding: 0, waiters: [] });
+  });
+
   it('a workflow-level key limits every step of the class; a step’s own replaces it', async () => {
     const [a, b, c] = await started(PairWorkflow, 'pair', 3);
     const first = await runHeld(a);

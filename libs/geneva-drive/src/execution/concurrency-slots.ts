@@ -2,7 +2,7 @@ import { In, type EntityManager } from 'typeorm';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { ConcurrencyKeyError } from '../errors/concurrency-key.error.js';
-import { freeSlot, freeUncontended, keysWithWaiters, lockFlowKey, takeUncontended, writeFlowKey, type FlowKeyRow, type FlowWaiter } from '../persistence/flow-keys.js';
+import { freeSlot, freeUncontended, keysWithWaiters, lockFlowKey, takeUncontended, writeFlowKey, writeWaiters, type FlowKeyRow, type FlowWaiter } from '../persistence/flow-keys.js';
 import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import type { TransactionRunner } from '../persistence/transaction-runner.js';
 import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
@@ -72,7 +72,7 @@ export class ConcurrencySlots {
     }
     if (position < 0) {
       row.waiters.splice(ahead, 0, waiter);
-      await writeFlowKey(manager, key, row, now);
+      await writeWaiters(manager, key, row.waiters);
     }
     if (execution.flowKey !== key) await this.setKey(manager, execution, key);
     return false;
@@ -98,9 +98,10 @@ export class ConcurrencySlots {
   }
 
   /**
-   * Housekeeping: wakes the waiters the free slots admit, of every key whose row nothing changed
-   * since `cutoff`. A wake whose job was lost (the process died between the commit and the enqueue)
-   * is all that leaves waiters there: a key in use changes at every start and end.
+   * Housekeeping: wakes the waiters the free slots admit, of every key whose slots nothing took or
+   * freed since `cutoff`. A wake whose job was lost (the process died between the commit and the
+   * enqueue) is all that leaves waiters there: a key in use changes at every start and end, and
+   * newcomers queueing behind the waiter it admitted do not count as a change.
    */
   async wakeStranded(manager: EntityManager, cutoff: Date): Promise<number> {
     if (!this.schema.hasFlowControl) return 0;

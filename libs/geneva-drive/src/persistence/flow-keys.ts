@@ -121,8 +121,19 @@ export async function writeFlowKey(manager: EntityManager, key: string, row: Flo
 }
 
 /**
- * The keys someone waits for whose row nothing changed since `cutoff` (housekeeping's sweep of lost
- * wakes: every wake writes the row it frees a slot in): one row per key, never the executions.
+ * Writes the queue of the row {@link lockFlowKey} locked when a waiter joins it, and nothing else:
+ * `updated_at` keeps the time a slot was last taken or freed, which the sweep of lost wakes reads,
+ * so that newcomers queueing behind a waiter whose wake was lost do not hide it.
+ */
+export async function writeWaiters(manager: EntityManager, key: string, waiters: FlowWaiter[]): Promise<void> {
+  const [p1, p2] = placeholders(manager, 2);
+  await manager.query(`UPDATE ${TABLE} SET waiters = ${p1} WHERE flow_key = ${p2}`, [JSON.stringify(waiters), key]);
+}
+
+/**
+ * The keys someone waits for whose slots nothing took or freed since `cutoff` (housekeeping's sweep
+ * of lost wakes: every wake writes the row it frees a slot in; a waiter joining the queue does not,
+ * see {@link writeWaiters}): one row per key, never the executions.
  */
 export async function keysWithWaiters(manager: EntityManager, cutoff: Date): Promise<string[]> {
   const [p1] = placeholders(manager, 1);
