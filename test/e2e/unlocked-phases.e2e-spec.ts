@@ -7,7 +7,9 @@
  * waits for the lock, writes nothing, and the locked phase decides from the rows as they are.
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { GenevaWorkflow, HousekeepingService, Step, Workflow, WorkflowService, type WorkflowRecord } from 'geneva-drive';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { GENEVA_DRIVE_CHANNELS, GenevaWorkflow, HousekeepingService, Step, Workflow, WorkflowService, type WorkflowRecord } from 'geneva-drive';
+import { WorkflowStore } from '../../libs/geneva-drive/src/persistence/workflow-store.js';
 import type { AfterQueryEvent, DataSource, EntitySubscriberInterface } from 'typeorm';
 import { waitUntil } from '../src/bull-wait.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
@@ -187,6 +189,31 @@ suite('unlocked phases [postgres]', () => {
     expect((await workflows.executionHistory(waiter)).map(({ state, flowKey }) => ({ state, flowKey }))).toEqual([{ state: 'completed', flowKey: 'account:Ada' }]);
     expect(await dataSource.query(`SELECT flow_key, holding, waiters FROM geneva_drive_flow_keys`)).toEqual([{ flow_key: 'account:Ada', holding: 0, waiters: '[]' }]);
     expect(journal).toEqual([`${holder.id}:only`, `${waiter.id}:only`]);
+  });
+
+  it('a holder whose one-statement end committed but whose waiter’s wake failed to go reports its outcome, and the wake goes again', async () => {
+    const { workflows, holder, waiter, release } = await contended(HeldKeyedWorkflow);
+    const store = app!.moduleRef.get(WorkflowStore, { strict: false });
+    const enqueue = store.enqueue.bind(store);
+    let refused = 0;
+    store.enqueue = (...args: Parameters<WorkflowStore['enqueue']>) => {
+      if (args[1].id === waiter.id && refused++ === 0) return Promise.reject(new Error('the queue is gone'));
+      return enqueue(...args);
+    };
+    const finalized: Array<Record<string, unknown>> = [];
+    const listener = (message: unknown) => void finalized.push(message as Record<string, unknown>);
+    subscribe(GENEVA_DRIVE_CHANNELS.finalize, listener);
+    try {
+      release();
+      await settled(workflows, holder, 'finished');
+      await settled(workflows, waiter, 'finished');
+    } finally {
+      unsubscribe(GENEVA_DRIVE_CHANNELS.finalize, listener);
+      store.enqueue = enqueue;
+    }
+    expect(refused).toBe(2); // the wake refused, then sent again
+    // The end was written: its event says so (not a discarded outcome), once.
+    expect(finalized.filter((event) => event.workflowId === holder.id)).toEqual([expect.objectContaining({ stepName: 'only', stepState: 'completed', workflowState: 'finished' })]);
   });
 
   it('a transactional holder whose transaction TypeORM commits (a subscriber to its events) frees its slot in its guarded write only while nobody waits: with a waiter, under the locks', async () => {

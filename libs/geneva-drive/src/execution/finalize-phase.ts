@@ -10,6 +10,7 @@ import type { StepOutcomes } from './step-outcome.js';
 import { eventBase, IDEMPOTENT, keepsOutputs, type BodyResult, type Chain, type Prepared } from './step-run.js';
 import { ChildrenRefused, type ChildStart } from './child-start.js';
 import type { ConcurrencySlots } from './concurrency-slots.js';
+import { SentAfterWriteError } from '../persistence/phase-batch.js';
 import { resolveExceptionPolicy } from '../exception-policy/exception-policy.js';
 
 /** What phase 3 recorded (null states: the outcome was discarded), and the step it started inline. */
@@ -155,10 +156,13 @@ export class FinalizePhase {
     const manager = this.transactions.dataSource.createEntityManager();
     try {
       if (!(await this.store.writeIfUnchanged(manager, expected, () => this.recordOutcome(manager, prepared, result)))) return null;
-    } catch {
+    } catch (error) {
       // Whatever failed (a lost connection, even one that lost the answer to a statement that went
       // through), the locked path runs next: it re-reads the rows and records only what is still due.
-      return null;
+      if (!(error instanceof SentAfterWriteError)) return null;
+      // Recorded, and only its jobs or wake-ups failed to go: the locked path, finding the execution
+      // closed, sends them again; the outcome is the one written.
+      await this.recordLocked(prepared, result);
     }
     return { states: { workflowState: workflow.state, stepState: execution.state }, next: null };
   }

@@ -27,6 +27,16 @@ export interface PendingJob {
 /** A phase run by {@link PhaseBatch.writeIfUnchanged} tried to read: it must run under the row locks. */
 class NeedsLocks extends Error {}
 
+/**
+ * {@link PhaseBatch.writeIfUnchanged}'s write committed, and sending its jobs or waking the waiters of
+ * the slot it freed failed after (`cause`): what it recorded stands; only those are still to go.
+ */
+export class SentAfterWriteError extends Error {
+  constructor(readonly cause: unknown) {
+    super(`written, but what goes after the write failed: ${String(cause)}`);
+  }
+}
+
 /** A guarded write kept for its transaction's COMMIT (PhaseBatch.endOnCommit). */
 export interface Ending {
   batch: WriteBatch;
@@ -86,8 +96,9 @@ export class PhaseBatch {
 
   /**
    * Runs `work` unlocked and writes its batch with HotPathSql.writeIfUnchanged (see
-   * WorkflowStore.writeIfUnchanged); its jobs are sent once that has committed. False, with nothing
-   * written or sent, when the rows had moved on or `work` needed a read.
+   * WorkflowStore.writeIfUnchanged); its jobs are sent once that has committed (their failure then
+   * throws SentAfterWriteError). False, with nothing written or sent, when the rows had moved on or
+   * `work` needed a read.
    */
   async writeIfUnchanged(manager: EntityManager, expected: ExpectedStates, work: () => Promise<void>): Promise<boolean> {
     const sql = this.sql(manager);
@@ -108,8 +119,12 @@ export class PhaseBatch {
       const slot = this.slots.get(manager);
       const written = await sql.writeIfUnchanged(manager, this.writes.get(manager)!, slot ? { ...expected, slot } : expected);
       if (!written) return false;
-      for (const job of this.jobs.get(manager)!) await this.send(manager, job);
-      if (slot?.take === false && slot.freed && written.freedSlot) await slot.freed(written.freedSlot);
+      try {
+        for (const job of this.jobs.get(manager)!) await this.send(manager, job);
+        if (slot?.take === false && slot.freed && written.freedSlot) await slot.freed(written.freedSlot);
+      } catch (error) {
+        throw new SentAfterWriteError(error);
+      }
       return true;
     } finally {
       this.writes.delete(manager);
