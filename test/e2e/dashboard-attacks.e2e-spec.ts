@@ -264,6 +264,16 @@ describeEachDatabase('dashboard under attack, over HTTP', (kind) => {
       expect({ fields: Object.keys(fields), status: api.status }).toEqual({ fields: Object.keys(fields), status: 400 });
       expect(api.body.message).toContain(message);
     }
+    // JSON values that are not strings are refused, never dropped: a numeric key ignored would let every retry deliver again.
+    for (const [fields, message] of [
+      [{ idempotencyKey: 42 }, 'Invalid idempotencyKey "42": expected a string'],
+      [{ name: ['payment_confirmed'] }, 'Invalid name "[\\"payment_confirmed\\"]": expected a string'],
+    ] as Array<[Record<string, unknown>, string]>) {
+      const api = await request(d.url).post(`/geneva/api/workflows/${workflow.id}/signal`).set(ALICE).set('Cookie', cookie).set('x-csrf-token', token).send({ name: 'payment_confirmed', ...fields });
+      expect({ fields, status: api.status, message: api.body.message }).toEqual({ fields, status: 400, message });
+    }
+    const resumeAt = await request(d.url).post(`/geneva/api/workflows/${workflow.id}/resume-at`).set(ALICE).set('Cookie', cookie).set('x-csrf-token', token).send({ step: 1 });
+    expect({ status: resumeAt.status, message: resumeAt.body.message }).toEqual({ status: 400, message: 'Invalid step "1": expected a string' });
     const urlEncoded = await request(d.url).post(`/geneva/workflows/${workflow.id}/signal`).set(ALICE).set('Cookie', cookie).type('form').send(`_csrf=${encodeURIComponent(token)}&name=payment_confirmed&payload=%7B%7D&idempotencyKey=a%00b`);
     expect(urlEncoded.status).toBe(400);
     expect(await d.signals.list(workflow)).toEqual([]);

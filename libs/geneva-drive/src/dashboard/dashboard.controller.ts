@@ -8,6 +8,7 @@ import { ensureCsrfToken } from './csrf.js';
 import { statusOf, WorkflowActions, type SignalRequest } from '../operator/workflow-actions.js';
 import { DETAIL_CURSOR_KEYS, LIST_FILTER_KEYS, WorkflowReader, type DetailCursors, type ListFilters } from '../operator/workflow-reader.js';
 import { WorkflowCatalog } from '../operator/workflow-catalog.js';
+import { DashboardInputError } from '../errors/dashboard-input.error.js';
 
 /** The parts of Express's request and response the dashboard uses. */
 interface HttpRequest {
@@ -144,13 +145,13 @@ export class DashboardController {
   private async perform(id: string, action: string, body: Record<string, unknown>) {
     if (action === 'signal') {
       const request: SignalRequest = {
-        name: typeof body.name === 'string' ? body.name : '',
+        name: textField(body, 'name') ?? '',
         payload: typeof body.payload === 'string' ? body.payload : body.payload === undefined ? undefined : JSON.stringify(body.payload),
-        idempotencyKey: typeof body.idempotencyKey === 'string' ? body.idempotencyKey : undefined,
+        idempotencyKey: textField(body, 'idempotencyKey'),
       };
       return { signal: await this.actions.signal(id, request) };
     }
-    if (action === 'resume-at') return { workflow: await this.actions.resumeAt(id, typeof body.step === 'string' ? body.step : '') };
+    if (action === 'resume-at') return { workflow: await this.actions.resumeAt(id, textField(body, 'step') ?? '') };
     if (!this.actions.isAction(action)) throw new HttpException(`Unknown action ${JSON.stringify(action)}`, 404);
     return { workflow: await this.actions.run(id, action) };
   }
@@ -220,4 +221,15 @@ function listFilters(query: Record<string, unknown>): ListFilters {
     if (typeof value === 'string' && value.trim() !== '') filters[key] = value.trim();
   }
   return filters;
+}
+
+/**
+ * A text field of an action's body: a string, or undefined when absent (or JSON null). Any other
+ * value is refused rather than dropped: a numeric idempotency key ignored would deliver its event
+ * again at every retry.
+ */
+function textField(body: Record<string, unknown>, field: string): string | undefined {
+  const value = body[field];
+  if (value === undefined || value === null || typeof value === 'string') return value ?? undefined;
+  throw new DashboardInputError(field, JSON.stringify(value) ?? String(value), 'a string');
 }
