@@ -80,7 +80,7 @@ export class SignalService {
       let written: Signal | undefined;
       const deliver = async () => {
         written = undefined;
-        const alone = options?.manager === undefined ? await this.#deliverAlone(workflowId, prepared, (signal) => (written = signal)) : null;
+        const alone = options?.manager === undefined ? await this.#deliverAlone(workflowId, classOf(workflow), prepared, (signal) => (written = signal)) : null;
         if (alone) {
           workflowClass = alone.workflowClass;
           return alone;
@@ -181,18 +181,19 @@ export class SignalService {
   /**
    * A signal whose workflow decides it by name alone, delivered in one round trip where the dialect
    * can (HotPathSql.deliverSignal), with its wake-ups sent once that has committed; null where it
-   * cannot or the workflow needs the transaction, with nothing written. `sending` receives the row
+   * cannot or the workflow needs the transaction, with nothing written (and nothing sent when the
+   * caller's record names a class that does: `type`). `sending` receives the row
    * before it is sent: when the answer is lost (CommitOutcomeUnknownError), its id tells whether it
    * committed. A message the server refused wrote nothing: the transaction then decides.
    */
-  async #deliverAlone(workflowId: string, prepared: PreparedSignal, sending: (signal: Signal) => void): Promise<{ signal: Signal; woken: number; workflowClass: string } | null> {
+  async #deliverAlone(workflowId: string, type: string | undefined, prepared: PreparedSignal, sending: (signal: Signal) => void): Promise<{ signal: Signal; woken: number; workflowClass: string } | null> {
     const manager = this.transactions.dataSource.manager;
     const sql = this.store.sql(manager);
     // Enqueued in the transaction (`enqueueAfterCommit: false`), a wake-up that fails to go rolls the
     // signal back; a message commits before it is known.
     if (!sql.deliversSignalsAlone || !this.schema.hasSignals || !this.store.enqueueAfterCommit) return null;
     const routes = nameOnlyWaits(this.registry.all(), prepared.name);
-    if (routes.size === 0) return null;
+    if (routes.size === 0 || (type !== undefined && !routes.has(type))) return null;
     const signal = newSignal(manager, this.schema, this.store.now(), workflowId, prepared);
     sending(signal);
     const delivered = await sql.deliverSignal({ signal, routes }).catch((error: unknown) => {
@@ -219,4 +220,9 @@ export class SignalService {
  */
 function signalNameOf<Payload>(nameOrDefinition: string | SignalMatcher<Payload>): string {
   return nameOrDefinition instanceof SignalMatcher ? nameOrDefinition.signalName : nameOrDefinition;
+}
+
+/** The class a caller's record names (a workflow's class never changes), or undefined for an id. */
+function classOf(workflow: WorkflowRecord | string): string | undefined {
+  return typeof workflow === 'object' && workflow !== null && typeof workflow.type === 'string' ? workflow.type : undefined;
 }
