@@ -8,11 +8,12 @@
 import { Injectable, UnauthorizedException, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import request from 'supertest';
 import type { DataSource, QueryRunner } from 'typeorm';
-import { StepExecution } from 'geneva-drive';
+import { GenevaWorkflow, SignalMatcher, Step, StepExecution, Workflow } from 'geneva-drive';
 import { DashboardPathError, GenevaDriveDashboardModule } from 'geneva-drive/dashboard';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
 import { createDashboardApp, csrfFor, insertChildren, parkedInvoice as parkInvoice, DASHBOARD_TOKEN, InvoiceFlow, LoudFlow, saveHero, TokenGuard, type DashboardApp } from '../src/dashboard-app.js';
 import { describeEachDatabase } from '../utils/databases.js';
+import { TestHero } from '../utils/fixtures.js';
 
 const AUTH = { Authorization: `Bearer ${DASHBOARD_TOKEN}` };
 
@@ -448,5 +449,34 @@ describeEachDatabase('dashboard mounted at the root', (kind) => {
     const done = await request(d.url).post(`/workflows/${workflow.id}/pause`).set(AUTH).set('Cookie', cookie).type('form').send({ _csrf: token }).expect(303);
     expect(done.headers.location).toBe(`/workflows/${workflow.id}?done=pause`);
     expectSecurityHeaders(await request(d.url).get('/nope').expect(404)); // the whole application is under the mount
+  });
+});
+
+/** Waits for `approved` with a matcher that reads `payload.order.id`: a payload without `order` makes the application's own code throw a TypeError. */
+@Workflow({ name: 'PickyApprovalFlow', hero: () => TestHero })
+class PickyApprovalFlow extends GenevaWorkflow<TestHero> {
+  @Step({ waitFor: new SignalMatcher('approved', (payload) => (payload as { order: { id: number } }).order.id === 1) })
+  async approve() {}
+}
+
+describeEachDatabase('dashboard actions that fail in the application’s code', (kind) => {
+  let d: DashboardApp;
+  let gd: GenevaDriveTesting;
+
+  beforeAll(async () => {
+    d = await createDashboardApp(kind, { guard: new TokenGuard() }, { queue: { adapter: 'manual' } }, { providers: [PickyApprovalFlow] });
+    gd = GenevaDriveTesting.create(d.app);
+  });
+  afterAll(() => d.close());
+
+  it('answers a matcher that throws a TypeError 500, not 400 as if the operator’s input were wrong, and writes nothing', async () => {
+    const workflow = await d.workflows.start(PickyApprovalFlow, await saveHero(d.dataSource));
+    await gd.performNextStep(workflow);
+    await gd.assertWaitingForSignal(workflow, 'approved');
+    const { cookie, token } = await csrfFor(d.url, workflow.id, AUTH);
+    const api = await request(d.url).post(`/geneva/api/workflows/${workflow.id}/signal`).set(AUTH).set('Cookie', cookie).set('x-csrf-token', token).send({ name: 'approved', payload: '{}' });
+    expect(api.status).toBe(500);
+    expect(await d.signals.list(workflow)).toEqual([]);
+    await gd.assertWaitingForSignal(workflow, 'approved');
   });
 });

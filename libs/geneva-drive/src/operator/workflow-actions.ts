@@ -86,6 +86,6 @@ export function statusOf(error: unknown): number | null {
   if (error instanceof InvalidStateError || error instanceof WorkflowNotOngoingError || error instanceof SignalsNotMigratedError || error instanceof StepNotDefinedError) return 409;
   if (error instanceof SignalPayloadTooLargeError) return 413;
   // A key or name the engine refuses (too long, NUL, lone surrogate), a payload nested too deep: the operator's input.
-  if (error instanceof DashboardInputError || error instanceof InvalidSignalError || error instanceof UnencodableValueError || error instanceof TypeError) return 400;
+  if (error instanceof DashboardInputError || error instanceof InvalidSignalError || error instanceof UnencodableValueError) return 400;
   return null;
 }
