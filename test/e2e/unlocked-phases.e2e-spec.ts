@@ -8,7 +8,7 @@
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { GENEVA_DRIVE_CHANNELS, GenevaWorkflow, HousekeepingService, Step, Workflow, WorkflowService, type WorkflowRecord } from 'geneva-drive';
+import { GENEVA_DRIVE_CHANNELS, GenevaWorkflow, HousekeepingService, SignalService, Step, Workflow, WorkflowService, type WorkflowRecord } from 'geneva-drive';
 import { WorkflowStore } from '../../libs/geneva-drive/src/persistence/workflow-store.js';
 import type { AfterQueryEvent, DataSource, EntitySubscriberInterface } from 'typeorm';
 import { waitUntil } from '../src/bull-wait.js';
@@ -71,6 +71,18 @@ class StalledWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
+/** A first step, then one that waits for `go`. */
+@Workflow({ name: 'UnlockedWaiting', hero: () => TestHero })
+class WaitingWorkflow extends GenevaWorkflow<TestHero> {
+  @Step() async first() {
+    journal.push(`${this.record.id}:first`);
+  }
+
+  @Step({ waitFor: 'go' }) async woken() {
+    journal.push(`${this.record.id}:woken:${String((this.receivedSignal!.payload as { n: number }).n)}`);
+  }
+}
+
 /** Every statement that ran, in order, when it returned, and what the test does once a statement matching `onAfter` returns. */
 class StatementWatch implements EntitySubscriberInterface {
   readonly ran: Array<{ sql: string; at: number }> = [];
@@ -93,6 +105,9 @@ class StatementWatch implements EntitySubscriberInterface {
 const isUnlockedRead = (sql: string) => sql.startsWith('SELECT ') && sql.includes(' JOIN "geneva_drive_step_executions" e ') && !sql.includes('FOR UPDATE');
 const isGuardedWrite = (sql: string) => sql.startsWith('WITH l AS (');
 const isBegin = (sql: string) => /^(START TRANSACTION|BEGIN)/.test(sql);
+const isHeroRead = (sql: string) => sql.startsWith('SELECT') && sql.includes('FROM "test_heroes" h');
+/** A step's statements, the test's own polling reads aside. */
+const isEngine = (sql: string) => isUnlockedRead(sql) || isGuardedWrite(sql) || isHeroRead(sql) || isBegin(sql) || /^(COMMIT|WITH )/.test(sql) || sql.includes('FOR UPDATE');
 
 const suite = enabledDatabases().includes('postgres') ? describe : describe.skip;
 
@@ -103,7 +118,7 @@ suite('unlocked phases [postgres]', () => {
   async function boot(): Promise<{ dataSource: DataSource; workflows: WorkflowService; hero: TestHero }> {
     journal.length = 0;
     // The local queue gives each job its hints (workflow, type, step, hero): what lets phase 1 decide unlocked.
-    app = await createTestApp('postgres', [PlainWorkflow, KeyedWorkflow, HeldKeyedWorkflow, HeldKeyedLedgerWorkflow, StalledWorkflow], { queue: { adapter: 'local', concurrency: 2 }, stuckInProgressThreshold: '1s' });
+    app = await createTestApp('postgres', [PlainWorkflow, KeyedWorkflow, HeldKeyedWorkflow, HeldKeyedLedgerWorkflow, StalledWorkflow, WaitingWorkflow], { queue: { adapter: 'local', concurrency: 2 }, stuckInProgressThreshold: '1s' });
     watch = new StatementWatch();
     app.dataSource.subscribers.push(watch);
     const heroes = app.dataSource.getRepository(TestHero);
@@ -125,11 +140,10 @@ suite('unlocked phases [postgres]', () => {
     const wf = await workflows.start(PlainWorkflow, hero);
     await settled(workflows, wf, 'finished');
     const afterStart = watch.statements.slice(watch.statements.findIndex((sql) => sql.startsWith('WITH w AS (INSERT INTO "geneva_drive_workflows"')) + 1);
-    // The step's statements (the test's own polling reads aside): no BEGIN, no COMMIT, no other lock.
+    // The step's statements: no BEGIN, no COMMIT, no other lock.
     // The hero is read after the guarded start took and released the row locks, so the body sees
     // every commit made under them.
-    const isHeroRead = (sql: string) => sql.startsWith('SELECT') && sql.includes('FROM "test_heroes" h');
-    const engine = afterStart.filter((sql) => isUnlockedRead(sql) || isGuardedWrite(sql) || isHeroRead(sql) || isBegin(sql) || /^(COMMIT|WITH )/.test(sql) || sql.includes('FOR UPDATE'));
+    const engine = afterStart.filter((sql) => isEngine(sql));
     expect(engine.map((sql) => (isUnlockedRead(sql) ? 'read' : isGuardedWrite(sql) ? 'guarded write' : isHeroRead(sql) ? 'hero' : sql))).toEqual(['read', 'guarded write', 'hero', 'guarded write']);
     const [execution] = await workflows.executionHistory(wf);
     expect(execution).toMatchObject({ stepName: 'only', state: 'completed', outcome: 'success', jobId: execution.id });
@@ -141,8 +155,7 @@ suite('unlocked phases [postgres]', () => {
     const wf = await workflows.start(KeyedWorkflow, hero);
     await settled(workflows, wf, 'finished');
     const afterStart = watch.statements.slice(watch.statements.findIndex((sql) => sql.startsWith('WITH w AS (INSERT INTO "geneva_drive_workflows"')) + 1);
-    const isHeroRead = (sql: string) => sql.startsWith('SELECT') && sql.includes('FROM "test_heroes" h');
-    const engine = afterStart.filter((sql) => isUnlockedRead(sql) || isGuardedWrite(sql) || isHeroRead(sql) || isBegin(sql) || /^(COMMIT|WITH |INSERT|UPDATE)/.test(sql) || sql.includes('FOR UPDATE'));
+    const engine = afterStart.filter((sql) => isEngine(sql) || /^(INSERT|UPDATE)/.test(sql));
     expect(engine.map((sql) => (isUnlockedRead(sql) ? 'read' : isGuardedWrite(sql) ? 'guarded write' : isHeroRead(sql) ? 'hero' : sql))).toEqual(['read', 'hero', 'guarded write', 'hero', 'guarded write']);
     const guarded = engine.filter(isGuardedWrite);
     expect(guarded[0]).toMatch(/k AS \(INSERT INTO geneva_drive_flow_keys .* ON CONFLICT \(flow_key\) DO UPDATE .* WHERE geneva_drive_flow_keys.holding < \$\d+ AND geneva_drive_flow_keys.waiters = '\[\]' RETURNING 1\), g AS \(SELECT 1 FROM k\)/);
@@ -230,6 +243,47 @@ suite('unlocked phases [postgres]', () => {
     expect(watch.statements.filter((sql) => sql.startsWith('UPDATE geneva_drive_flow_keys SET holding = CASE'))).toHaveLength(1);
     expect(await dataSource.query(`SELECT flow_key, holding, waiters FROM geneva_drive_flow_keys`)).toEqual([{ flow_key: 'account:Ada', holding: 0, waiters: '[]' }]);
     expect(journal).toEqual([`${holder.id}:only`, `${waiter.id}:only`]);
+  });
+
+  /** A WaitingWorkflow parked at `woken`. */
+  async function parked(workflows: WorkflowService, hero: TestHero): Promise<WorkflowRecord> {
+    const wf = await workflows.start(WaitingWorkflow, hero);
+    await waitUntil('the step to park', async () => ((await workflows.executionHistory(wf)).some((e) => e.stepName === 'woken' && e.state === 'waiting') ? true : null));
+    return wf;
+  }
+  const isMessage = (sql: string) => sql.startsWith('BEGIN; ');
+
+  it('a wake-up started in the process that signalled starts on the rows the signal’s message left: its guarded start and the hero, no read', async () => {
+    const { workflows, hero } = await boot();
+    const wf = await parked(workflows, hero);
+    watch.ran.length = 0;
+    await app!.moduleRef.get(SignalService).signal(wf, 'go', { payload: { n: 7 } });
+    await settled(workflows, wf, 'finished');
+    // The engine's statements (the test's own reads of the workflow apart).
+    const afterMessage = watch.statements.slice(watch.statements.findIndex(isMessage) + 1).filter((sql) => isEngine(sql));
+    expect(afterMessage.slice(0, 2)).toEqual([expect.stringMatching(/^WITH l AS \(SELECT .* AS workflow_updated, .* AS execution_updated FROM/s), expect.stringMatching(/^SELECT h\./)]);
+    expect(afterMessage.filter(isUnlockedRead)).toEqual([]);
+    expect(journal).toEqual([`${wf.id}:first`, `${wf.id}:woken:7`]);
+  });
+
+  it('a wake-up whose workflow row was written after the message does not start on the rows it left: the guarded start refuses, and the locked phase 1 starts it', async () => {
+    const { dataSource, workflows, hero } = await boot();
+    const wf = await parked(workflows, hero);
+    watch.ran.length = 0;
+    // A writer of the workflow's row that leaves its state, between the message's commit and the wake-up's start.
+    watch.onAfter = { matches: isMessage, run: async () => void (await dataSource.query(`UPDATE geneva_drive_workflows SET updated_at = updated_at + interval '1 second' WHERE id = $1`, [wf.id])) };
+    await app!.moduleRef.get(SignalService).signal(wf, 'go', { payload: { n: 8 } });
+    await settled(workflows, wf, 'finished');
+    const afterMessage = watch.statements.slice(watch.statements.findIndex(isMessage) + 1).filter((sql) => isEngine(sql));
+    const guarded = afterMessage.findIndex(isGuardedWrite);
+    expect(guarded).toBeGreaterThanOrEqual(0);
+    // Refused: the start goes under the row locks, in a transaction.
+    expect(afterMessage.slice(guarded + 1).findIndex(isBegin)).toBeGreaterThanOrEqual(0);
+    expect(journal).toEqual([`${wf.id}:first`, `${wf.id}:woken:8`]);
+    expect((await workflows.executionHistory(wf)).map(({ stepName, state }) => [stepName, state])).toEqual([
+      ['first', 'completed'],
+      ['woken', 'completed'],
+    ]);
   });
 
   it('a start whose workflow is paused between the read and the write waits for the pause to commit, writes nothing, and the locked phase 1 cancels the execution', async () => {

@@ -201,7 +201,7 @@ export class SignalService {
       return null;
     });
     if (!delivered) return null;
-    await this.rendezvous.sendWakes(manager, delivered.workflow, delivered.woken);
+    await this.rendezvous.sendWakes(manager, delivered.workflow, delivered.signal, delivered.woken);
     delivered.signal.duplicateDelivery = delivered.duplicate;
     return { signal: delivered.signal, woken: delivered.woken.length, workflowClass: delivered.workflow.type };
   }

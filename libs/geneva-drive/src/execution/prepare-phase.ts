@@ -243,7 +243,10 @@ export class PreparePhase {
     let signal: Signal | null;
     const started = performance.now();
     try {
-      const read = await this.store.readStep(manager, workflowId, executionId, heroType);
+      // A wake-up started in the process that sent it starts on the rows its signal's message left.
+      const wake = this.gate.takeWoken(options.jobId);
+      const kept = wake?.execution.id === executionId && wake.workflow.id === workflowId && this.store.sql(manager).heroCodec(heroType) ? wake : undefined;
+      const read = kept ?? (await this.store.readStep(manager, workflowId, executionId, heroType));
       if (!read) return null;
       const { workflow, execution } = read;
       signal = read.signal;
@@ -264,7 +267,13 @@ export class PreparePhase {
         if (keyHero === null) return null;
         workflowInternals.bind(instance, { hero: keyHero, record: workflow, execution, signal: null, logger });
       }
-      const expected = { workflowId: workflow.id, workflowState: workflow.state, executionId: execution.id, executionState: execution.state };
+      const expected = {
+        workflowId: workflow.id,
+        workflowState: workflow.state,
+        executionId: execution.id,
+        executionState: execution.state,
+        ...(kept ? { updatedAt: { workflow: workflow.updatedAt, execution: execution.updatedAt } } : {}),
+      };
       const start = async () => {
         // A concurrency key's slot goes with the start, which goes out only if the key is uncontended.
         const key = step.concurrency ? this.slots.takeUnlocked(manager, prepared) : undefined;

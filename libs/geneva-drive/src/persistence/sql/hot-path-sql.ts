@@ -44,6 +44,12 @@ export interface ExpectedStates {
   workflowState: string;
   executionId: string;
   executionState: string;
+  /**
+   * The rows' `updated_at` as the phase knows them, when it knows them from the write that left
+   * them rather than from a read (SignalRendezvous.takeWoken): the writes go out only while neither
+   * row has been written since, whatever its state.
+   */
+  updatedAt?: { workflow: Date; execution: Date };
   /** A concurrency key's slot taken or freed with the writes, which go out only if it could be (PhaseBatch.changeSlot). */
   slot?: SlotChange;
 }
@@ -70,12 +76,12 @@ export interface SignalDelivery {
 
 /** What a delivery in one message did. */
 export interface DeliveredSignal {
-  /** Its id, type and hero (what the wake-up jobs' hints need). */
-  workflow: Pick<WorkflowRecord, 'id' | 'type' | 'heroType' | 'heroId'>;
+  /** Its row as the message left it. */
+  workflow: WorkflowRecord;
   /** The stored row: the one sent, or the earlier delivery of its idempotency key. */
   signal: Signal;
   duplicate: boolean;
-  /** The parked executions it woke, as written (`scheduled`, pinned, with their wake-up's job id): their keys, step, state, due time and job. */
+  /** The parked executions it woke, as written (`scheduled`, pinned, with their wake-up's job id). */
   woken: StepExecution[];
 }
 

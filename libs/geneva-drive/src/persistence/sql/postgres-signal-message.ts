@@ -6,9 +6,6 @@ import { CLAIMED, PENDING } from '../../state/signal-state.js';
 import type { EntityCodec } from './entity-codec.js';
 import type { DeliveredSignal, SignalDelivery } from './hot-path-sql.js';
 
-/** What the caller needs of the workflow (its wake-up jobs' hints) and of a woken execution (its job). */
-const WORKFLOW_READ = ['id', 'type', 'heroType', 'heroId'] as const;
-const EXECUTION_READ = ['id', 'workflowId', 'stepName', 'state', 'scheduledFor', 'jobId', 'signalId'] as const;
 
 /** {@link signalStatement}'s text, and its parameters for a signal of the kind it was built for. */
 export interface SignalStatement {
@@ -26,7 +23,8 @@ interface Codecs {
  * `signal()` as one message of PostgreSQL's simple protocol (postgres.ts deliverSignal): BEGIN; the
  * workflow's row lock; this statement, which inserts the signal (claimed, if it wakes a step), wakes
  * the parked execution whose step waits for the name alone (`waiting → scheduled`, pinned, due now,
- * its wake-up's job id) and reads back what the caller needs; COMMIT. One round trip where the
+ * its wake-up's job id) and reads back the workflow's row and the woken executions' as it leaves
+ * them (the wake-up job that starts in this process runs on them: SignalRendezvous.sendWakes); COMMIT. One round trip where the
  * transaction took five.
  *
  * Race-free as the transaction is: in READ COMMITTED each statement of a message reads a snapshot of
@@ -70,14 +68,14 @@ export function signalStatement(codecs: Codecs, delivery: SignalDelivery, column
       ? 'false'
       : `NOT EXISTS (SELECT 1 FROM i) AND d.${s.column('workflowId')} = w.${w.column('id')} AND d.${s.column('name')} = ${constant(signal.name)} AND d.${s.column('idempotencyKey')} = ${bind((given) => given.idempotencyKey)}`;
   const sql =
-    `WITH w AS (SELECT ${w.selectList('w', WORKFLOW_READ)}, w.${w.column('id')} AS id, w.${w.column('type')} AS type FROM ${w.table} w ` +
+    `WITH w AS (SELECT ${w.selectList('w')}, w.${w.column('id')} AS id, w.${w.column('type')} AS type FROM ${w.table} w ` +
     `WHERE w.${w.column('id')} = ${workflowId} AND w.${w.column('state')} IN (${list([...RUNNABLE_WORKFLOW_STATES])}) AND w.${w.column('type')} IN (${list([...routes.keys()])})), ` +
     `e AS (SELECT p.${e.column('id')} AS id FROM ${e.table} p JOIN w ON p.${e.column('workflowId')} = w.id ` +
     `WHERE p.${e.column('state')} = 'waiting' AND (w.type, p.${e.column('stepName')}) IN (${pairs.join(', ')})), ` +
     `i AS (INSERT INTO ${s.table} (${inserted.map(({ column }) => column).join(', ')}) SELECT ${insertValues.join(', ')} FROM w ON CONFLICT DO NOTHING RETURNING 1), ` +
     `x AS (UPDATE ${e.table} x SET ${e.column('state')} = 'scheduled', ${e.column('signalId')} = ${signalId}, ${e.column('scheduledFor')} = ${now}, ` +
     `${e.column('jobId')} = x.${e.column('id')}::text || '-wake-' || ${signalId}::text, ${e.column('updatedAt')} = ${now} ` +
-    `WHERE x.${e.column('id')} IN (SELECT id FROM e) AND EXISTS (SELECT 1 FROM i) RETURNING ${e.selectList('x', EXECUTION_READ)}) ` +
+    `WHERE x.${e.column('id')} IN (SELECT id FROM e) AND EXISTS (SELECT 1 FROM i) RETURNING ${e.selectList('x')}) ` +
     `SELECT w.*, (SELECT count(*) FROM i) AS inserted, x.*, ${s.selectList('d')} FROM w LEFT JOIN x ON true LEFT JOIN ${s.table} d ON ${found}`;
   return {
     sql,
@@ -96,12 +94,12 @@ function unquoted(column: string): string {
 /** What {@link signalStatement} answered: null when it wrote nothing (see there). */
 export function deliveredSignal(codecs: Codecs, delivery: SignalDelivery, rows: Array<Record<string, unknown>>): DeliveredSignal | null {
   if (rows.length === 0) return null;
-  const workflow = codecs.workflows.fromRow(rows[0], 'w', WORKFLOW_READ);
+  const workflow = codecs.workflows.fromRow(rows[0], 'w');
   if (Number(rows[0].inserted) === 0) {
     if (rows[0].d_id == null) throw new Error(`Signal "${delivery.signal.name}" of workflow ${workflow.id} was neither written nor found`);
     return { workflow, signal: codecs.signals.fromRow(rows[0], 'd'), duplicate: true, woken: [] };
   }
-  const woken = rows.filter((row) => row.x_id != null).map((row) => codecs.executions.fromRow(row, 'x', EXECUTION_READ));
+  const woken = rows.filter((row) => row.x_id != null).map((row) => codecs.executions.fromRow(row, 'x'));
   const signal = delivery.signal;
   if (woken.length > 0) Object.assign(signal, { state: CLAIMED, claimed: woken.length, claimedAt: signal.createdAt });
   return { workflow, signal, duplicate: false, woken };

@@ -374,11 +374,15 @@ export class PostgresHotPathSql extends HotPathSql {
   private guardStatements(expected: ExpectedStates, params: unknown[]): string[] {
     const w = this.workflows;
     const e = this.executions;
+    const stamps = expected.updatedAt ? `, w.${w.column('updatedAt')} AS workflow_updated, e.${e.column('updatedAt')} AS execution_updated` : '';
     const locked =
-      `SELECT w.${w.column('state')} AS workflow_state, e.${e.column('state')} AS execution_state FROM ${w.table} w JOIN ${e.table} e ` +
+      `SELECT w.${w.column('state')} AS workflow_state, e.${e.column('state')} AS execution_state${stamps} FROM ${w.table} w JOIN ${e.table} e ` +
       `ON e.${e.column('id')} = ${this.bind(params, expected.executionId)} AND e.${e.column('workflowId')} = w.${w.column('id')} ` +
       `WHERE w.${w.column('id')} = ${this.bind(params, expected.workflowId)}${this.lockClause('w, e')}`;
-    const unchanged = `SELECT 1 FROM l WHERE workflow_state = ${this.bind(params, expected.workflowState)} AND execution_state = ${this.bind(params, expected.executionState)}`;
+    const unwritten = expected.updatedAt
+      ? ` AND workflow_updated = ${this.bind(params, expected.updatedAt.workflow)} AND execution_updated = ${this.bind(params, expected.updatedAt.execution)}`
+      : '';
+    const unchanged = `SELECT 1 FROM l WHERE workflow_state = ${this.bind(params, expected.workflowState)} AND execution_state = ${this.bind(params, expected.executionState)}${unwritten}`;
     if (!expected.slot) return [`l AS (${locked})`, `g AS (${unchanged})`];
     return [`l AS (${locked})`, `s AS (${unchanged})`, `k AS (${this.slotStatement(expected.slot, params)})`, 'g AS (SELECT 1 FROM k)'];
   }
