@@ -194,11 +194,17 @@ describeEachDatabase('dashboard under attack, over HTTP', (kind) => {
       await request(d.url).delete('/geneva/workflows/1').set(ALICE).expect(404),
       await request(d.url).get('/geneva/workflows/%E0%A4%A').set(ALICE).expect(400),
       await request(d.url).get('/geneva/api/workflows/%E0%A4%A/signals/%ff').expect(400),
+      // Refused by the body parser before any route: malformed JSON, a body over its limit.
+      await request(d.url).post('/geneva/api/workflows/1/pause').set(ALICE).set('content-type', 'application/json').send('{"x":').expect(400),
+      await request(d.url).post('/geneva/api/workflows/1/pause').set(ALICE).set('content-type', 'application/json').send(JSON.stringify({ x: 'y'.repeat(2_000_000) })).expect(413),
     ];
     expect(responses[4].text).toContain('Failed to decode param');
     for (const response of responses) expectSecurityHeaders(response);
     // The application's own paths are its own: a sibling whose name starts like the mount's, too.
-    for (const path of ['/elsewhere', '/genevan', '/geneva-other/x']) expect((await request(d.url).get(path).expect(404)).headers['content-security-policy']).toBeUndefined();
+    for (const path of ['/elsewhere', '/genevan', '/geneva-other/x']) {
+      expect((await request(d.url).get(path).expect(404)).headers['content-security-policy']).toBeUndefined();
+      expect((await request(d.url).post(path).set('content-type', 'application/json').send('{"x":').expect(400)).headers['content-security-policy']).toBeUndefined();
+    }
   });
 
   it('makes the CSRF cookie __Host- and Secure when the request is secure (behind a trusted TLS proxy)', async () => {

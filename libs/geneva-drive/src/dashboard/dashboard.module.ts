@@ -1,12 +1,12 @@
 import { Controller, Inject, Module, type CanActivate, type DynamicModule, type MiddlewareConsumer, type NestModule, type Provider, type Type } from '@nestjs/common';
-import { ModuleRef } from '@nestjs/core';
+import { HttpAdapterHost, ModuleRef } from '@nestjs/core';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { OPERATOR_DATA_SOURCE } from '../operator/operator.constants.js';
 import { DASHBOARD_OPTIONS, DASHBOARD_USER_GUARD } from './dashboard.constants.js';
 import { DashboardController } from './dashboard.controller.js';
 import { DashboardGuard } from './dashboard.guard.js';
 import { normalizePath, resolveDashboardOptions, type ResolvedDashboardOptions } from './dashboard.options.js';
-import { securityHeadersMiddleware } from './security-headers.js';
+import { securityHeadersMiddleware, securityHeadersOnError } from './security-headers.js';
 import type { GenevaDriveDashboardModuleAsyncOptions, GenevaDriveDashboardModuleOptions, GenevaDriveDashboardOptions } from './dashboard-options.interface.js';
 import { WorkflowActions } from '../operator/workflow-actions.js';
 import { WorkflowCatalog } from '../operator/workflow-catalog.js';
@@ -21,13 +21,18 @@ import { WorkflowReader } from '../operator/workflow-reader.js';
  */
 @Module({})
 export class GenevaDriveDashboardModule implements NestModule {
-  constructor(@Inject(DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions) {}
+  constructor(
+    @Inject(DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions,
+    private readonly adapterHost: HttpAdapterHost,
+  ) {}
 
-  /** The security headers on every response under the mount path, Nest's own 404s and 400s included. */
+  /** The security headers on every response under the mount path, Nest's own 404s and 400s and the body parser's refusals included. */
   configure(consumer: MiddlewareConsumer): void {
     // A path given as a string is mounted with Express's use(), ahead of the routes: on its sub-paths
     // too, and with no parameter to decode (a route's `:id` that does not decode is a 400 after it).
     consumer.apply(securityHeadersMiddleware).forRoutes(this.options.path);
+    // Errors skip the middleware above: the body parser's go on from here, ahead of Nest's handler of them.
+    this.adapterHost.httpAdapter?.use(this.options.path, securityHeadersOnError);
   }
 
   static forRoot(options: GenevaDriveDashboardModuleOptions = {}): DynamicModule {

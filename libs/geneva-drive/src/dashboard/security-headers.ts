@@ -29,3 +29,13 @@ export function securityHeadersMiddleware(_request: unknown, response: HeaderRes
   setSecurityHeaders(response);
   next();
 }
+
+/**
+ * Express error middleware for the mount path: a request refused before the middleware above ran —
+ * by the application's body parser, which Nest mounts ahead of every module's middleware (malformed
+ * JSON, 400; a body over its limit, 413) — gets the headers on its way to Nest's error answer.
+ */
+export function securityHeadersOnError(error: unknown, _request: unknown, response: HeaderResponse & { headersSent?: boolean }, next: (error: unknown) => void): void {
+  if (!response.headersSent) setSecurityHeaders(response);
+  next(error);
+}
