@@ -30,11 +30,12 @@ const PG_STATS_FLUSH_MS = 11_000;
  * of its own once the row locks are held (one statement more per step than when the locking read
  * joined it, 14 / 17 on PostgreSQL): a locking read's snapshot predates its wait for the locks, so
  * the hero it joined could be older than the commit the step acts on. PostgreSQL's `signal()` then
- * became one message (12 / 15 plus the signal ids taken 64 at a time: budget 13 / 16), and a wake-up
- * started in the sending process begins on the rows that message answered (12 / 14: budget 13 / 15).
+ * became one message (12 / 15 plus the signal ids taken 64 at a time: budget 13 / 16), and a job
+ * started in the process whose statement scheduled it (start()'s, the signal's message) begins on
+ * the rows that statement left (11 / 13: budget 12 / 14).
  */
 export const STATEMENT_BUDGET: Record<'postgres' | 'mysql' | 'sqlite', { signalFirst: number; signalAfter: number }> = {
-  postgres: { signalFirst: 13, signalAfter: 15 },
+  postgres: { signalFirst: 12, signalAfter: 14 },
   mysql: { signalFirst: 30, signalAfter: 32 },
   sqlite: { signalFirst: 32, signalAfter: 38 },
 };

@@ -109,6 +109,12 @@ const isHeroRead = (sql: string) => sql.startsWith('SELECT') && sql.includes('FR
 /** A step's statements, the test's own polling reads aside. */
 const isEngine = (sql: string) => isUnlockedRead(sql) || isGuardedWrite(sql) || isHeroRead(sql) || isBegin(sql) || /^(COMMIT|WITH )/.test(sql) || sql.includes('FOR UPDATE');
 
+/** The statements after the COMMIT of the caller's transaction that start()ed the workflow. */
+function afterCallersCommit(statements: string[]): string[] {
+  const start = statements.findIndex((sql) => sql.startsWith('WITH w AS (INSERT INTO "geneva_drive_workflows"'));
+  return statements.slice(statements.findIndex((sql, at) => at > start && sql.startsWith('COMMIT')) + 1);
+}
+
 const suite = enabledDatabases().includes('postgres') ? describe : describe.skip;
 
 suite('unlocked phases [postgres]', () => {
@@ -136,10 +142,11 @@ suite('unlocked phases [postgres]', () => {
   });
 
   it('a plain one-step workflow runs its step in four statements after start(): the read, the guarded start, the hero, the guarded outcome, and no transaction', async () => {
-    const { workflows, hero } = await boot();
-    const wf = await workflows.start(PlainWorkflow, hero);
+    const { dataSource, workflows, hero } = await boot();
+    // Started in a transaction of the caller's: its job begins by reading the rows.
+    const wf = await dataSource.transaction((manager) => workflows.start(PlainWorkflow, hero, { manager }));
     await settled(workflows, wf, 'finished');
-    const afterStart = watch.statements.slice(watch.statements.findIndex((sql) => sql.startsWith('WITH w AS (INSERT INTO "geneva_drive_workflows"')) + 1);
+    const afterStart = afterCallersCommit(watch.statements);
     // The step's statements: no BEGIN, no COMMIT, no other lock.
     // The hero is read after the guarded start took and released the row locks, so the body sees
     // every commit made under them.
@@ -150,11 +157,40 @@ suite('unlocked phases [postgres]', () => {
     expect(journal).toEqual([`${wf.id}:only`]);
   });
 
-  it('a step with an uncontended concurrency key costs one statement more: the hero read for its key, the slot taken with the guarded start and freed with the guarded outcome', async () => {
-    const { dataSource, workflows, hero } = await boot();
-    const wf = await workflows.start(KeyedWorkflow, hero);
+  it('a first step started in the process whose start() wrote it in one statement starts on the rows that statement wrote: no read, its guarded start requiring both rows’ updated_at as written', async () => {
+    const { workflows, hero } = await boot();
+    const wf = await workflows.start(PlainWorkflow, hero);
     await settled(workflows, wf, 'finished');
     const afterStart = watch.statements.slice(watch.statements.findIndex((sql) => sql.startsWith('WITH w AS (INSERT INTO "geneva_drive_workflows"')) + 1);
+    const engine = afterStart.filter((sql) => isEngine(sql));
+    expect(engine.map((sql) => (isUnlockedRead(sql) ? 'read' : isGuardedWrite(sql) ? 'guarded write' : isHeroRead(sql) ? 'hero' : sql))).toEqual(['guarded write', 'hero', 'guarded write']);
+    expect(engine[0]).toMatch(/^WITH l AS \(SELECT .* AS workflow_updated, .* AS execution_updated FROM/s);
+    expect(journal).toEqual([`${wf.id}:only`]);
+  });
+
+  it('a first step whose workflow row was written after start() does not start on the rows start() wrote: the guarded start refuses, and the locked phase 1 starts it', async () => {
+    const { dataSource, workflows, hero } = await boot();
+    // A writer of the workflow's row that leaves its state, between start()'s statement and the job's start.
+    watch.onAfter = {
+      matches: (sql) => sql.startsWith('WITH w AS (INSERT INTO "geneva_drive_workflows"'),
+      run: async () => void (await dataSource.query(`UPDATE geneva_drive_workflows SET updated_at = updated_at + interval '1 second' WHERE state = 'ready'`)),
+    };
+    const wf = await workflows.start(PlainWorkflow, hero);
+    await settled(workflows, wf, 'finished');
+    const afterStart = watch.statements.slice(watch.statements.findIndex((sql) => sql.startsWith('WITH w AS (INSERT INTO "geneva_drive_workflows"')) + 1).filter((sql) => isEngine(sql));
+    const guarded = afterStart.findIndex(isGuardedWrite);
+    expect(guarded).toBe(0);
+    // Refused: the start goes under the row locks, in a transaction.
+    expect(afterStart.slice(1).findIndex(isBegin)).toBeGreaterThanOrEqual(0);
+    expect(journal).toEqual([`${wf.id}:only`]);
+    expect((await workflows.executionHistory(wf)).map(({ stepName, state }) => [stepName, state])).toEqual([['only', 'completed']]);
+  });
+
+  it('a step with an uncontended concurrency key costs one statement more: the hero read for its key, the slot taken with the guarded start and freed with the guarded outcome', async () => {
+    const { dataSource, workflows, hero } = await boot();
+    const wf = await dataSource.transaction((manager) => workflows.start(KeyedWorkflow, hero, { manager }));
+    await settled(workflows, wf, 'finished');
+    const afterStart = afterCallersCommit(watch.statements);
     const engine = afterStart.filter((sql) => isEngine(sql) || /^(INSERT|UPDATE)/.test(sql));
     expect(engine.map((sql) => (isUnlockedRead(sql) ? 'read' : isGuardedWrite(sql) ? 'guarded write' : isHeroRead(sql) ? 'hero' : sql))).toEqual(['read', 'hero', 'guarded write', 'hero', 'guarded write']);
     const guarded = engine.filter(isGuardedWrite);
@@ -286,6 +322,32 @@ suite('unlocked phases [postgres]', () => {
     ]);
   });
 
+  it('the rows kept for a job are the rows as a read finds them, for a first step and for a wake-up', async () => {
+    // The manual queue runs nothing: the kept rows stay until taken here.
+    app = await createTestApp('postgres', [WaitingWorkflow], { queue: { adapter: 'manual' } });
+    const heroes = app.dataSource.getRepository(TestHero);
+    const hero = await heroes.save(heroes.create({ name: 'Ada' }));
+    const store = app.moduleRef.get(WorkflowStore, { strict: false });
+    const workflows = app.moduleRef.get(WorkflowService);
+    const manager = app.dataSource.manager;
+    const wf = await workflows.start(WaitingWorkflow, hero);
+    const [first] = await workflows.executionHistory(wf);
+    const read = async (executionId: string) => ({ ...(await store.readStep(manager, wf.id, executionId, 'TestHero'))! });
+    expect(store.takeRows(first.id)).toEqual(await read(first.id));
+    expect(store.takeRows(first.id)).toBeUndefined();
+    // Parked by hand, as the gate parks it: `first` completed, `woken` waiting.
+    await app.dataSource.query(`UPDATE geneva_drive_step_executions SET state = 'completed', outcome = 'success' WHERE id = $1`, [first.id]);
+    await app.dataSource.query(
+      `INSERT INTO geneva_drive_step_executions (workflow_id, step_name, state, scheduled_for, created_at, updated_at, waiting_since) VALUES ($1, 'woken', 'waiting', now(), now(), now(), now())`,
+      [wf.id],
+    );
+    await app.dataSource.query(`UPDATE geneva_drive_workflows SET current_step_name = 'first', next_step_name = 'woken' WHERE id = $1`, [wf.id]);
+    await app.moduleRef.get(SignalService).signal(wf, 'go', { payload: { n: 1, at: new Date(0) } });
+    const woken = (await workflows.executionHistory(wf)).find((e) => e.stepName === 'woken')!;
+    expect(woken).toMatchObject({ state: 'scheduled' });
+    expect(store.takeRows(woken.jobId!)).toEqual(await read(woken.id));
+  });
+
   it('a start whose workflow is paused between the read and the write waits for the pause to commit, writes nothing, and the locked phase 1 cancels the execution', async () => {
     const { dataSource, workflows, hero } = await boot();
     let pausedAt = 0;
@@ -303,7 +365,8 @@ suite('unlocked phases [postgres]', () => {
         }, 300);
       },
     };
-    const wf = await workflows.start(PlainWorkflow, hero);
+    // Started in a transaction of the caller's: its job begins by reading the rows.
+    const wf = await dataSource.transaction((manager) => workflows.start(PlainWorkflow, hero, { manager }));
     await waitUntil('the job to be dealt with', async () => {
       const [execution] = await workflows.executionHistory(wf);
       return execution.state === 'canceled' ? execution : null;

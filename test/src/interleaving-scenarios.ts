@@ -71,6 +71,16 @@ function bodyRanOnce(workflow: WorkflowRecord, step: string): string[] {
   return waited && runs[0].signalId === null ? [`step ${step} of workflow ${workflow.id} ran without the signal it waited for`] : [];
 }
 
+/**
+ * The step ran at least once, and once more only for each of its executions a takeover recovered: a
+ * run taken over while it ran the step (chained into it after the step it was taken over for) runs it again.
+ */
+async function ranOncePerRecovery(h: ExplorerHarness, workflow: WorkflowRecord, step: string): Promise<string[]> {
+  const runs = runsOf(workflow, step).length;
+  const recovered = (await workflows(h).executionHistory(workflow.id)).filter((execution) => execution.stepName === step && execution.outcome === 'recovered').length;
+  return runs >= 1 && runs <= 1 + recovered ? [] : [`step ${step} of workflow ${workflow.id} ran ${runs} times, with ${recovered} of its executions recovered`];
+}
+
 async function finalState(h: ExplorerHarness, workflow: WorkflowRecord, expected: string[]): Promise<string[]> {
   const { state } = await workflows(h).find(workflow.id);
   return expected.includes(state) ? [] : [`workflow ${workflow.id} ended ${state}, not ${expected.join(' or ')}`];
@@ -99,7 +109,8 @@ async function keyedPair(h: ExplorerHarness, workflowClass: typeof KeyedWorkflow
 async function slotsHold(h: ExplorerHarness, at: Keyed, recovered = false): Promise<string[]> {
   const violations: string[] = [];
   for (const workflow of at.workflows) {
-    violations.push(...(await finalState(h, workflow, ['finished'])), ...(workflow.type === KeyedLastWorkflow.name ? [] : bodyRanOnce(workflow, 'c')));
+    violations.push(...(await finalState(h, workflow, ['finished'])));
+    if (workflow.type !== KeyedLastWorkflow.name) violations.push(...(recovered ? await ranOncePerRecovery(h, workflow, 'c') : bodyRanOnce(workflow, 'c')));
     // A run recovered while its body ran (its worker looked dead) runs again: at least once.
     if (!recovered) violations.push(...bodyRanOnce(workflow, 'a'));
     else if (runsOf(workflow, 'a').length === 0) violations.push(`step a of workflow ${workflow.id} never ran`);

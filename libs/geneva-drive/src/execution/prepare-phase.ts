@@ -243,9 +243,9 @@ export class PreparePhase {
     let signal: Signal | null;
     const started = performance.now();
     try {
-      // A wake-up started in the process that sent it starts on the rows its signal's message left.
-      const wake = this.gate.takeWoken(options.jobId);
-      const kept = wake?.execution.id === executionId && wake.workflow.id === workflowId && this.store.sql(manager).heroCodec(heroType) ? wake : undefined;
+      // A job started in the process whose statement scheduled it (start(), a signal's message) starts on the rows that statement left.
+      const known = this.store.takeRows(options.jobId);
+      const kept = known?.execution.id === executionId && known.workflow.id === workflowId && this.store.sql(manager).heroCodec(heroType) ? known : undefined;
       const read = kept ?? (await this.store.readStep(manager, workflowId, executionId, heroType));
       if (!read) return null;
       const { workflow, execution } = read;

@@ -6,7 +6,6 @@ import { SignalsNotMigratedError } from '../errors/signal.errors.js';
 import { latestRowsLock } from '../persistence/row-lock.js';
 import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
-import { KeptRows } from './kept-rows.js';
 import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-definition.js';
 import { lacksStep } from '../registry/runnable-steps.js';
 import type { WorkflowRegistry } from '../registry/workflow.registry.js';
@@ -15,16 +14,6 @@ import type { WorkflowInstances } from './workflow-instances.js';
 import { FanIn } from './fan-in.js';
 import { isChildrenMatcher } from '../workflow/children-matcher.js';
 import { assertSignalTransition, CLAIMED, PENDING } from '../state/signal-state.js';
-
-/** The rows a one-message signal left a woken execution's workflow, execution and signal in. */
-export interface WokenRows {
-  workflow: WorkflowRecord;
-  execution: StepExecution;
-  signal: Signal;
-}
-
-/** How many woken executions' rows are kept for their jobs (the oldest go first: a job that ran elsewhere never takes them). */
-const KEPT_WAKES = 1_000;
 
 /**
  * The rendezvous of signals and waiting steps — both sides, and the settlement of claims. Every
@@ -39,7 +28,6 @@ const KEPT_WAKES = 1_000;
 export class SignalRendezvous {
   /** The gate of fan-in steps (`waitFor: childrenOf(...)`), which decide on a count rather than on one signal. */
   readonly fanIn: FanIn;
-  private readonly woken = new KeptRows<WokenRows>(KEPT_WAKES);
 
   constructor(
     private readonly store: WorkflowStore,
@@ -130,25 +118,14 @@ export class SignalRendezvous {
   /**
    * The wake-up jobs of the executions a signal delivered in one message woke (HotPathSql.deliverSignal),
    * which has committed. The rows it answered are kept for each job, should it start in this process
-   * ({@link takeWoken}).
+   * (WorkflowStore.keepRows).
    */
   async sendWakes(manager: EntityManager, workflow: WorkflowRecord, signal: Signal, woken: StepExecution[]): Promise<void> {
     const definition = this.registry.findByName(workflow.type);
     for (const execution of woken) {
-      // The signal as its own object: the caller of signal() gets the one it sent.
-      this.woken.keep(execution.jobId!, { workflow, execution, signal: Object.assign(new Signal(), signal, { payload: structuredClone(signal.payload) }) });
+      this.store.keepRows(manager, execution.jobId!, { workflow, execution, signal });
       await this.store.enqueue(manager, workflow, execution, jobOptionsFor(definition, definition?.step(execution.stepName)), execution.jobId!);
     }
-  }
-
-  /**
-   * The rows a wake-up job's execution, workflow and signal were left in by the message that woke it
-   * ({@link sendWakes}), taken once; undefined for any other job, or one pushed out by later ones. Phase 1
-   * starts on them instead of reading them, its start written only while neither row has been
-   * written since (ExpectedStates.updatedAt): as if it had read them.
-   */
-  takeWoken(jobId: string | undefined): WokenRows | undefined {
-    return jobId === undefined ? undefined : this.woken.take(jobId);
   }
 
   /**

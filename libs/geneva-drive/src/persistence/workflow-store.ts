@@ -22,9 +22,13 @@ import { loadHero } from './hero.js';
 import { newExecution, newWorkflow, type NewExecution } from './new-rows.js';
 import { openStepTransaction, type StepTransaction } from './step-transaction.js';
 import { activeExecution, cancelPreserved, latestExecutedOf } from './step-history.js';
+import { KeptRows, type KnownRows } from './kept-rows.js';
 import type { SchemaCapabilities } from './schema-capabilities.js';
 
 export { jobHints, type JobWorkflow } from './phase-batch.js';
+
+/** How many jobs' rows are kept for them (the oldest go first: a job that ran elsewhere never takes them). */
+const KEPT_JOBS = 1_000;
 export type { NewExecution } from './new-rows.js';
 
 /**
@@ -40,6 +44,8 @@ export class WorkflowStore {
   private sqlOf: HotPathSql | undefined;
   private readonly phase: PhaseBatch;
   /** Per transaction, the parent lockStep locked before a child's step rows (see takeLockedParent). */
+  /** Rows known from the statement that scheduled a job, for its phase 1 in this process (see keepRows). */
+  private readonly known = new KeptRows<KnownRows>(KEPT_JOBS);
   private readonly lockedParents = new WeakMap<EntityManager, { workflow: WorkflowRecord; waiting?: StepExecution[] }>();
   /** Told of the transitions of an execution with a concurrency key (execution/concurrency-slots.ts). */
   private slotTransition: ((manager: EntityManager, execution: StepExecution, from: StepExecutionState, to: StepExecutionState) => Promise<void>) | undefined;
@@ -133,13 +139,19 @@ export class WorkflowStore {
     return this.phase.flush(manager);
   }
 
-  /** A row update, merged with one already pending for the same row (each row is written once per statement). */
+  /**
+   * A row update, merged with one already pending for the same row (each row is written once per
+   * statement). Every update stamps `updated_at` (now, unless the changes set it): a phase that knows
+   * the rows from the statement that wrote them relies on it to tell that nothing wrote them since
+   * (ExpectedStates.updatedAt).
+   */
   async updateRow<T extends { id: string }>(manager: EntityManager, table: 'workflows' | 'executions' | 'signals', id: string, changes: Partial<T>): Promise<void> {
     const codec = this.sql(manager)[table];
+    const stamped = { updatedAt: this.now(), ...changes };
     await this.phase.write(manager, (batch) => {
       const pending = batch.updates.find((update) => update.codec === codec && update.id === id);
-      if (pending) Object.assign(pending.changes, changes);
-      else batch.updates.push({ codec, id, changes: { ...changes } });
+      if (pending) Object.assign(pending.changes, stamped);
+      else batch.updates.push({ codec, id, changes: stamped });
     });
   }
 
@@ -192,6 +204,21 @@ export class WorkflowStore {
     const sql = this.sql(manager);
     if (!sql.heroCodec(heroType)) return null;
     return sql.lockStep(manager, this.workflowId(workflowId), executionId, false);
+  }
+
+  /**
+   * Keeps copies of a job's rows as a committed statement left them (KnownRows), for its phase 1
+   * should it start in this process ({@link takeRows}).
+   */
+  keepRows(manager: EntityManager, jobId: string, rows: KnownRows): void {
+    const sql = this.sql(manager);
+    const signal = rows.signal && Object.assign(sql.signals.asRead(rows.signal), { payload: structuredClone(rows.signal.payload) });
+    this.known.keep(jobId, { workflow: sql.workflows.asRead(rows.workflow), execution: sql.executions.asRead(rows.execution), signal });
+  }
+
+  /** The rows {@link keepRows} kept for this job, taken once; undefined for any other job, or one pushed out by later ones. */
+  takeRows(jobId: string | undefined): KnownRows | undefined {
+    return jobId === undefined ? undefined : this.known.take(jobId);
   }
 
   /** Whether the dialect writes a phase in one statement that checks the rows (see writeIfUnchanged). */
@@ -373,6 +400,8 @@ export class WorkflowStore {
     const workflow = newWorkflow(manager, this.schema, this.now(), values, first.name);
     const execution = newExecution(manager, this.schema, this.now(), workflow.id, first.name, { waitMs: first.waitMs });
     if (!(await this.sql(manager).insertStart(manager, workflow, execution, hero))) return null;
+    // Committed by that one statement (no transaction): its rows are as written, until the next write.
+    if (manager.queryRunner === undefined && this.sql(manager).writesIfUnchanged) this.keepRows(manager, execution.id, { workflow, execution, signal: null });
     await this.enqueue(manager, workflow, execution, jobOptionsFor(definition, first));
     return workflow;
   }

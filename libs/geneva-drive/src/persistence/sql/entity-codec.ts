@@ -49,6 +49,16 @@ export class EntityCodec<T extends ObjectLiteral> {
   }
 
   /**
+   * A copy of `entity` holding every column {@link fromRow} sets, those it lacks as null: a record
+   * built in memory and inserted (its unset columns written as NULL), as a read of its row gives it.
+   */
+  asRead(entity: T): T {
+    const copy = Object.assign(this.dataSource.getMetadata(this.target).create() as T, entity);
+    for (const column of this.selectable) (copy as Record<string, unknown>)[column.propertyName] ??= null;
+    return copy;
+  }
+
+  /**
    * Whether rows of `target` read this way are what `findOne` would give: a flat entity (no
    * relations, embeddeds, inheritance or virtual columns) that nothing needs to see loaded (no
    * `@AfterLoad`, no subscriber's `afterLoad`). Anything else is read through TypeORM.

@@ -46,7 +46,7 @@ export interface ExpectedStates {
   executionState: string;
   /**
    * The rows' `updated_at` as the phase knows them, when it knows them from the write that left
-   * them rather than from a read (SignalRendezvous.takeWoken): the writes go out only while neither
+   * them rather than from a read (WorkflowStore.takeRows): the writes go out only while neither
    * row has been written since, whatever its state.
    */
   updatedAt?: { workflow: Date; execution: Date };
