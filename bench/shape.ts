@@ -32,10 +32,11 @@ const PG_STATS_FLUSH_MS = 11_000;
  * the hero it joined could be older than the commit the step acts on. PostgreSQL's `signal()` then
  * became one message (12 / 15 plus the signal ids taken 64 at a time: budget 13 / 16), and a job
  * started in the process whose statement scheduled it (start()'s, the signal's message) begins on
- * the rows that statement left (11 / 13: budget 12 / 14).
+ * the rows that statement left (11 / 13), and a chained gate's signals are read with its hero
+ * (10 / 12: budget 11 / 13).
  */
 export const STATEMENT_BUDGET: Record<'postgres' | 'mysql' | 'sqlite', { signalFirst: number; signalAfter: number }> = {
-  postgres: { signalFirst: 12, signalAfter: 14 },
+  postgres: { signalFirst: 11, signalAfter: 13 },
   mysql: { signalFirst: 30, signalAfter: 32 },
   sqlite: { signalFirst: 32, signalAfter: 38 },
 };

@@ -5,12 +5,22 @@
  * leaves the outcome recorded and sends the step through the queue.
  */
 import { afterEach, beforeEach, expect, it } from '@jest/globals';
-import { WorkflowService, type GenevaDriveModuleOptions, type StepExecution, type WorkflowRecord } from 'geneva-drive';
+import { SignalService, WorkflowService, type GenevaDriveModuleOptions, type StepExecution, type WorkflowRecord } from 'geneva-drive';
+import type { AfterQueryEvent, EntitySubscriberInterface } from 'typeorm';
+import { WorkflowStore } from '../../libs/geneva-drive/src/persistence/workflow-store.js';
 import { describeEachDatabase, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { waitUntil } from '../src/bull-wait.js';
-import { CHAIN_WORKFLOWS, chainJournal, ChainBrokenStartWorkflow, ChainFiveStepsWorkflow, construction } from '../src/chain-workflows.js';
+import { CHAIN_WORKFLOWS, chainJournal, ChainBrokenStartWorkflow, ChainFiveStepsWorkflow, ChainGateWorkflow, ChainTwoGatesWorkflow, construction } from '../src/chain-workflows.js';
+
+/** Every statement that ran, in order. */
+class Statements implements EntitySubscriberInterface {
+  readonly sql: string[] = [];
+  afterQuery(event: AfterQueryEvent<unknown>): void {
+    this.sql.push(event.query);
+  }
+}
 
 describeEachDatabase('step chaining', (kind: DatabaseKind) => {
   let app: TestApp | undefined;
@@ -59,6 +69,62 @@ describeEachDatabase('step chaining', (kind: DatabaseKind) => {
     // Inline: each step started once the one before it was finished, in the same transaction.
     for (let i = 1; i < history.length; i++) expect(history[i].startedAt!.getTime()).toBeGreaterThanOrEqual(history[i - 1].finishedAt!.getTime());
     expect(chainJournal).toEqual(['one', 'two', 'three', 'four', 'five'].map((step) => `${wf.id}:${step}`));
+  });
+
+  it('a gate chained in attaches the oldest buffered signal its matcher accepts; on PostgreSQL read with the hero, in the statement that writes the outcome before it', async () => {
+    const { app, workflows, hero } = await boot();
+    const statements = new Statements();
+    app.dataSource.subscribers.push(statements);
+    const wf = await workflows.start(ChainGateWorkflow, hero, {
+      signals: [
+        { name: 'go', payload: { n: 1 } },
+        { name: 'go', payload: { n: 2, pick: true } },
+        { name: 'go', payload: { n: 3, pick: true } },
+      ],
+    });
+    await finished(workflows, wf);
+    expect(chainJournal).toEqual([`${wf.id}:prepare`, `${wf.id}:pick:2`]);
+    expect((await app.moduleRef.get(SignalService).list(wf)).map((s) => [(s.payload as { n: number }).n, s.state])).toEqual([
+      [1, 'pending'],
+      [2, 'consumed'],
+      [3, 'pending'],
+    ]);
+    if (kind === 'postgres') {
+      const signalReads = statements.sql.filter((sql) => /FROM "geneva_drive_signals" s WHERE/.test(sql));
+      expect(signalReads).toHaveLength(1);
+      expect(signalReads[0]).toMatch(/^WITH .* LEFT JOIN \(SELECT h\.\*, s\.\* FROM \(SELECT 1\) AS o LEFT JOIN \(SELECT .* FROM "test_heroes" h WHERE/s);
+    }
+  });
+
+  it('on PostgreSQL, the read of a gate’s signals with the hero carries the hero on one row only, however many signals are buffered', async () => {
+    if (kind !== 'postgres') return;
+    const { app, workflows, hero } = await boot();
+    const wf = await workflows.start(ChainGateWorkflow, hero, { signals: [1, 2, 3].map((n) => ({ name: 'go', payload: { n } })) });
+    const store = app.moduleRef.get(WorkflowStore, { strict: false });
+    const sql = store.sql(app.dataSource.manager);
+    const params: unknown[] = [];
+    const read = sql.heroAndSignalsRead(sql.heroCodec('TestHero')!, hero.id, wf.id, 'go').sql((value) => `$${params.push(value)}`);
+    const rows: Array<Record<string, unknown>> = await app.dataSource.query(read, params);
+    expect(rows).toHaveLength(3);
+    expect(rows.filter((row) => row.h_id != null)).toHaveLength(1);
+    const { hero: readHero, signals } = sql.heroAndSignalsFrom(sql.heroCodec('TestHero')!, rows);
+    expect(readHero).toMatchObject({ id: hero.id, name: 'Ada' });
+    expect(signals.map((s) => (s.payload as { n: number }).n)).toEqual([1, 2, 3]);
+  });
+
+  it('a gate chained in after a step that consumed its signal does not attach that signal: it waits for another', async () => {
+    const { app, workflows, hero } = await boot();
+    const signals = app.moduleRef.get(SignalService);
+    const wf = await workflows.start(ChainTwoGatesWorkflow, hero, { signals: [{ name: 'go', payload: { n: 1 } }] });
+    await waitUntil('the second gate to park', async () => ((await workflows.executionHistory(wf)).some((e) => e.stepName === 'second' && e.state === 'waiting') ? true : null));
+    expect(chainJournal).toEqual([`${wf.id}:first:1`]);
+    await signals.signal(wf, 'go', { payload: { n: 2 } });
+    await finished(workflows, wf);
+    expect(chainJournal).toEqual([`${wf.id}:first:1`, `${wf.id}:second:2`]);
+    expect((await signals.list(wf)).map((s) => [(s.payload as { n: number }).n, s.state, Number(s.claimed), Number(s.consumed)])).toEqual([
+      [1, 'consumed', 1, 1],
+      [2, 'consumed', 1, 1],
+    ]);
   });
 
   it('hands back to the queue after maxSteps steps', async () => {

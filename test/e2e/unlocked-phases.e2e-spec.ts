@@ -83,6 +83,14 @@ class WaitingWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
+/** A first step with a skipIf: its phase 1 decides under the locks, so nothing is kept for its job. */
+@Workflow({ name: 'UnlockedSkippable', hero: () => TestHero })
+class SkippableWorkflow extends GenevaWorkflow<TestHero> {
+  @Step({ skipIf: () => false }) async only() {
+    journal.push(`${this.record.id}:only`);
+  }
+}
+
 /** Every statement that ran, in order, when it returned, and what the test does once a statement matching `onAfter` returns. */
 class StatementWatch implements EntitySubscriberInterface {
   readonly ran: Array<{ sql: string; at: number }> = [];
@@ -324,7 +332,7 @@ suite('unlocked phases [postgres]', () => {
 
   it('the rows kept for a job are the rows as a read finds them, for a first step and for a wake-up', async () => {
     // The manual queue runs nothing: the kept rows stay until taken here.
-    app = await createTestApp('postgres', [WaitingWorkflow], { queue: { adapter: 'manual' } });
+    app = await createTestApp('postgres', [WaitingWorkflow, SkippableWorkflow], { queue: { adapter: 'manual' } });
     const heroes = app.dataSource.getRepository(TestHero);
     const hero = await heroes.save(heroes.create({ name: 'Ada' }));
     const store = app.moduleRef.get(WorkflowStore, { strict: false });
@@ -335,6 +343,9 @@ suite('unlocked phases [postgres]', () => {
     const read = async (executionId: string) => ({ ...(await store.readStep(manager, wf.id, executionId, 'TestHero'))! });
     expect(store.takeRows(first.id)).toEqual(await read(first.id));
     expect(store.takeRows(first.id)).toBeUndefined();
+    // A step whose phase 1 runs the application's code (a skipIf) never starts on kept rows: none are kept.
+    const skippable = await workflows.start(SkippableWorkflow, hero);
+    expect(store.takeRows((await workflows.executionHistory(skippable))[0].id)).toBeUndefined();
     // Parked by hand, as the gate parks it: `first` completed, `woken` waiting.
     await app.dataSource.query(`UPDATE geneva_drive_step_executions SET state = 'completed', outcome = 'success' WHERE id = $1`, [first.id]);
     await app.dataSource.query(

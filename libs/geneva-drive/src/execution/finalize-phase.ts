@@ -12,6 +12,7 @@ import { ChildrenRefused, type ChildStart } from './child-start.js';
 import type { ConcurrencySlots } from './concurrency-slots.js';
 import { SentAfterWriteError } from '../persistence/phase-batch.js';
 import { resolveExceptionPolicy } from '../exception-policy/exception-policy.js';
+import { isChildrenMatcher } from '../workflow/children-matcher.js';
 
 /** What phase 3 recorded (null states: the outcome was discarded), and the step it started inline. */
 export interface Recorded {
@@ -219,10 +220,13 @@ export class FinalizePhase {
     try {
       // The hero's read writes this outcome and the new row with it (its id is needed next), in one
       // statement where the dialect allows; a step whose own transaction reads its hero is left to it.
-      const readsHero = phaseOneReadsHero(prepared.definition, prepared.definition.step(due.stepName));
-      const hero = readsHero ? await this.store.readHero(manager, workflow.heroType, workflow.heroId) : undefined;
+      const step = prepared.definition.step(due.stepName);
+      const readsHero = phaseOneReadsHero(prepared.definition, step);
+      // A gate's signals are read with the hero, where the dialect can: the read the gate would make next.
+      const waitFor = step?.waitFor && !isChildrenMatcher(step.waitFor) ? { workflowId: workflow.id, name: step.waitFor.signalName || null } : undefined;
+      const hero = readsHero ? await this.store.readHero(manager, workflow.heroType, workflow.heroId, waitFor) : undefined;
       if (!readsHero) await this.store.flush(manager);
-      const started = await this.prepare.prepareLocked(manager, workflow, due, due.id, { ...prepared.run, jobId: undefined }, null, hero);
+      const started = await this.prepare.prepareLocked(manager, workflow, due, due.id, { ...prepared.run, jobId: undefined }, null, hero).finally(() => this.store.forgetReadSignals(manager));
       return 'run' in started ? started.run : null;
     } catch (error) {
       if (isDeadlock(error) || isConnectionError(error) || isStaleStatement(error)) throw error;

@@ -13,7 +13,7 @@ import { isStaleStatement } from '../persistence/stale-statement.js';
 import { isConnectionError, isDeadlock, pause, type TransactionRunner } from '../persistence/transaction-runner.js';
 import type { WorkflowStore } from '../persistence/workflow-store.js';
 import { lacksStep } from '../registry/runnable-steps.js';
-import { evaluateCondition, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
+import { evaluateCondition, startsWithoutDecisions, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
 import type { WorkflowRegistry } from '../registry/workflow.registry.js';
 import { workflowInternals } from '../workflow/geneva-workflow.js';
 import { isChildrenMatcher } from '../workflow/children-matcher.js';
@@ -236,7 +236,7 @@ export class PreparePhase {
     const { workflowType, stepName, heroType, heroId } = options.hints ?? {};
     const definition = workflowType === undefined ? undefined : this.registry.findByName(workflowType);
     const step = definition?.step(stepName);
-    if (!definition || !step || definition.cancelIf.length > 0 || step.skipIf !== undefined || step.rateLimit || heroType === undefined || heroId === undefined) return null;
+    if (!definition || !step || !startsWithoutDecisions(definition, step) || heroType === undefined || heroId === undefined) return null;
     if (!this.store.writesIfUnchanged(this.transactions.dataSource.manager)) return null;
     const manager = this.transactions.dataSource.createEntityManager();
     let prepared: Prepared;

@@ -6,7 +6,7 @@ import { SignalsNotMigratedError } from '../errors/signal.errors.js';
 import { latestRowsLock } from '../persistence/row-lock.js';
 import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
-import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-definition.js';
+import { startsWithoutDecisions, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
 import { lacksStep } from '../registry/runnable-steps.js';
 import type { WorkflowRegistry } from '../registry/workflow.registry.js';
 import type { GenevaWorkflow } from '../workflow/geneva-workflow.js';
@@ -123,7 +123,8 @@ export class SignalRendezvous {
   async sendWakes(manager: EntityManager, workflow: WorkflowRecord, signal: Signal, woken: StepExecution[]): Promise<void> {
     const definition = this.registry.findByName(workflow.type);
     for (const execution of woken) {
-      this.store.keepRows(manager, execution.jobId!, { workflow, execution, signal });
+      const step = definition?.step(execution.stepName);
+      if (definition && step && startsWithoutDecisions(definition, step)) this.store.keepRows(manager, execution.jobId!, { workflow, execution, signal });
       await this.store.enqueue(manager, workflow, execution, jobOptionsFor(definition, definition?.step(execution.stepName)), execution.jobId!);
     }
   }
@@ -220,7 +221,9 @@ export class SignalRendezvous {
   /** Oldest-first attachable (not consumed) signal of the workflow the step's matcher accepts. */
   private async firstMatching(manager: EntityManager, workflowId: string, step: StepDefinition, instance: GenevaWorkflow<any>): Promise<Signal | null> {
     await this.store.flush(manager);
-    for (const signal of await this.store.sql(manager).attachableSignals(manager, workflowId, step.waitFor!.signalName || null)) {
+    const name = step.waitFor!.signalName || null;
+    const signals = this.store.takeReadSignals(manager, workflowId, name) ?? (await this.store.sql(manager).attachableSignals(manager, workflowId, name));
+    for (const signal of signals) {
       if (step.waitFor!.matches(signal, instance)) return signal;
     }
     return null;

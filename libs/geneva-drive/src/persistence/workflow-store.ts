@@ -5,7 +5,7 @@ import { WorkflowRecord } from '../entities/workflow.entity.js';
 import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import type { StepJobOptions } from '../workflow/step-options.interface.js';
 import type { QueuePort } from '../interfaces/queue.port.js';
-import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-definition.js';
+import { startsWithoutDecisions, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
 import {
   assertExecutionTransition,
   TERMINAL_TIMESTAMP,
@@ -27,8 +27,11 @@ import type { SchemaCapabilities } from './schema-capabilities.js';
 
 export { jobHints, type JobWorkflow } from './phase-batch.js';
 
-/** How many jobs' rows are kept for them (the oldest go first: a job that ran elsewhere never takes them). */
-const KEPT_JOBS = 1_000;
+/**
+ * How many jobs' rows are kept for them (the oldest go first: a job that ran elsewhere never takes
+ * them). A wake-up's hold its signal's payload: at most this many of them, whatever their size.
+ */
+const KEPT_JOBS = 256;
 export type { NewExecution } from './new-rows.js';
 
 /**
@@ -43,9 +46,11 @@ export type { NewExecution } from './new-rows.js';
 export class WorkflowStore {
   private sqlOf: HotPathSql | undefined;
   private readonly phase: PhaseBatch;
-  /** Per transaction, the parent lockStep locked before a child's step rows (see takeLockedParent). */
+  /** Per transaction, the attachable signals read with a hero (readHero), for the gate that follows (takeReadSignals). */
+  private readonly signalsRead = new WeakMap<EntityManager, { workflowId: string; name: string | null; signals: Signal[] }>();
   /** Rows known from the statement that scheduled a job, for its phase 1 in this process (see keepRows). */
   private readonly known = new KeptRows<KnownRows>(KEPT_JOBS);
+  /** Per transaction, the parent lockStep locked before a child's step rows (see takeLockedParent). */
   private readonly lockedParents = new WeakMap<EntityManager, { workflow: WorkflowRecord; waiting?: StepExecution[] }>();
   /** Told of the transitions of an execution with a concurrency key (execution/concurrency-slots.ts). */
   private slotTransition: ((manager: EntityManager, execution: StepExecution, from: StepExecutionState, to: StepExecutionState) => Promise<void>) | undefined;
@@ -230,7 +235,7 @@ export class WorkflowStore {
    * The workflow's hero, or null when its row is gone. Read by fixed SQL with the phase's pending
    * writes (one statement on PostgreSQL), or through TypeORM for an entity that needs it.
    */
-  async readHero(manager: EntityManager, heroType: string, heroId: string): Promise<object | null> {
+  async readHero(manager: EntityManager, heroType: string, heroId: string, signals?: { workflowId: string; name: string | null }): Promise<object | null> {
     this.phase.assertMayRead(manager);
     const sql = this.sql(manager);
     const codec = sql.heroCodec(heroType);
@@ -238,8 +243,33 @@ export class WorkflowStore {
       await this.flush(manager);
       return loadHero(manager, heroType, heroId);
     }
+    this.signalsRead.delete(manager);
+    // The read sees the rows as they were before the writes it trails: not when those write signals (a consumption).
+    const pending = this.phase.pending(manager);
+    const writesSignals = pending !== undefined && (pending.consumptions.length > 0 || [...pending.updates, ...pending.inserts].some((write) => write.codec === sql.signals));
+    if (signals && sql.readsSignalsWithHero && this.schema.hasSignals && !writesSignals) {
+      const read = sql.heroAndSignalsFrom(codec, await this.phase.flushThenRead(manager, sql.heroAndSignalsRead(codec, heroId, signals.workflowId, signals.name)));
+      this.signalsRead.set(manager, { ...signals, signals: read.signals });
+      return read.hero;
+    }
     const rows = await this.phase.flushThenRead(manager, sql.heroRead(codec, heroId));
     return sql.heroFrom(codec, rows);
+  }
+
+  /**
+   * The attachable signals {@link readHero} read with the hero in this transaction (`signals`), taken
+   * once; undefined for another workflow or name, or when none were read. Signals are written only
+   * under the workflow's lock, which the transaction holds: they are still as read.
+   */
+  takeReadSignals(manager: EntityManager, workflowId: string, name: string | null): Signal[] | undefined {
+    const read = this.signalsRead.get(manager);
+    this.signalsRead.delete(manager);
+    return read && read.workflowId === workflowId && read.name === name ? read.signals : undefined;
+  }
+
+  /** Drops the signals {@link readHero} read for a gate the phase did not reach (a pinned or timed-out step). */
+  forgetReadSignals(manager: EntityManager): void {
+    this.signalsRead.delete(manager);
   }
 
   /** How a transactional step's transaction begins and commits, and how its body gets the hero (step-transaction.ts). */
@@ -401,7 +431,9 @@ export class WorkflowStore {
     const execution = newExecution(manager, this.schema, this.now(), workflow.id, first.name, { waitMs: first.waitMs });
     if (!(await this.sql(manager).insertStart(manager, workflow, execution, hero))) return null;
     // Committed by that one statement (no transaction): its rows are as written, until the next write.
-    if (manager.queryRunner === undefined && this.sql(manager).writesIfUnchanged) this.keepRows(manager, execution.id, { workflow, execution, signal: null });
+    if (manager.queryRunner === undefined && this.sql(manager).writesIfUnchanged && !first.waitFor && startsWithoutDecisions(definition, first)) {
+      this.keepRows(manager, execution.id, { workflow, execution, signal: null });
+    }
     await this.enqueue(manager, workflow, execution, jobOptionsFor(definition, first));
     return workflow;
   }

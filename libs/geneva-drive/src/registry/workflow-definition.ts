@@ -124,6 +124,15 @@ export class WorkflowDefinition {
 }
 
 /** Evaluates a condition on a workflow instance. */
+/**
+ * Whether the step runs none of the application's code before its body — no cancelIf, no skipIf, no
+ * rate window to admit it (a `waitFor` step once woken with its signal) — so that its phase 1 may
+ * start it without a transaction (PreparePhase.prepareUnlocked).
+ */
+export function startsWithoutDecisions(definition: WorkflowDefinition, step: StepDefinition): boolean {
+  return definition.cancelIf.length === 0 && step.skipIf === undefined && !step.rateLimit;
+}
+
 export async function evaluateCondition(condition: WorkflowCondition, workflow: any): Promise<boolean> {
   if (typeof condition === 'boolean') return condition;
   if (typeof condition === 'string') return Boolean(await workflow[condition]());

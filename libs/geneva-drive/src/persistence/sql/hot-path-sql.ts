@@ -233,6 +233,39 @@ export abstract class HotPathSql {
     return false;
   }
 
+  /**
+   * Whether a read of the hero that trails a phase's writes may read the workflow's attachable signals
+   * with it ({@link heroAndSignalsRead}): where the writes and the read are one statement, taken
+   * under the row locks a statement of the transaction took before (PostgreSQL).
+   */
+  readonly readsSignalsWithHero: boolean = false;
+
+  /**
+   * {@link heroRead} and {@link attachableSignals} as one read: a row per signal (one with none), the
+   * signals' position in their order (oldest first) beside them, the hero's columns on the first
+   * row only (a large hero is not repeated for each buffered signal).
+   */
+  heroAndSignalsRead(codec: EntityCodec<ObjectLiteral>, heroId: string, workflowId: string, name: string | null): TrailingRead {
+    const s = this.signals;
+    return {
+      sql: (bind) => {
+        const hero = this.heroRead(codec, heroId).sql(bind);
+        const signals = `SELECT ${s.selectList('s')}, row_number() OVER (ORDER BY ${this.signalOrder}) AS s_position FROM ${s.table} s WHERE ${this.attachable(bind, workflowId, name)}`;
+        return `SELECT h.*, s.* FROM (SELECT 1) AS o LEFT JOIN (${signals}) AS s ON true LEFT JOIN (${hero}) AS h ON s.s_position IS NULL OR s.s_position = 1`;
+      },
+    };
+  }
+
+  /** What {@link heroAndSignalsRead} answered: the hero (null when gone) and the signals, oldest first. */
+  heroAndSignalsFrom(codec: EntityCodec<ObjectLiteral>, rows: Array<Record<string, unknown>>): { hero: object | null; signals: Signal[] } {
+    const signals = rows
+      .filter((row) => row.s_id != null)
+      .sort((a, b) => Number(a.s_position) - Number(b.s_position))
+      .map((row) => this.signals.fromRow(row, 's'));
+    const first = rows.find((row) => row.s_position == null || Number(row.s_position) === 1);
+    return { hero: first ? this.heroFrom(codec, [first]) : null, signals };
+  }
+
   /** The hero an `heroRead` row holds, or null for no row. */
   heroFrom(codec: EntityCodec<ObjectLiteral>, rows: Array<Record<string, unknown>>): object | null {
     const row = rows[0];
@@ -371,13 +404,20 @@ export abstract class HotPathSql {
   async attachableSignals(manager: EntityManager, workflowId: string, name: string | null): Promise<Signal[]> {
     const s = this.signals;
     const params: unknown[] = [];
-    const rows: Array<Record<string, unknown>> = await this.query(
-      manager,
-      `SELECT ${s.selectList('s')} FROM ${s.table} s WHERE s.${s.column('workflowId')} = ${this.bind(params, workflowId)} AND s.${s.column('state')} <> '${CONSUMED}'` +
-        `${name === null ? '' : ` AND s.${s.column('name')} = ${this.bind(params, name)}`} ORDER BY s.${s.column('createdAt')}, s.${s.column('id')}${this.latestRowsClause()}`,
-      params,
-    );
+    const where = this.attachable((value) => this.bind(params, value), workflowId, name);
+    const rows: Array<Record<string, unknown>> = await this.query(manager, `SELECT ${s.selectList('s')} FROM ${s.table} s WHERE ${where} ORDER BY ${this.signalOrder}${this.latestRowsClause()}`, params);
     return rows.map((row) => s.fromRow(row, 's'));
+  }
+
+  /** The condition on `s` of a workflow's signals a gate may attach: not consumed, named `name` unless null. */
+  private attachable(bind: (value: unknown) => string, workflowId: string, name: string | null): string {
+    const s = this.signals;
+    return `s.${s.column('workflowId')} = ${bind(workflowId)} AND s.${s.column('state')} <> '${CONSUMED}'${name === null ? '' : ` AND s.${s.column('name')} = ${bind(name)}`}`;
+  }
+
+  /** Signals oldest first, as a gate takes them. */
+  private get signalOrder(): string {
+    return `s.${this.signals.column('createdAt')}, s.${this.signals.column('id')}`;
   }
 
   /** The signal's INSERT, a no-op when its idempotency key is taken. */

@@ -50,6 +50,8 @@ export class PostgresHotPathSql extends HotPathSql {
 
   readonly locksParentWithStep = true;
 
+  readonly readsSignalsWithHero = true;
+
   inlines(value: unknown): boolean {
     return isSqlLiteral(value);
   }
