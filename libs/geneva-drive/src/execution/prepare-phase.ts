@@ -225,10 +225,12 @@ export class PreparePhase {
   /**
    * Phase 1 without a transaction, for a step that runs none of the application's code before its
    * body — no cancelIf, no skipIf, and a `waitFor` step only once woken with its signal — as its
-   * job's hints tell before any read: the rows are read without locks, and the start is written by
-   * one statement that writes only while they are still as read (WorkflowStore.writeIfUnchanged).
-   * The hero is read after that statement took (and released) the row locks, so the body sees every
-   * commit made under them before. Three statements instead of a transaction of five. Null whenever
+   * job's hints tell before any read: the rows are read without locks (or taken as the statement
+   * that scheduled the job left them, when that ran in this process: WorkflowStore.takeRows), and
+   * the start is written by one statement that writes only while they are still as read
+   * (WorkflowStore.writeIfUnchanged). The hero is read after that statement took (and released) the
+   * row locks, so the body sees every commit made under them before. Three statements (two on kept
+   * rows) instead of a transaction of five. Null whenever
    * anything is not as the happy path expects (a duplicate job, a paused workflow, a failed
    * statement): the locked phase 1 then decides, from the rows as they are.
    */
