@@ -17,7 +17,7 @@ import { CHAIN_WORKFLOWS, chainJournal, ChainBrokenStartWorkflow, ChainFiveSteps
 /** Every statement that ran, in order. */
 class Statements implements EntitySubscriberInterface {
   readonly sql: string[] = [];
-  afterQuery(event: AfterQueryEvent<unknown>): void {
+  afterQuery(event: AfterQueryEvent): void {
     this.sql.push(event.query);
   }
 }
@@ -103,7 +103,7 @@ describeEachDatabase('step chaining', (kind: DatabaseKind) => {
     const store = app.moduleRef.get(WorkflowStore, { strict: false });
     const sql = store.sql(app.dataSource.manager);
     const params: unknown[] = [];
-    const read = sql.heroAndSignalsRead(sql.heroCodec('TestHero')!, hero.id, wf.id, 'go').sql((value) => `$${params.push(value)}`);
+    const read = sql.heroAndSignalsRead(sql.heroCodec('TestHero')!, String(hero.id), wf.id, 'go').sql((value) => `$${params.push(value)}`);
     const rows: Array<Record<string, unknown>> = await app.dataSource.query(read, params);
     expect(rows).toHaveLength(3);
     expect(rows.filter((row) => row.h_id != null)).toHaveLength(1);
