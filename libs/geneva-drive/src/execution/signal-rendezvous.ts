@@ -6,7 +6,7 @@ import { SignalsNotMigratedError } from '../errors/signal.errors.js';
 import { latestRowsLock } from '../persistence/row-lock.js';
 import type { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
-import { startsWithoutDecisions, type StepDefinition, type WorkflowDefinition } from '../registry/workflow-definition.js';
+import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-definition.js';
 import { lacksStep } from '../registry/runnable-steps.js';
 import type { WorkflowRegistry } from '../registry/workflow.registry.js';
 import type { GenevaWorkflow } from '../workflow/geneva-workflow.js';
@@ -124,8 +124,8 @@ export class SignalRendezvous {
     const definition = this.registry.findByName(workflow.type);
     for (const execution of woken) {
       const step = definition?.step(execution.stepName);
-      if (definition && step && startsWithoutDecisions(definition, step)) this.store.keepRows(manager, execution.jobId!, { workflow, execution, signal });
-      await this.store.enqueue(manager, workflow, execution, jobOptionsFor(definition, definition?.step(execution.stepName)), execution.jobId!);
+      if (definition && step) this.store.keepRows(manager, execution.jobId!, { workflow, execution, signal }, definition, step);
+      await this.store.enqueue(manager, workflow, execution, jobOptionsFor(definition, step), execution.jobId!);
     }
   }
 

@@ -29,7 +29,7 @@ export { jobHints, type JobWorkflow } from './phase-batch.js';
 
 /**
  * How many jobs' rows are kept for them (the oldest go first: a job that ran elsewhere never takes
- * them). A wake-up's hold its signal's payload: at most this many of them, whatever their size.
+ * them). A wake-up's rows hold its signal's payload: at most this many of them, whatever their size.
  */
 const KEPT_JOBS = 256;
 export type { NewExecution } from './new-rows.js';
@@ -213,9 +213,11 @@ export class WorkflowStore {
 
   /**
    * Keeps copies of a job's rows as a committed statement left them (KnownRows), for its phase 1
-   * should it start in this process ({@link takeRows}).
+   * should it start in this process ({@link takeRows}): only for a step that phase may start without
+   * a transaction (no decision before its body; a `waitFor` step once woken with its signal).
    */
-  keepRows(manager: EntityManager, jobId: string, rows: KnownRows): void {
+  keepRows(manager: EntityManager, jobId: string, rows: KnownRows, definition: WorkflowDefinition, step: StepDefinition): void {
+    if (!startsWithoutDecisions(definition, step) || (step.waitFor && rows.execution.signalId == null)) return;
     const sql = this.sql(manager);
     const signal = rows.signal && Object.assign(sql.signals.asRead(rows.signal), { payload: structuredClone(rows.signal.payload) });
     this.known.keep(jobId, { workflow: sql.workflows.asRead(rows.workflow), execution: sql.executions.asRead(rows.execution), signal });
@@ -431,9 +433,7 @@ export class WorkflowStore {
     const execution = newExecution(manager, this.schema, this.now(), workflow.id, first.name, { waitMs: first.waitMs });
     if (!(await this.sql(manager).insertStart(manager, workflow, execution, hero))) return null;
     // Committed by that one statement (no transaction): its rows are as written, until the next write.
-    if (manager.queryRunner === undefined && this.sql(manager).writesIfUnchanged && !first.waitFor && startsWithoutDecisions(definition, first)) {
-      this.keepRows(manager, execution.id, { workflow, execution, signal: null });
-    }
+    if (manager.queryRunner === undefined && this.sql(manager).writesIfUnchanged) this.keepRows(manager, execution.id, { workflow, execution, signal: null }, definition, first);
     await this.enqueue(manager, workflow, execution, jobOptionsFor(definition, first));
     return workflow;
   }
