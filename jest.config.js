@@ -19,6 +19,8 @@ export default {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: '<rootDir>/tsconfig.spec.json' }],
   },
   globalSetup: '<rootDir>/test/utils/global-setup.ts',
+  // A fresh checkout has no timings: the long files go first (see the file).
+  testSequencer: '<rootDir>/test/utils/slow-suites-first.cjs',
   reporters: ['default', '<rootDir>/test/utils/summary-reporter.cjs'],
   testTimeout: 60000,
   maxWorkers: 2,
