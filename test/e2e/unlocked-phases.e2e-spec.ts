@@ -165,23 +165,24 @@ suite('unlocked phases [postgres]', () => {
     expect(journal).toEqual([`${wf.id}:only`]);
   });
 
-  it('a first step started in the process whose start() wrote it in one statement starts on the rows that statement wrote: no read, its guarded start requiring both rows’ updated_at as written', async () => {
+  it('a first step started in the process whose start() wrote it in one statement starts on the rows that statement wrote: no read, its guarded start requiring both rows’ versions as written', async () => {
     const { workflows, hero } = await boot();
     const wf = await workflows.start(PlainWorkflow, hero);
     await settled(workflows, wf, 'finished');
     const afterStart = watch.statements.slice(watch.statements.findIndex((sql) => sql.startsWith('WITH w AS (INSERT INTO "geneva_drive_workflows"')) + 1);
     const engine = afterStart.filter((sql) => isEngine(sql));
     expect(engine.map((sql) => (isUnlockedRead(sql) ? 'read' : isGuardedWrite(sql) ? 'guarded write' : isHeroRead(sql) ? 'hero' : sql))).toEqual(['guarded write', 'hero', 'guarded write']);
-    expect(engine[0]).toMatch(/^WITH l AS \(SELECT .* AS workflow_updated, .* AS execution_updated FROM/s);
+    expect(engine[0]).toMatch(/^WITH l AS \(SELECT .* AS workflow_version, .* AS execution_version FROM/s);
     expect(journal).toEqual([`${wf.id}:only`]);
   });
 
-  it('a first step whose workflow row was written after start() does not start on the rows start() wrote: the guarded start refuses, and the locked phase 1 starts it', async () => {
+  it('a first step whose workflow row was written after start() does not start on the rows start() wrote, even when that write left its state and its updated_at: the guarded start refuses, and the locked phase 1 starts it', async () => {
     const { dataSource, workflows, hero } = await boot();
-    // A writer of the workflow's row that leaves its state, between start()'s statement and the job's start.
+    // A writer of the workflow's row that leaves its state and its stamp (another host's, in the same
+    // millisecond), between start()'s statement and the job's start.
     watch.onAfter = {
       matches: (sql) => sql.startsWith('WITH w AS (INSERT INTO "geneva_drive_workflows"'),
-      run: async () => void (await dataSource.query(`UPDATE geneva_drive_workflows SET updated_at = updated_at + interval '1 second' WHERE state = 'ready'`)),
+      run: async () => void (await dataSource.query(`UPDATE geneva_drive_workflows SET updated_at = updated_at WHERE state = 'ready'`)),
     };
     const wf = await workflows.start(PlainWorkflow, hero);
     await settled(workflows, wf, 'finished');
@@ -305,17 +306,18 @@ suite('unlocked phases [postgres]', () => {
     await settled(workflows, wf, 'finished');
     // The engine's statements (the test's own reads of the workflow apart).
     const afterMessage = watch.statements.slice(watch.statements.findIndex(isMessage) + 1).filter((sql) => isEngine(sql));
-    expect(afterMessage.slice(0, 2)).toEqual([expect.stringMatching(/^WITH l AS \(SELECT .* AS workflow_updated, .* AS execution_updated FROM/s), expect.stringMatching(/^SELECT h\./)]);
+    expect(afterMessage.slice(0, 2)).toEqual([expect.stringMatching(/^WITH l AS \(SELECT .* AS workflow_version, .* AS execution_version FROM/s), expect.stringMatching(/^SELECT h\./)]);
     expect(afterMessage.filter(isUnlockedRead)).toEqual([]);
     expect(journal).toEqual([`${wf.id}:first`, `${wf.id}:woken:7`]);
   });
 
-  it('a wake-up whose workflow row was written after the message does not start on the rows it left: the guarded start refuses, and the locked phase 1 starts it', async () => {
+  it('a wake-up whose rows were written after the message does not start on the rows it left, even when those writes left their states and updated_at: the guarded start refuses, and the locked phase 1 starts it', async () => {
     const { dataSource, workflows, hero } = await boot();
     const wf = await parked(workflows, hero);
     watch.ran.length = 0;
-    // A writer of the workflow's row that leaves its state, between the message's commit and the wake-up's start.
-    watch.onAfter = { matches: isMessage, run: async () => void (await dataSource.query(`UPDATE geneva_drive_workflows SET updated_at = updated_at + interval '1 second' WHERE id = $1`, [wf.id])) };
+    // A writer of the execution's row that leaves its state and its stamp (another host's, in the
+    // same millisecond), between the message's commit and the wake-up's start.
+    watch.onAfter = { matches: isMessage, run: async () => void (await dataSource.query(`UPDATE geneva_drive_step_executions SET updated_at = updated_at WHERE workflow_id = $1 AND state = 'scheduled'`, [wf.id])) };
     await app!.moduleRef.get(SignalService).signal(wf, 'go', { payload: { n: 8 } });
     await settled(workflows, wf, 'finished');
     const afterMessage = watch.statements.slice(watch.statements.findIndex(isMessage) + 1).filter((sql) => isEngine(sql));
@@ -330,7 +332,7 @@ suite('unlocked phases [postgres]', () => {
     ]);
   });
 
-  it('the rows kept for a job are the rows as a read finds them, for a first step and for a wake-up', async () => {
+  it('the rows kept for a job are the rows as a read finds them, with their versions, for a first step and for a wake-up', async () => {
     // The manual queue runs nothing: the kept rows stay until taken here.
     app = await createTestApp('postgres', [WaitingWorkflow, SkippableWorkflow], { queue: { adapter: 'manual' } });
     const heroes = app.dataSource.getRepository(TestHero);
@@ -340,7 +342,14 @@ suite('unlocked phases [postgres]', () => {
     const manager = app.dataSource.manager;
     const wf = await workflows.start(WaitingWorkflow, hero);
     const [first] = await workflows.executionHistory(wf);
-    const read = async (executionId: string) => ({ ...(await store.readStep(manager, wf.id, executionId, 'TestHero'))! });
+    // A read of the rows, with their versions as the database has them now.
+    const read = async (executionId: string) => {
+      const [versions] = await app!.dataSource.query(
+        `SELECT w.xmin::text || '/' || w.ctid::text AS workflow, e.xmin::text || '/' || e.ctid::text AS execution FROM geneva_drive_workflows w JOIN geneva_drive_step_executions e ON e.workflow_id = w.id WHERE w.id = $1 AND e.id = $2`,
+        [wf.id, executionId],
+      );
+      return { ...(await store.readStep(manager, wf.id, executionId, 'TestHero'))!, versions: { ...versions } };
+    };
     expect(store.takeRows(first.id)).toEqual(await read(first.id));
     expect(store.takeRows(first.id)).toBeUndefined();
     // A step whose phase 1 runs the application's code (a skipIf) never starts on kept rows: none are kept.

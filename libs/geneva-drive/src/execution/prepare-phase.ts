@@ -274,7 +274,7 @@ export class PreparePhase {
         workflowState: workflow.state,
         executionId: execution.id,
         executionState: execution.state,
-        ...(kept ? { updatedAt: { workflow: workflow.updatedAt, execution: execution.updatedAt } } : {}),
+        ...(kept ? { versions: kept.versions } : {}),
       };
       const start = async () => {
         // A concurrency key's slot goes with the start, which goes out only if the key is uncontended.

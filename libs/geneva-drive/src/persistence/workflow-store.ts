@@ -146,9 +146,7 @@ export class WorkflowStore {
 
   /**
    * A row update, merged with one already pending for the same row (each row is written once per
-   * statement). Every update stamps `updated_at` (now, unless the changes set it): a phase that knows
-   * the rows from the statement that wrote them relies on it to tell that nothing wrote them since
-   * (ExpectedStates.updatedAt).
+   * statement). Every update stamps `updated_at` (now, unless the changes set it).
    */
   async updateRow<T extends { id: string }>(manager: EntityManager, table: 'workflows' | 'executions' | 'signals', id: string, changes: Partial<T>): Promise<void> {
     const codec = this.sql(manager)[table];
@@ -214,13 +212,16 @@ export class WorkflowStore {
   /**
    * Keeps copies of a job's rows as a committed statement left them (KnownRows), for its phase 1
    * should it start in this process ({@link takeRows}): only for a step that phase may start without
-   * a transaction (no decision before its body; a `waitFor` step once woken with its signal).
+   * a transaction (no decision before its body; a `waitFor` step once woken with its signal), and
+   * whose rows' versions that statement answered (HotPathSql.rowVersion).
    */
-  keepRows(manager: EntityManager, jobId: string, rows: KnownRows, definition: WorkflowDefinition, step: StepDefinition): void {
+  keepRows(manager: EntityManager, jobId: string, rows: Omit<KnownRows, 'versions'>, definition: WorkflowDefinition, step: StepDefinition): void {
     if (!startsWithoutDecisions(definition, step) || (step.waitFor && rows.execution.signalId == null)) return;
     const sql = this.sql(manager);
+    const versions = { workflow: sql.rowVersion(rows.workflow), execution: sql.rowVersion(rows.execution) };
+    if (versions.workflow === undefined || versions.execution === undefined) return;
     const signal = rows.signal && Object.assign(sql.signals.asRead(rows.signal), { payload: structuredClone(rows.signal.payload) });
-    this.known.keep(jobId, { workflow: sql.workflows.asRead(rows.workflow), execution: sql.executions.asRead(rows.execution), signal });
+    this.known.keep(jobId, { workflow: sql.workflows.asRead(rows.workflow), execution: sql.executions.asRead(rows.execution), signal, versions: { workflow: versions.workflow, execution: versions.execution } });
   }
 
   /** The rows {@link keepRows} kept for this job, taken once; undefined for any other job, or one pushed out by later ones. */

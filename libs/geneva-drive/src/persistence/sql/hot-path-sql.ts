@@ -38,6 +38,12 @@ export interface WriteBatch {
   consumptions: SignalConsumption[];
 }
 
+/** A workflow row's and an execution row's versions, as HotPathSql.rowVersion names them. */
+export interface RowVersions {
+  workflow: string;
+  execution: string;
+}
+
 /** The states a phase's decisions were made in: its writes may go out only while the rows are still in them. */
 export interface ExpectedStates {
   workflowId: string;
@@ -45,11 +51,12 @@ export interface ExpectedStates {
   executionId: string;
   executionState: string;
   /**
-   * The rows' `updated_at` as the phase knows them, when it knows them from the write that left
-   * them rather than from a read (WorkflowStore.takeRows): the writes go out only while neither
-   * row has been written since, whatever its state.
+   * The rows' versions (HotPathSql.rowVersion) when the phase knows the rows from the write that
+   * left them rather than from a read (WorkflowStore.takeRows): the writes go out only while neither
+   * row has been written since, whatever its state and whatever its `updated_at` says (a clock's
+   * reading: two writes may stamp the same millisecond).
    */
-  updatedAt?: { workflow: Date; execution: Date };
+  versions?: RowVersions;
   /** A concurrency key's slot taken or freed with the writes, which go out only if it could be (PhaseBatch.changeSlot). */
   slot?: SlotChange;
 }
@@ -168,6 +175,18 @@ export abstract class HotPathSql {
 
   /** Whether {@link writeIfUnchanged} is available (PostgreSQL). */
   readonly writesIfUnchanged: boolean = false;
+
+  /** The versions of rows as the statements that wrote them answered, where the dialect names one (see rowVersion). */
+  protected readonly versions = new WeakMap<object, string>();
+
+  /**
+   * The version of a row as the statement that wrote it left it (start()'s insert, a signal's
+   * message), where the dialect names one (PostgreSQL: the writing transaction and the tuple, which
+   * no two writes share); undefined otherwise. What ExpectedStates.versions compares.
+   */
+  rowVersion(row: object): string | undefined {
+    return this.versions.get(row);
+  }
 
   /**
    * A transactional step's end (the guarded write of {@link writeIfUnchanged}) and its COMMIT in

@@ -4,6 +4,7 @@ import type { WorkflowRecord } from '../../entities/workflow.entity.js';
 import { RUNNABLE_WORKFLOW_STATES } from '../../state/workflow-state.js';
 import { CLAIMED, PENDING } from '../../state/signal-state.js';
 import type { EntityCodec } from './entity-codec.js';
+import { pgRowVersion } from './pg-row-version.js';
 import type { DeliveredSignal, SignalDelivery } from './hot-path-sql.js';
 
 
@@ -68,14 +69,14 @@ export function signalStatement(codecs: Codecs, delivery: SignalDelivery, column
       ? 'false'
       : `NOT EXISTS (SELECT 1 FROM i) AND d.${s.column('workflowId')} = w.${w.column('id')} AND d.${s.column('name')} = ${constant(signal.name)} AND d.${s.column('idempotencyKey')} = ${bind((given) => given.idempotencyKey)}`;
   const sql =
-    `WITH w AS (SELECT ${w.selectList('w')}, w.${w.column('id')} AS id, w.${w.column('type')} AS type FROM ${w.table} w ` +
+    `WITH w AS (SELECT ${w.selectList('w')}, ${pgRowVersion('w')} AS w_version, w.${w.column('id')} AS id, w.${w.column('type')} AS type FROM ${w.table} w ` +
     `WHERE w.${w.column('id')} = ${workflowId} AND w.${w.column('state')} IN (${list([...RUNNABLE_WORKFLOW_STATES])}) AND w.${w.column('type')} IN (${list([...routes.keys()])})), ` +
     `e AS (SELECT p.${e.column('id')} AS id FROM ${e.table} p JOIN w ON p.${e.column('workflowId')} = w.id ` +
     `WHERE p.${e.column('state')} = 'waiting' AND (w.type, p.${e.column('stepName')}) IN (${pairs.join(', ')})), ` +
     `i AS (INSERT INTO ${s.table} (${inserted.map(({ column }) => column).join(', ')}) SELECT ${insertValues.join(', ')} FROM w ON CONFLICT DO NOTHING RETURNING 1), ` +
     `x AS (UPDATE ${e.table} x SET ${e.column('state')} = 'scheduled', ${e.column('signalId')} = ${signalId}, ${e.column('scheduledFor')} = ${now}, ` +
     `${e.column('jobId')} = x.${e.column('id')}::text || '-wake-' || ${signalId}::text, ${e.column('updatedAt')} = ${now} ` +
-    `WHERE x.${e.column('id')} IN (SELECT id FROM e) AND EXISTS (SELECT 1 FROM i) RETURNING ${e.selectList('x')}) ` +
+    `WHERE x.${e.column('id')} IN (SELECT id FROM e) AND EXISTS (SELECT 1 FROM i) RETURNING ${e.selectList('x')}, ${pgRowVersion('x')} AS x_version) ` +
     `SELECT w.*, (SELECT count(*) FROM i) AS inserted, x.*, ${s.selectList('d')} FROM w LEFT JOIN x ON true LEFT JOIN ${s.table} d ON ${found}`;
   return {
     sql,
@@ -91,15 +92,30 @@ function unquoted(column: string): string {
   return column.replace(/^"|"$/g, '').replaceAll('""', '"');
 }
 
-/** What {@link signalStatement} answered: null when it wrote nothing (see there). */
-export function deliveredSignal(codecs: Codecs, delivery: SignalDelivery, rows: Array<Record<string, unknown>>): DeliveredSignal | null {
+/**
+ * What {@link signalStatement} answered: null when it wrote nothing (see there). `versioned` is told
+ * the version (pgRowVersion) of the workflow's row and of each woken execution's as it left them.
+ */
+export function deliveredSignal(
+  codecs: Codecs,
+  delivery: SignalDelivery,
+  rows: Array<Record<string, unknown>>,
+  versioned: (row: WorkflowRecord | StepExecution, version: string) => void,
+): DeliveredSignal | null {
   if (rows.length === 0) return null;
   const workflow = codecs.workflows.fromRow(rows[0], 'w');
+  versioned(workflow, String(rows[0].w_version));
   if (Number(rows[0].inserted) === 0) {
     if (rows[0].d_id == null) throw new Error(`Signal "${delivery.signal.name}" of workflow ${workflow.id} was neither written nor found`);
     return { workflow, signal: codecs.signals.fromRow(rows[0], 'd'), duplicate: true, woken: [] };
   }
-  const woken = rows.filter((row) => row.x_id != null).map((row) => codecs.executions.fromRow(row, 'x'));
+  const woken = rows
+    .filter((row) => row.x_id != null)
+    .map((row) => {
+      const execution = codecs.executions.fromRow(row, 'x');
+      versioned(execution, String(row.x_version));
+      return execution;
+    });
   const signal = delivery.signal;
   if (woken.length > 0) Object.assign(signal, { state: CLAIMED, claimed: woken.length, claimedAt: signal.createdAt });
   return { workflow, signal, duplicate: false, woken };

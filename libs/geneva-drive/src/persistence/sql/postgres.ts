@@ -8,6 +8,7 @@ import { inOwnTransaction, isConnectionError } from '../transaction-runner.js';
 import { HotPathSql, type DeliveredSignal, type ExpectedStates, type GuardedWrite, type HeroRow, type SignalDelivery, type SlotChange, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
 import { PgSignalIds } from './postgres-signal-ids.js';
 import { deliveredSignal, signalStatement, type SignalStatement } from './postgres-signal-message.js';
+import { pgRowVersion } from './pg-row-version.js';
 import { PgPreparedStatements, STATEMENT_PREFIX, type PgClient } from './pg-prepared-statements.js';
 import { toRow } from '../flow-keys.js';
 
@@ -210,7 +211,7 @@ export class PostgresHotPathSql extends HotPathSql {
           throw error;
         }
       });
-      return deliveredSignal(this, delivery, rows);
+      return deliveredSignal(this, delivery, rows, (row, version) => this.versions.set(row, version));
     } catch (error) {
       throw isConnectionError(error) ? new CommitOutcomeUnknownError(error) : error;
     }
@@ -276,16 +277,20 @@ export class PostgresHotPathSql extends HotPathSql {
     const values = columns.map(({ value }) => this.bind(params, value)).join(', ');
     const insertExecution =
       `INSERT INTO ${this.executions.table} (${this.executions.column('workflowId')}, ${columns.map(({ column }) => column).join(', ')}) ` +
-      `SELECT w.${this.workflows.column('id')}, ${values} FROM w RETURNING ${this.executions.column('id')}`;
-    const rows: Array<{ w: unknown; e: unknown }> = await this.query(
+      `SELECT w.${this.workflows.column('id')}, ${values} FROM w RETURNING ${this.executions.column('id')} AS id, ${pgRowVersion()} AS version`;
+    // Each row's id and version (kept with the rows for the first step's job: WorkflowStore.keepRows); the workflow's RETURNING list, which ends the statement, gets the version appended.
+    const rows: Array<{ w: unknown; e: unknown; w_version: string; e_version: string }> = await this.query(
       manager,
-      `WITH w AS (${insertWorkflow}), e AS (${insertExecution}) SELECT (SELECT * FROM w) AS w, (SELECT * FROM e) AS e`,
+      `WITH w AS (${insertWorkflow} AS id, ${pgRowVersion()} AS version), e AS (${insertExecution}) ` +
+        'SELECT (SELECT id FROM w) AS w, (SELECT version FROM w) AS w_version, (SELECT id FROM e) AS e, (SELECT version FROM e) AS e_version',
       params,
     );
     if (rows[0].w === null) return false;
     workflow.id = String(rows[0].w);
     execution.workflowId = workflow.id;
     execution.id = String(rows[0].e);
+    this.versions.set(workflow, rows[0].w_version);
+    this.versions.set(execution, rows[0].e_version);
     return true;
   }
 
@@ -376,13 +381,13 @@ export class PostgresHotPathSql extends HotPathSql {
   private guardStatements(expected: ExpectedStates, params: unknown[]): string[] {
     const w = this.workflows;
     const e = this.executions;
-    const stamps = expected.updatedAt ? `, w.${w.column('updatedAt')} AS workflow_updated, e.${e.column('updatedAt')} AS execution_updated` : '';
+    const stamps = expected.versions ? `, ${pgRowVersion('w')} AS workflow_version, ${pgRowVersion('e')} AS execution_version` : '';
     const locked =
       `SELECT w.${w.column('state')} AS workflow_state, e.${e.column('state')} AS execution_state${stamps} FROM ${w.table} w JOIN ${e.table} e ` +
       `ON e.${e.column('id')} = ${this.bind(params, expected.executionId)} AND e.${e.column('workflowId')} = w.${w.column('id')} ` +
       `WHERE w.${w.column('id')} = ${this.bind(params, expected.workflowId)}${this.lockClause('w, e')}`;
-    const unwritten = expected.updatedAt
-      ? ` AND workflow_updated = ${this.bind(params, expected.updatedAt.workflow)} AND execution_updated = ${this.bind(params, expected.updatedAt.execution)}`
+    const unwritten = expected.versions
+      ? ` AND workflow_version = ${this.bind(params, expected.versions.workflow)} AND execution_version = ${this.bind(params, expected.versions.execution)}`
       : '';
     const unchanged = `SELECT 1 FROM l WHERE workflow_state = ${this.bind(params, expected.workflowState)} AND execution_state = ${this.bind(params, expected.executionState)}${unwritten}`;
     if (!expected.slot) return [`l AS (${locked})`, `g AS (${unchanged})`];
