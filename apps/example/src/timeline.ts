@@ -13,10 +13,14 @@ export const TIMELINE_PAYLOAD_BYTES = 4096;
  * stays small however many webhook calls a workflow received.
  */
 export async function workflowTimeline(workflows: WorkflowService, manager: EntityManager, record: WorkflowRecord) {
+  // The steps first, then the signals: a step's end and the consumption of its signal commit
+  // together, so signals read after a completed step show what that end did to them (read the other
+  // way round, a commit between the two reads showed a completed step beside its signal still claimed).
+  const history = await workflows.executionHistory(record);
   const [latest, total] = await manager.findAndCount(Signal, { where: { workflowId: record.id }, order: { id: 'DESC' }, take: TIMELINE_SIGNALS });
   return {
     workflow: { id: record.id, type: record.type, state: record.state, nextStepName: record.nextStepName },
-    steps: (await workflows.executionHistory(record)).map((e) => ({
+    steps: history.map((e) => ({
       step: e.stepName,
       state: e.state,
       outcome: e.outcome,
