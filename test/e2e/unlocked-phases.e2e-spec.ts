@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { GENEVA_DRIVE_CHANNELS, GenevaWorkflow, HousekeepingService, SignalService, Step, Workflow, WorkflowService, type WorkflowRecord } from 'geneva-drive';
 import { WorkflowStore } from '../../libs/geneva-drive/src/persistence/workflow-store.js';
+import { pgRowVersion } from '../../libs/geneva-drive/src/persistence/sql/pg-row-version.js';
 import type { AfterQueryEvent, DataSource, EntitySubscriberInterface } from 'typeorm';
 import { waitUntil } from '../src/bull-wait.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
@@ -345,7 +346,7 @@ suite('unlocked phases [postgres]', () => {
     // A read of the rows, with their versions as the database has them now.
     const read = async (executionId: string) => {
       const [versions] = await app!.dataSource.query(
-        `SELECT w.xmin::text || '/' || w.ctid::text AS workflow, e.xmin::text || '/' || e.ctid::text AS execution FROM geneva_drive_workflows w JOIN geneva_drive_step_executions e ON e.workflow_id = w.id WHERE w.id = $1 AND e.id = $2`,
+        `SELECT ${pgRowVersion('w')} AS workflow, ${pgRowVersion('e')} AS execution FROM geneva_drive_workflows w JOIN geneva_drive_step_executions e ON e.workflow_id = w.id WHERE w.id = $1 AND e.id = $2`,
         [wf.id, executionId],
       );
       return { ...(await store.readStep(manager, wf.id, executionId, 'TestHero'))!, versions: { ...versions } };

@@ -218,10 +218,11 @@ export class WorkflowStore {
   keepRows(manager: EntityManager, jobId: string, rows: Omit<KnownRows, 'versions'>, definition: WorkflowDefinition, step: StepDefinition): void {
     if (!startsWithoutDecisions(definition, step) || (step.waitFor && rows.execution.signalId == null)) return;
     const sql = this.sql(manager);
-    const versions = { workflow: sql.rowVersion(rows.workflow), execution: sql.rowVersion(rows.execution) };
-    if (versions.workflow === undefined || versions.execution === undefined) return;
+    const workflow = sql.rowVersion(rows.workflow);
+    const execution = sql.rowVersion(rows.execution);
+    if (workflow === undefined || execution === undefined) return;
     const signal = rows.signal && Object.assign(sql.signals.asRead(rows.signal), { payload: structuredClone(rows.signal.payload) });
-    this.known.keep(jobId, { workflow: sql.workflows.asRead(rows.workflow), execution: sql.executions.asRead(rows.execution), signal, versions: { workflow: versions.workflow, execution: versions.execution } });
+    this.known.keep(jobId, { workflow: sql.workflows.asRead(rows.workflow), execution: sql.executions.asRead(rows.execution), signal, versions: { workflow, execution } });
   }
 
   /** The rows {@link keepRows} kept for this job, taken once; undefined for any other job, or one pushed out by later ones. */
