@@ -314,6 +314,8 @@ describeEachDatabase('transactional steps', (kind: DatabaseKind) => {
       expect(await effects(wf)).toEqual([]);
       expect(await heroName()).toBe('Ada');
       expect((await app.dataSource.getRepository(StepExecution).findOneByOrFail({ id: running.id })).outcome).toBe('recovered');
+      // PostgreSQL refused the end sent with its COMMIT: the statement that message prepared is dropped with its transaction.
+      if (kind === 'postgres') expect(await endStatementsLeft(app)).toEqual([]);
     });
 
     concurrent('a resumable run recovered while its body ran: its next checkpoint is refused, and only that segment rolls back', async () => {
@@ -469,6 +471,22 @@ describeEachDatabase('transactional steps in a chain', (kind: DatabaseKind) => {
  * bounds, or autocommit off or a transaction open (MariaDB), instead of the server's values.
  */
 async function boundedSessions(app: TestApp, kind: DatabaseKind): Promise<number> {
+  const shown =
+    kind === 'postgres'
+      ? "SELECT current_setting('statement_timeout') = '0' AND current_setting('idle_in_transaction_session_timeout') = '0' AS restored"
+      : 'SELECT @@session.max_statement_time = @@global.max_statement_time AND @@session.idle_transaction_timeout = @@global.idle_transaction_timeout AND @@session.autocommit = 1 AND @@in_transaction = 0 AS restored';
+  const restored = (await onEverySession(app, shown)).map((rows) => (rows as Array<{ restored: unknown }>)[0].restored);
+  return restored.filter((value) => value !== true && Number(value) !== 1).length;
+}
+
+/** PostgreSQL: the one-message ends' statements (endAndCommit) still prepared on any of the pool's connections. */
+async function endStatementsLeft(app: TestApp): Promise<string[]> {
+  const named = await onEverySession(app, "SELECT name FROM pg_prepared_statements WHERE name LIKE 'geneva_drive_end_%'");
+  return named.flatMap((rows) => (rows as Array<{ name: string }>).map(({ name }) => name));
+}
+
+/** `sql`'s rows on each connection of the pool, all of them held at once so that each is a different one. */
+async function onEverySession(app: TestApp, sql: string): Promise<unknown[]> {
   const runners = await Promise.all(
     Array.from({ length: POOL_SIZE }, async () => {
       const runner = app.dataSource.createQueryRunner();
@@ -477,12 +495,7 @@ async function boundedSessions(app: TestApp, kind: DatabaseKind): Promise<number
     }),
   );
   try {
-    const shown =
-      kind === 'postgres'
-        ? "SELECT current_setting('statement_timeout') = '0' AND current_setting('idle_in_transaction_session_timeout') = '0' AS restored"
-        : 'SELECT @@session.max_statement_time = @@global.max_statement_time AND @@session.idle_transaction_timeout = @@global.idle_transaction_timeout AND @@session.autocommit = 1 AND @@in_transaction = 0 AS restored';
-    const restored = await Promise.all(runners.map(async (runner) => ((await runner.query(shown)) as Array<{ restored: unknown }>)[0].restored));
-    return restored.filter((value) => value !== true && Number(value) !== 1).length;
+    return await Promise.all(runners.map((runner) => runner.query(sql)));
   } finally {
     await Promise.all(runners.map((runner) => runner.release()));
   }

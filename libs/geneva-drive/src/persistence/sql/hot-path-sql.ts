@@ -191,7 +191,7 @@ export abstract class HotPathSql {
   /**
    * A transactional step's end (the guarded write of {@link writeIfUnchanged}) and its COMMIT in
    * one round trip: 'committed'; 'written' when only the write went (COMMIT is the caller's);
-   * 'refused' when the rows had moved on (nothing written, the transaction to be rolled back).
+   * 'refused' when the rows had moved on (nothing written, the transaction rolled back).
    * PostgreSQL's (see there).
    */
   async endAndCommit(_runner: QueryRunner, _batch: WriteBatch, _expected: ExpectedStates): Promise<'committed' | 'written' | 'refused'> {

@@ -108,28 +108,35 @@ export class PostgresHotPathSql extends HotPathSql {
    * values would be), and dropped, all in that message, so that nothing of it outlives the message on
    * the session (a pooler in transaction mode included). Where the rows moved on, the write fails
    * with its own error (see batchStatement): the message stops before COMMIT, nothing is written, and
-   * the transaction is to be rolled back ('refused'); the statement then stays on the session, under
-   * its unique name, until the session ends. A value with no literal form here: the write goes alone,
-   * and COMMIT is the caller's ('written').
+   * the transaction is rolled back here, then the statement it left on the session dropped
+   * ('refused'; a pooled session would otherwise keep one per refusal for its whole life). A value
+   * with no literal form here: the write goes alone, and COMMIT is the caller's ('written').
    */
   async endAndCommit(runner: QueryRunner, batch: WriteBatch, expected: ExpectedStates): Promise<'committed' | 'written' | 'refused'> {
     const statement = this.batchStatement(batch, undefined, expected, true)!;
     const args = executeArguments(statement.params);
+    const name = `geneva_drive_end_${randomUUID().replaceAll('-', '')}`;
     try {
       if (args === undefined) {
         const rows: Array<Record<string, unknown>> = await this.query(runner.manager, statement.sql, statement.params);
         statement.received(rows[0]);
         return 'written';
       }
-      const name = `geneva_drive_end_${randomUUID().replaceAll('-', '')}`;
       const text = `PREPARE ${name} AS ${statement.sql}; EXECUTE ${name}(${args}); DEALLOCATE ${name}; COMMIT`;
       await runner.broadcaster.broadcast('BeforeTransactionCommit');
       const results = await this.onConnection(runner.manager, text, [], (connection: PgClient) => connection.query({ text }) as unknown as Promise<Array<{ rows: Array<Record<string, unknown>> }>>);
       statement.received(results[1].rows[0]);
       return 'committed';
     } catch (error) {
-      if (isRefusedEnd(error)) return 'refused';
-      throw error;
+      if (!isRefusedEnd(error)) throw error;
+      // The aborted transaction refuses every statement but its ROLLBACK. A session lost meanwhile
+      // took both with it; the caller's own rollback then finds nothing to do.
+      const drop = `DEALLOCATE ${name}`;
+      await runner
+        .rollbackTransaction()
+        .then(() => this.onConnection(runner.manager, drop, [], (connection: PgClient) => connection.query({ text: drop })))
+        .catch(() => undefined);
+      return 'refused';
     }
   }
 
