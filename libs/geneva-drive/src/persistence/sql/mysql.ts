@@ -3,7 +3,7 @@ import type { Signal } from '../../entities/signal.entity.js';
 import type { WorkflowRecord } from '../../entities/workflow.entity.js';
 import { isUniqueViolation } from '../unique-violation.js';
 import type { StepExecution } from '../../entities/step-execution.entity.js';
-import { HotPathSql, type SessionBounds, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
+import { HotPathSql, type RowUpdate, type SessionBounds, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
 
 /** The mysql2 connection behind TypeORM's query runner (mysql2 is an optional peer: only what is called here). */
 interface Mysql2Connection {
@@ -131,8 +131,7 @@ export class MysqlHotPathSql extends HotPathSql {
       const params: unknown[] = [];
       await this.query(manager, this.consumptionStatement(consumption, params), params);
     }
-    const update = this.mergedUpdate(batch);
-    if (update) await this.query(manager, update.sql, update.params);
+    for (const update of this.mergedUpdates(batch)) await this.query(manager, update.sql, update.params);
     for (const insert of batch.inserts) {
       const params: unknown[] = [];
       const result: { insertId?: number | string } = await this.query(manager, this.insertStatement(insert, params, false), params);
@@ -141,30 +140,41 @@ export class MysqlHotPathSql extends HotPathSql {
     return then ? this.read(manager, then) : [];
   }
 
-  /** `UPDATE t0 u0, t1 u1 SET u0.a = ?, u1.b = ? WHERE u0.id = ? AND u1.id = ?`: one round trip for every row. */
-  private mergedUpdate(batch: WriteBatch): Statement | null {
-    const targets: string[] = [];
-    const sets: string[] = [];
-    const wheres: string[] = [];
-    const setParams: unknown[] = [];
-    const whereParams: unknown[] = [];
-    batch.updates.forEach((update, index) => {
-      const columns = update.codec.writable(update.changes, 'update');
-      if (columns.length === 0) return;
-      const alias = `u${index}`;
-      targets.push(`${update.codec.table} ${alias}`);
-      for (const { column, value } of columns) {
-        sets.push(`${alias}.${column} = ?`);
-        setParams.push(value);
-      }
-      wheres.push(`${alias}.${update.codec.column('id')} = ?`);
-      whereParams.push(update.id);
-    });
-    if (targets.length === 0) return null;
-    return { sql: `UPDATE ${targets.join(', ')} SET ${sets.join(', ')} WHERE ${wheres.join(' AND ')}`, params: [...setParams, ...whereParams] };
+  /**
+   * `UPDATE t0 u0, t1 u1 SET u0.a = ?, u1.b = ? WHERE u0.id = ? AND u1.id = ?`: one round trip for
+   * every row, or for every {@link MAX_JOINED_TABLES} rows (each row is a table of the statement's join).
+   */
+  private mergedUpdates(batch: WriteBatch): Statement[] {
+    const updates = batch.updates
+      .map((update) => ({ update, columns: update.codec.writable(update.changes, 'update') }))
+      .filter(({ columns }) => columns.length > 0);
+    const statements: Statement[] = [];
+    for (let start = 0; start < updates.length; start += MAX_JOINED_TABLES) statements.push(mergedUpdate(updates.slice(start, start + MAX_JOINED_TABLES)));
+    return statements;
   }
 }
 
+/** How many tables MySQL and MariaDB join in one statement (ER_TOO_MANY_TABLES beyond). */
+const MAX_JOINED_TABLES = 61;
+
+function mergedUpdate(updates: Array<{ update: RowUpdate; columns: Array<{ column: string; value: unknown }> }>): Statement {
+  const targets: string[] = [];
+  const sets: string[] = [];
+  const wheres: string[] = [];
+  const setParams: unknown[] = [];
+  const whereParams: unknown[] = [];
+  updates.forEach(({ update, columns }, index) => {
+    const alias = `u${index}`;
+    targets.push(`${update.codec.table} ${alias}`);
+    for (const { column, value } of columns) {
+      sets.push(`${alias}.${column} = ?`);
+      setParams.push(value);
+    }
+    wheres.push(`${alias}.${update.codec.column('id')} = ?`);
+    whereParams.push(update.id);
+  });
+  return { sql: `UPDATE ${targets.join(', ')} SET ${sets.join(', ')} WHERE ${wheres.join(' AND ')}`, params: [...setParams, ...whereParams] };
+}
 /** MySQL/MariaDB: whether `table` has the index `index` (USE INDEX of a missing index is an error there). */
 export async function mysqlHasIndex(manager: EntityManager, table: string, index: string): Promise<boolean> {
   const rows: unknown[] = await manager.query('SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = ? LIMIT 1', [table, index]);
