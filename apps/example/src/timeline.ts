@@ -1,4 +1,4 @@
-import { Signal, type WorkflowRecord, type WorkflowService } from 'geneva-drive';
+import { Signal, type StepExecution, type WorkflowRecord, type WorkflowService } from 'geneva-drive';
 import type { EntityManager } from 'typeorm';
 
 /** The most signals a timeline lists (the latest ones): anyone can post webhooks, so a workflow's signals are unbounded. */
@@ -13,11 +13,7 @@ export const TIMELINE_PAYLOAD_BYTES = 4096;
  * stays small however many webhook calls a workflow received.
  */
 export async function workflowTimeline(workflows: WorkflowService, manager: EntityManager, record: WorkflowRecord) {
-  // The steps first, then the signals: a step's end and the consumption of its signal commit
-  // together, so signals read after a completed step show what that end did to them (read the other
-  // way round, a commit between the two reads showed a completed step beside its signal still claimed).
-  const history = await workflows.executionHistory(record);
-  const [latest, total] = await manager.findAndCount(Signal, { where: { workflowId: record.id }, order: { id: 'DESC' }, take: TIMELINE_SIGNALS });
+  const { history, latest, total } = await stepsAndSignals(workflows, manager, record);
   return {
     workflow: { id: record.id, type: record.type, state: record.state, nextStepName: record.nextStepName },
     steps: history.map((e) => ({
@@ -40,4 +36,29 @@ export async function workflowTimeline(workflows: WorkflowService, manager: Enti
     }),
     signalsOmitted: total - latest.length,
   };
+}
+
+/** How many times the steps are read again before the timeline settles for what it read last. */
+const MAX_READINGS = 5;
+
+/**
+ * The steps and the latest signals as of one moment. They are two reads, and a commit between them
+ * could show a step beside its signal as they never were together (completed beside its signal still
+ * claimed, waiting beside the signal that woke it). Every commit that changes a signal's state (a
+ * wake-up claims it, a step's end consumes it) also changes its step's execution, so signals read
+ * between two equal readings of the steps belong with them.
+ */
+async function stepsAndSignals(workflows: WorkflowService, manager: EntityManager, record: WorkflowRecord) {
+  let history = await workflows.executionHistory(record);
+  for (let reading = 1; ; reading++) {
+    const [latest, total] = await manager.findAndCount(Signal, { where: { workflowId: record.id }, order: { id: 'DESC' }, take: TIMELINE_SIGNALS });
+    const again = await workflows.executionHistory(record);
+    if (sameSteps(history, again) || reading === MAX_READINGS) return { history: again, latest, total };
+    history = again;
+  }
+}
+
+function sameSteps(a: StepExecution[], b: StepExecution[]): boolean {
+  const shown = (e: StepExecution) => `${e.id} ${e.state} ${e.outcome} ${e.signalId} ${e.updatedAt.getTime()}`;
+  return a.length === b.length && a.every((e, i) => shown(e) === shown(b[i]));
 }
