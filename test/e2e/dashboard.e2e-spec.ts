@@ -8,7 +8,9 @@ import { Injectable, type CanActivate } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import request from 'supertest';
-import { GenevaDriveModule, WorkflowService, type WorkflowRecord } from 'geneva-drive';
+import type { EntitySubscriberInterface } from 'typeorm';
+import { GenevaDriveModule, GenevaWorkflow, SignalService, Step, Workflow, WorkflowService, type WorkflowRecord } from 'geneva-drive';
+import { EngineView } from '../../libs/geneva-drive/src/operator/engine-view.js';
 import { DashboardUnguardedError, GenevaDriveDashboardModule } from 'geneva-drive/dashboard';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
 import { createDashboardApp, csrfFor as csrfOf, insertChildren, parkedInvoice as parkInvoice, DASHBOARD_TOKEN, FragileFlow, InvoiceFlow, saveHero, type DashboardApp } from '../src/dashboard-app.js';
@@ -17,8 +19,26 @@ import { InvoiceFlowBeforeDeploy, ShippingFlowBeforeDeploy } from '../src/deploy
 import { createTestApp, engineLogger } from '../src/test-app.js';
 import { AddGenevaDriveListIndexes1730000000003 } from '../../libs/geneva-drive/src/migrations/index.js';
 import { dataSourceOptions, describeEachDatabase, prepareDatabase } from '../utils/databases.js';
+import { TestHero } from '../utils/fixtures.js';
 
 const AUTH = { Authorization: `Bearer ${DASHBOARD_TOKEN}` };
+
+/** A transactional step that signals `target` through its transaction, waits at `gate`, then throws: the signal is rolled back. */
+const rollingBack = { target: '', reached: () => undefined as void, release: Promise.resolve() };
+@Workflow({ name: 'RollingBackFlow', hero: () => TestHero })
+class RollingBackFlow extends GenevaWorkflow<TestHero> {
+  constructor(private readonly signals: SignalService) {
+    super();
+  }
+
+  @Step({ transactional: true })
+  async notify() {
+    await this.signals.signal(rollingBack.target, 'payment_confirmed', { manager: this.manager });
+    rollingBack.reached();
+    await rollingBack.release;
+    throw new Error('the notification is rolled back');
+  }
+}
 
 const csrfFor = (d: DashboardApp, workflowId: string) => csrfOf(d.url, workflowId, AUTH);
 
@@ -50,7 +70,7 @@ describeEachDatabase('dashboard over HTTP', (kind) => {
 
   beforeAll(async () => {
     // A small payload limit: Express's own body limit (100 kB) is below the default one.
-    d = await createDashboardApp(kind, undefined, { queue: { adapter: 'manual' }, maxSignalPayloadSize: 2048 });
+    d = await createDashboardApp(kind, undefined, { queue: { adapter: 'manual' }, maxSignalPayloadSize: 2048 }, { providers: [RollingBackFlow] });
     gd = GenevaDriveTesting.create(d.app);
   });
   afterAll(() => d.close());
@@ -175,6 +195,63 @@ describeEachDatabase('dashboard over HTTP', (kind) => {
     ]);
     expect(woken.signalId).toBe(api.body.signals[0].id);
     expect(api.body.signalNames).toEqual(['payment_confirmed']);
+  });
+
+  it("shows a workflow as one moment left it: a step's end committed while the page is read shows on none of its rows", async () => {
+    const workflow = await parkedInvoice();
+    await d.signals.signal(workflow, 'payment_confirmed'); // claimed, awaitPayment scheduled
+    // awaitPayment's end (its signal consumed, issueReceipt scheduled, in one commit) goes as soon as
+    // the page has read the executions; PostgreSQL and MySQL/MariaDB commit it before the page reads on.
+    let ended: Promise<unknown> | undefined;
+    const subscriber: EntitySubscriberInterface = {
+      afterQuery: (event) => {
+        if (ended || !/^SELECT .*FROM \W?geneva_drive_step_executions/s.test(event.query)) return;
+        ended = gd.performNextStep(workflow);
+        // SQLite: the page's reads hold the engine's turn, so the end waits for them (awaiting it would never end).
+        return kind === 'sqlite' ? undefined : ended.then(() => undefined);
+      },
+    };
+    d.dataSource.subscribers.push(subscriber);
+    let api: { workflow: { state: string; nextStepName: string | null }; executions: Array<{ stepName: string; state: string }>; signals: Array<{ state: string }> };
+    try {
+      api = (await request(d.url).get(`/geneva/api/workflows/${workflow.id}`).set(AUTH).expect(200)).body;
+    } finally {
+      d.dataSource.subscribers.splice(d.dataSource.subscribers.indexOf(subscriber), 1);
+    }
+    await ended;
+
+    expect([api.workflow.nextStepName, api.executions.map((e) => `${e.stepName}:${e.state}`), api.signals.map((s) => s.state)]).toEqual(['awaitPayment', ['prepare:completed', 'awaitPayment:scheduled'], ['claimed']]);
+    const after = (await request(d.url).get(`/geneva/api/workflows/${workflow.id}`).set(AUTH).expect(200)).body;
+    expect([after.executions.map((e: { state: string }) => e.state), after.signals.map((s: { state: string }) => s.state)]).toEqual([['completed', 'completed', 'scheduled'], ['consumed']]);
+  });
+
+  it('never shows what a transaction has not committed: a signal a transactional step sent, then rolled back', async () => {
+    const target = await parkedInvoice();
+    let release!: () => void;
+    const reached = new Promise<void>((resolve) => Object.assign(rollingBack, { target: target.id, reached: resolve, release: new Promise<void>((done) => (release = done)) }));
+    const notifying = gd.performNextStep(await d.workflows.start(RollingBackFlow, await saveHero(d.dataSource, 'notifier'))).catch((error: unknown) => error);
+    await reached; // the signal is written, claimed and its step woken, none of it committed
+    // The body goes on (and rolls back) once the page has begun its reads: SQLite's one connection
+    // runs them after the body's transaction; a page reading beside that transaction shows its rows.
+    const engine = d.app.get(EngineView);
+    const snapshot = engine.snapshot.bind(engine);
+    let began!: () => void;
+    const reading = new Promise<void>((resolve) => (began = resolve));
+    engine.snapshot = ((read) => {
+      const page = snapshot(read);
+      began();
+      return page;
+    }) as EngineView['snapshot'];
+    try {
+      const page = request(d.url).get(`/geneva/api/workflows/${target.id}`).set(AUTH).expect(200).then((response) => response.body);
+      await Promise.race([reading, page]);
+      release();
+      const api = await page;
+      expect(String(await notifying)).toMatch(/the notification is rolled back/);
+      expect([api.executions.map((e: { stepName: string; state: string }) => `${e.stepName}:${e.state}`), api.signals]).toEqual([['prepare:completed', 'awaitPayment:waiting'], []]);
+    } finally {
+      engine.snapshot = snapshot;
+    }
   });
 
   it("shows a workflow's parent and key, its children with their states and results, and the tree, escaped", async () => {

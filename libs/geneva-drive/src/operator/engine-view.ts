@@ -1,7 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { GENEVA_DRIVE_OPTIONS } from '../geneva-drive.constants.js';
 import type { ResolvedGenevaDriveOptions } from '../interfaces/geneva-drive-options.interface.js';
+import type { EntityManager } from 'typeorm';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
+import { TransactionRunner } from '../persistence/transaction-runner.js';
 import type { WorkflowDefinition } from '../registry/workflow-definition.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
 
@@ -21,6 +23,7 @@ export class EngineView {
     private readonly registry: WorkflowRegistry,
     @Inject(GENEVA_DRIVE_OPTIONS) options: ResolvedGenevaDriveOptions,
     private readonly schema: SchemaCapabilities,
+    private readonly transactions: TransactionRunner,
   ) {
     const { waitingVisibilityThresholdMs, stuckInProgressThresholdMs, stuckScheduledThresholdMs } = options;
     this.thresholds = Object.freeze({ waitingVisibilityThresholdMs, stuckInProgressThresholdMs, stuckScheduledThresholdMs });
@@ -49,6 +52,11 @@ export class EngineView {
   /** Whether the flow-control migration ran (without it no execution waits for or holds a concurrency key). */
   get hasFlowControl(): boolean {
     return this.schema.hasFlowControl;
+  }
+
+  /** Runs `read` on one snapshot of the engine's database (TransactionRunner.snapshot). */
+  snapshot<T>(read: (manager: EntityManager) => Promise<T>): Promise<T> {
+    return this.transactions.snapshot(read);
   }
 
   /** The definition of a workflow type, if this application has its class. */

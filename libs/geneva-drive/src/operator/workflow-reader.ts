@@ -1,5 +1,5 @@
 import { Inject, Injectable, NotFoundException } from '@nestjs/common';
-import type { DataSource } from 'typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
 import { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
@@ -10,6 +10,7 @@ import { activeExecutionState, childCountsByState, claimedBy, countsByTypeAndSta
 import { WorkflowService } from '../client/workflow.service.js';
 import { OPERATOR_DATA_SOURCE } from './operator.constants.js';
 import { DashboardInputError } from '../errors/dashboard-input.error.js';
+import { WorkflowNotFoundError } from '../errors/workflow-not-found.error.js';
 import { EngineView } from './engine-view.js';
 import { checkFilterText, parseDateFilter } from './filter-text.js';
 import { clipText, previewOf, previewOfStored, PREVIEW_CHARS, type ValuePreview } from './value-preview.js';
@@ -301,11 +302,19 @@ export class WorkflowReader {
    * metadata). Throws WorkflowNotFoundError for an unknown id, DashboardInputError for a malformed cursor.
    */
   async detail(id: string, pageSize: number, page: DetailCursors = {}): Promise<WorkflowDetail> {
-    const record = await this.workflows.find(id);
-    const manager = this.dataSource.manager;
     const executionsAfter = page.executionsAfter ? this.cursor('executionsAfter', page.executionsAfter) : null;
     const signalsAfter = page.signalsAfter ? this.cursor('signalsAfter', page.signalsAfter) : null;
     const childrenAfter = page.childrenAfter ? this.cursor('childrenAfter', page.childrenAfter) : null;
+    // One snapshot: a commit between two of its reads would show rows as they never were together.
+    return this.engine.snapshot(async (manager) => {
+      const workflowId = this.engine.canonicalId(id);
+      const record = workflowId === null ? null : await manager.findOneBy(WorkflowRecord, { id: workflowId });
+      if (!record) throw new WorkflowNotFoundError(id);
+      return this.detailOf(manager, record, pageSize, executionsAfter, signalsAfter, childrenAfter);
+    });
+  }
+
+  private async detailOf(manager: EntityManager, record: WorkflowRecord, pageSize: number, executionsAfter: string | null, signalsAfter: string | null, childrenAfter: string | null): Promise<WorkflowDetail> {
     const executions = await pageOfWorkflow<StepExecution>(manager, StepExecution, record.id, executionsAfter, pageSize, {
       heads: { cursor: PREVIEW_CHARS, errorMessage: PREVIEW_CHARS, errorBacktrace: BACKTRACE_CHARS },
       members: { metadata: 'reattemptReason' },
@@ -313,7 +322,7 @@ export class WorkflowReader {
     const signals = this.engine.hasSignals ? await pageOfWorkflow<Signal>(manager, Signal, record.id, signalsAfter, pageSize, { heads: { payload: PREVIEW_CHARS } }) : { rows: [], nextAfter: null };
     const attached = await claimedBy(manager, record.id, signals.rows.map(({ row }) => row.id));
     const current = await activeExecutionState(manager, record.id);
-    const family = await this.family(record, childrenAfter, pageSize);
+    const family = await this.family(manager, record, childrenAfter, pageSize);
     const steps = this.catalog.runOrder(record.type);
     const position = record.currentStepName ?? record.nextStepName;
     const index = steps?.findIndex((step) => step.name === position) ?? -1;
@@ -341,8 +350,7 @@ export class WorkflowReader {
    * (parent_id, id) index, each child's result as a bounded head, and one count per state, however
    * many children it has.
    */
-  private async family(record: WorkflowRecord, after: string | null, pageSize: number): Promise<Pick<WorkflowDetail, 'parent' | 'children' | 'childrenNextAfter' | 'childCounts'>> {
-    const manager = this.dataSource.manager;
+  private async family(manager: EntityManager, record: WorkflowRecord, after: string | null, pageSize: number): Promise<Pick<WorkflowDetail, 'parent' | 'children' | 'childrenNextAfter' | 'childCounts'>> {
     let parent: ParentView | null = null;
     if (record.parentId) {
       const row = await manager.findOne(WorkflowRecord, { select: { id: true, type: true, state: true }, where: { id: record.parentId } });

@@ -182,6 +182,17 @@ export class TransactionRunner {
   }
 
   /**
+   * Runs `read` on one snapshot of the database, for reads that must show one moment together (an
+   * execution beside the signal its end consumed): PostgreSQL and MySQL/MariaDB in a REPEATABLE READ
+   * transaction; SQLite among the engine's transactions (above), since on its one connection the
+   * reads would otherwise run inside whichever of them is open, and see what it has not committed.
+   */
+  snapshot<T>(read: (manager: EntityManager) => Promise<T>): Promise<T> {
+    if (!this.sqlite) return this.dataSource.transaction('REPEATABLE READ', read);
+    return this.run(read);
+  }
+
+  /**
    * A deadlock victim is rolled back whole (nothing written, its after-commit jobs dropped), so the
    * engine's own transactions simply run again; so is a transaction whose connection was lost before
    * COMMIT. A loss during COMMIT may follow a commit that did happen: see TransactionOptions. A
