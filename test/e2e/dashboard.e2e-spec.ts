@@ -225,14 +225,15 @@ describeEachDatabase('dashboard over HTTP', (kind) => {
     expect([after.executions.map((e: { state: string }) => e.state), after.signals.map((s: { state: string }) => s.state)]).toEqual([['completed', 'completed', 'scheduled'], ['consumed']]);
   });
 
-  it('never shows what a transaction has not committed: a signal a transactional step sent, then rolled back', async () => {
+  it("never shows what a transaction has not committed, SQLite's shared connection included: a signal a transactional step sent, then rolled back", async () => {
     const target = await parkedInvoice();
     let release!: () => void;
     const reached = new Promise<void>((resolve) => Object.assign(rollingBack, { target: target.id, reached: resolve, release: new Promise<void>((done) => (release = done)) }));
     const notifying = gd.performNextStep(await d.workflows.start(RollingBackFlow, await saveHero(d.dataSource, 'notifier'))).catch((error: unknown) => error);
     await reached; // the signal is written, claimed and its step woken, none of it committed
-    // The body goes on (and rolls back) once the page has begun its reads: SQLite's one connection
-    // runs them after the body's transaction; a page reading beside that transaction shows its rows.
+    // The body goes on (and rolls back) once the page has asked for its snapshot (SQLite: queued
+    // after the body's transaction), or has answered when it asks for none. Only SQLite's one
+    // connection could show the page the body's rows; the other databases never show them.
     const engine = d.app.get(EngineView);
     const snapshot = engine.snapshot.bind(engine);
     let began!: () => void;

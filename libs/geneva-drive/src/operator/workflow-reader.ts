@@ -302,14 +302,14 @@ export class WorkflowReader {
    * metadata). Throws WorkflowNotFoundError for an unknown id, DashboardInputError for a malformed cursor.
    */
   async detail(id: string, pageSize: number, page: DetailCursors = {}): Promise<WorkflowDetail> {
-    const executionsAfter = page.executionsAfter ? this.cursor('executionsAfter', page.executionsAfter) : null;
-    const signalsAfter = page.signalsAfter ? this.cursor('signalsAfter', page.signalsAfter) : null;
-    const childrenAfter = page.childrenAfter ? this.cursor('childrenAfter', page.childrenAfter) : null;
     // One snapshot: a commit between two of its reads would show rows as they never were together.
     return this.engine.snapshot(async (manager) => {
       const workflowId = this.engine.canonicalId(id);
       const record = workflowId === null ? null : await manager.findOneBy(WorkflowRecord, { id: workflowId });
       if (!record) throw new WorkflowNotFoundError(id);
+      const executionsAfter = page.executionsAfter ? this.cursor('executionsAfter', page.executionsAfter) : null;
+      const signalsAfter = page.signalsAfter ? this.cursor('signalsAfter', page.signalsAfter) : null;
+      const childrenAfter = page.childrenAfter ? this.cursor('childrenAfter', page.childrenAfter) : null;
       return this.detailOf(manager, record, pageSize, executionsAfter, signalsAfter, childrenAfter);
     });
   }

@@ -184,12 +184,17 @@ export class TransactionRunner {
   /**
    * Runs `read` on one snapshot of the database, for reads that must show one moment together (an
    * execution beside the signal its end consumed): PostgreSQL and MySQL/MariaDB in a REPEATABLE READ
-   * transaction; SQLite among the engine's transactions (above), since on its one connection the
-   * reads would otherwise run inside whichever of them is open, and see what it has not committed.
+   * transaction; SQLite in a deferred transaction taking its turn among the engine's (above), since
+   * on its one connection the reads would otherwise run inside whichever of them is open, and see
+   * what it has not committed. Deferred, it takes no write lock: another process on the file (the
+   * CLI) reads beside the application's writers. Not from inside an engine transaction on SQLite:
+   * its turn would come after that transaction, which waits for it.
    */
   snapshot<T>(read: (manager: EntityManager) => Promise<T>): Promise<T> {
     if (!this.sqlite) return this.dataSource.transaction('REPEATABLE READ', read);
-    return this.run(read);
+    const result = this.sqliteQueue.then(() => this.dataSource.transaction(read));
+    this.sqliteQueue = result.catch(() => undefined);
+    return result;
   }
 
   /**

@@ -116,6 +116,7 @@ export class PostgresHotPathSql extends HotPathSql {
     const statement = this.batchStatement(batch, undefined, expected, true)!;
     const args = executeArguments(statement.params);
     const name = `geneva_drive_end_${randomUUID().replaceAll('-', '')}`;
+    let prepared = false;
     try {
       if (args === undefined) {
         const rows: Array<Record<string, unknown>> = await this.query(runner.manager, statement.sql, statement.params);
@@ -124,14 +125,18 @@ export class PostgresHotPathSql extends HotPathSql {
       }
       const text = `PREPARE ${name} AS ${statement.sql}; EXECUTE ${name}(${args}); DEALLOCATE ${name}; COMMIT`;
       await runner.broadcaster.broadcast('BeforeTransactionCommit');
+      prepared = true;
       const results = await this.onConnection(runner.manager, text, [], (connection: PgClient) => connection.query({ text }) as unknown as Promise<Array<{ rows: Array<Record<string, unknown>> }>>);
       statement.received(results[1].rows[0]);
       return 'committed';
     } catch (error) {
       if (!isRefusedEnd(error)) throw error;
-      // The aborted transaction refuses every statement but its ROLLBACK. A session lost meanwhile
-      // took both with it; the caller's own rollback then finds nothing to do.
+      if (!prepared) return 'refused';
+      // The aborted transaction refuses every statement but its ROLLBACK: the whole of it, whatever
+      // savepoint a body left open. A session lost meanwhile took both with it; the caller's own
+      // rollback then finds nothing to do.
       const drop = `DEALLOCATE ${name}`;
+      Object.assign(runner, { transactionDepth: 1 });
       await runner
         .rollbackTransaction()
         .then(() => this.onConnection(runner.manager, drop, [], (connection: PgClient) => connection.query({ text: drop })))
