@@ -176,7 +176,12 @@ export class TransactionRunner {
       throw new TypeError('geneva-drive: the manager passed in belongs to another DataSource than the one geneva-drive is configured with');
     }
     if (!this.sqlite) return this.withRetry(work, options);
-    const result = this.sqliteQueue.then(() => this.runImmediate(work));
+    return this.inTurn(() => this.runImmediate(work));
+  }
+
+  /** SQLite: runs `transaction` after the engine's transactions queued before it, and before those queued after. */
+  private inTurn<T>(transaction: () => Promise<T>): Promise<T> {
+    const result = this.sqliteQueue.then(transaction);
     this.sqliteQueue = result.catch(() => undefined);
     return result;
   }
@@ -192,9 +197,7 @@ export class TransactionRunner {
    */
   snapshot<T>(read: (manager: EntityManager) => Promise<T>): Promise<T> {
     if (!this.sqlite) return this.dataSource.transaction('REPEATABLE READ', read);
-    const result = this.sqliteQueue.then(() => this.dataSource.transaction(read));
-    this.sqliteQueue = result.catch(() => undefined);
-    return result;
+    return this.inTurn(() => this.dataSource.transaction(read));
   }
 
   /**

@@ -175,6 +175,7 @@ function mergedUpdate(updates: Array<{ update: RowUpdate; columns: Array<{ colum
   });
   return { sql: `UPDATE ${targets.join(', ')} SET ${sets.join(', ')} WHERE ${wheres.join(' AND ')}`, params: [...setParams, ...whereParams] };
 }
+
 /** MySQL/MariaDB: whether `table` has the index `index` (USE INDEX of a missing index is an error there). */
 export async function mysqlHasIndex(manager: EntityManager, table: string, index: string): Promise<boolean> {
   const rows: unknown[] = await manager.query('SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = ? LIMIT 1', [table, index]);
