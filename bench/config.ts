@@ -34,6 +34,8 @@ export interface BenchOptions {
   runs: number;
   /** Which scenario groups run: the engine's own measurements, the comparison shape, or both. */
   scenarios: ReadonlyArray<Scenario>;
+  /** `--profile=DIR`: a CPU profile of each timed throughput run written there. */
+  profile?: string;
 }
 
 export interface Sizes {
@@ -72,7 +74,7 @@ export function sizesFor(quick: boolean): Sizes {
     : { throughputWorkflows: 2_000, latencySignals: 500, latencyWarmup: 20, smallPopulation: 1_000, largePopulation: 100_000, populationSignals: 200, populationWarmup: 20, shapeWorkflows: 2_000, sequentialSignals: 200, simultaneousSignals: 200, costWorkflows: 100, idleParked: 10_000, idleSeconds: 30, dashboardWorkflows: 100_000, dashboardRequests: 100, children: 1_000, slotWorkflowsPerKey: 50 };
 }
 
-const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull|bullmq] [--quick] [--concurrency=N] [--runs=N] [--explain] [--seed=N] [--scenarios=engine,shape,ledger,scale,dashboard,children,keys,dbos]
+const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=local|bull|bullmq] [--quick] [--concurrency=N] [--runs=N] [--explain] [--seed=N] [--scenarios=engine,shape,ledger,scale,dashboard,children,keys,dbos] [--profile=DIR]
   engine: steps/second, signal → step start, signal() against the parked population
   shape:  a → b (waitFor) in both arrival orders, signals one at a time and at once, statements (by kind and phase) and Redis commands per workflow, CPU per workflow, idle cost
   ledger: the shape whose b writes one row, transactional (through this.manager) beside plain (through the DataSource): statements and CPU per workflow
@@ -83,6 +85,7 @@ const USAGE = `usage: npm run bench -- [--db=sqlite|postgres|mysql] [--queue=loc
   dbos:   the shape beside DBOS Transact in the same process, runs interleaved, every figure as the ratio geneva-drive / DBOS (PostgreSQL only;
           not among the defaults; --concurrency defaults to 10 with it, --runs must be at least 3)
   --runs=N      timed runs of each shape and scale measurement, median reported (default 3)
+  --profile=DIR a CPU profile of each timed throughput run (signal first, signal after; every engine) written to DIR
   GD_PG_URL     default postgres://postgres@127.0.0.1:5432/test   (the bench uses database gd_bench on that server)
   GD_MYSQL_URL  default mysql://root@127.0.0.1:3306/test
   GD_BENCH_DATABASE  default gd_bench: the database (and SQLite file name) the bench drops and recreates; DBOS's is <it>_dbos
@@ -124,6 +127,10 @@ export function parseArgs(argv: string[]): BenchOptions {
         options.scenarios = names as Scenario[];
         break;
       }
+      case '--profile':
+        if (!value) throw new UsageError('--profile needs a directory');
+        options.profile = value;
+        break;
       case '--help':
       case '-h':
         console.log(USAGE);

@@ -113,6 +113,7 @@ export class DbosPeer {
 
   get engine(): ShapeEngine {
     return {
+      name: 'dbos',
       starts: async (n) => Array.from({ length: n }, () => () => this.start()),
       signal: async (id, seq, idempotencyKey) => {
         probe.sent.set(id, seq);

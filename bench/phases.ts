@@ -75,6 +75,8 @@ export class PhaseTracker {
     unsubscribe(GENEVA_DRIVE_CHANNELS.step, this.onStep);
     unsubscribe(GENEVA_DRIVE_CHANNELS.finalize, this.onFinalize);
     this.flushPending('unattributed');
+    // An enabled AsyncLocalStorage hooks every promise of the process: the timed runs after this must not pay for it.
+    this.calls.disable();
     return this.counts;
   }
 

@@ -16,6 +16,7 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
+import { fileURLToPath } from 'node:url';
 import { DataSource } from 'typeorm';
 import { SignalService, WorkflowService } from 'geneva-drive';
 import { BenchLogger, BenchModule, KEYED_SHAPE, LEDGER_SHAPE, PAYMENT_SHAPE, PLAIN_LEDGER_SHAPE, QueryRecorder, SLOT_KEYS } from './app.js';
@@ -26,8 +27,10 @@ import { measureScale } from './scale.js';
 import { BenchCheckError, measureLatency, measurePopulation, measureThroughput, type BenchContext } from './scenarios.js';
 import { CHILD_COST_GOAL, countChildrenVariant, runChildrenVariant, type ChildrenRun, type ChildrenVariant } from './children.js';
 import { LIST_PAGE_P50_GOAL_MS, measureListPage } from './dashboard.js';
-import { commandsPerQueuedJob, countCost, countPhases, LEDGER_STATEMENT_BUDGET, measureIdle, REDIS_BUDGET, runSequential, runSignalAfter, runSignalFirst, round, runSimultaneous, shapeEngine, STATEMENT_BUDGET, type CostCount, type RedisCount, type RedisTarget, type RunLoad, type ShapeEngine, type ShapeRun, type SignalsResult } from './shape.js';
-import { DbosPeer } from './dbos-peer.js';
+import { profileInto } from './profile.js';
+import { commandsPerQueuedJob, countCost, countPhases, LEDGER_STATEMENT_BUDGET, measureIdle, REDIS_BUDGET, runSequential, measurePeerRun, runSignalAfter, runSignalFirst, round, runSimultaneous, shapeEngine, STATEMENT_BUDGET, type CostCount, type RedisCount, type RedisTarget, type RunLoad, type PeerRun, type ShapeEngine, type ShapeRun, type SignalsResult } from './shape.js';
+import type { DbosRequest, DbosRunReply } from './dbos-process.js';
+import { ForkedProcess } from './forked-process.js';
 import { evaluateGoals, figure, goalsTable, loads, type ShapeTimings } from './goals.js';
 import { median, ms, seededRandom, table } from './stats.js';
 
@@ -46,6 +49,9 @@ import { median, ms, seededRandom, table } from './stats.js';
  * 10x population a single scan stays under the bound: the full run is the gate.
  */
 const MAX_POPULATION_RATIO = 3;
+/** The DBOS side of the comparison runs here, forked (see dbos-process.ts). */
+const DBOS_ENTRY = fileURLToPath(new URL('./dbos-process.js', import.meta.url));
+type DbosRequestBody = DbosRequest extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never;
 
 async function main(): Promise<number> {
   let options: BenchOptions;
@@ -56,6 +62,7 @@ async function main(): Promise<number> {
     return 2;
   }
   const sizes = sizesFor(options.quick);
+  profileInto(options.profile);
   const logger = new BenchLogger();
   const recorder = new QueryRecorder();
   const bull = options.queue === 'local' ? undefined : redisQueue(options.queue, options.concurrency);
@@ -521,22 +528,6 @@ async function runKeysScenario(ctx: BenchContext, results: Record<string, unknow
   return over.length > 0 ? new BenchCheckError(`over budget: a concurrency key costs ${over.map((order) => `${extraPerStep[order]} statements per step (${order})`).join(', ')}, goal ≤ ${KEY_STATEMENT_GOAL}`) : undefined;
 }
 
-/** One engine's run of the comparison: both arrival orders, then signals one at a time; the load as it began and ended. */
-interface PeerRun {
-  signalFirst: ShapeRun;
-  signalAfter: ShapeRun;
-  sequential: SignalsResult;
-  load: RunLoad;
-}
-
-async function measurePeerRun(engine: ShapeEngine, sizes: Sizes): Promise<PeerRun> {
-  const start = loadavg()[0];
-  const signalFirst = await runSignalFirst(engine, sizes.shapeWorkflows);
-  const signalAfter = await runSignalAfter(engine, sizes.shapeWorkflows);
-  const sequential = await runSequential(engine, sizes.sequentialSignals);
-  return { signalFirst, signalAfter, sequential, load: { start, end: loadavg()[0] } };
-}
-
 /**
  * The shape beside DBOS Transact (bench/dbos-peer.ts) in this process: geneva-drive's Redis commands
  * per workflow (counted as the shape scenario counts them), then `--runs` runs of each engine,
@@ -556,19 +547,32 @@ async function runDbosScenario(ctx: BenchContext, results: Record<string, unknow
     console.log(`beside DBOS: counting geneva-drive's Redis commands over ${sizes.costWorkflows} workflows per arrival order ...`);
     redis = { signalFirst: await countCost(ctx, 'signalFirst', sizes.costWorkflows, bull), signalAfter: await countCost(ctx, 'signalAfter', sizes.costWorkflows, bull) };
   }
-  const peer = await DbosPeer.open();
-  const measure = { genevaDrive: () => measurePeerRun(shapeEngine(ctx), sizes), dbos: () => peer.whileLaunched(() => measurePeerRun(peer.engine, sizes)) };
+  // DBOS runs in a process of its own: see dbos-process.ts.
+  const peer = new ForkedProcess<DbosRequestBody>('DBOS', DBOS_ENTRY, { GD_BENCH_PROFILE: options.profile ?? '' });
+  const dbosErrors: string[] = [];
+  let dbosWarnings = 0;
+  const measure = {
+    genevaDrive: () => measurePeerRun(shapeEngine(ctx), sizes),
+    dbos: async () => {
+      const reply = await peer.request<DbosRunReply>({ command: 'run', sizes: { shapeWorkflows: sizes.shapeWorkflows, sequentialSignals: sizes.sequentialSignals } });
+      dbosErrors.push(...reply.errors);
+      dbosWarnings += reply.warnings;
+      return reply.run;
+    },
+  };
   const names = { genevaDrive: 'geneva-drive', dbos: 'DBOS' };
   const runs: Record<keyof typeof measure, PeerRun[]> = { genevaDrive: [], dbos: [] };
   try {
+    await peer.booted();
     for (let run = 1; run <= options.runs; run++) {
       for (const side of ['genevaDrive', 'dbos'] as const) {
         console.log(`beside DBOS, run ${run} of ${options.runs}, ${names[side]}: ${sizes.shapeWorkflows} workflows signal first, ${sizes.shapeWorkflows} signal after, ${sizes.sequentialSignals} signals one at a time (load ${loadavg()[0].toFixed(2)}) ...`);
         runs[side].push(await measure[side]());
       }
     }
+    await peer.request({ command: 'close' });
   } finally {
-    await peer.close();
+    peer.kill();
   }
 
   const figures: Array<[string, (run: PeerRun) => number | undefined]> = [
@@ -590,7 +594,7 @@ async function runDbosScenario(ctx: BenchContext, results: Record<string, unknow
     });
     return { label, genevaDrive: medianOf(runs.genevaDrive.map(pick)), dbos: medianOf(runs.dbos.map(pick)), ratios, medianRatio: medianOf(ratios) };
   });
-  results.dbos = { runs, compared, redis, dbosLog: { errors: peer.logger.errors.length, warnings: peer.logger.warnings.length, firstError: peer.logger.errors[0] } };
+  results.dbos = { runs, compared, redis, dbosLog: { errors: dbosErrors.length, warnings: dbosWarnings, firstError: dbosErrors[0] } };
 
   console.log('');
   console.log(
@@ -601,8 +605,8 @@ async function runDbosScenario(ctx: BenchContext, results: Record<string, unknow
       ...(bull && redis ? (['signalFirst', 'signalAfter'] as const).map((order) => [`Redis commands / workflow, signal ${order === 'signalFirst' ? 'first' : 'after'}`, String(redis[order].redisCommandsPerWorkflow), 'no Redis', '', '']) : []),
     ]),
   );
-  console.log(`(a ratio above 1: geneva-drive's figure is the larger. geneva-drive: ${options.db} + ${options.queue}, concurrency ${options.concurrency}; DBOS: started without a queue, same process and server)`);
-  if (peer.logger.errors.length > 0) return new BenchCheckError(`DBOS logged ${peer.logger.errors.length} error(s); first: ${peer.logger.errors[0]}`);
+  console.log(`(a ratio above 1: geneva-drive's figure is the larger. geneva-drive: ${options.db} + ${options.queue}, concurrency ${options.concurrency}; DBOS: started without a queue, a process of its own, same server)`);
+  if (dbosErrors.length > 0) return new BenchCheckError(`DBOS logged ${dbosErrors.length} error(s); first: ${dbosErrors[0]}`);
   return undefined;
 }
 

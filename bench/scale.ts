@@ -6,9 +6,9 @@
  * sender until the workers' batched reports (every few ms) add up to every workflow finished; then
  * checked in the database.
  */
-import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { PROJECT_ROOT, removeKeys } from './config.js';
+import { removeKeys } from './config.js';
+import { ForkedProcess } from './forked-process.js';
 import { openWindow, type WindowCost } from './load.js';
 import type { ScaleMessage, ScaleRequest } from './scale-process.js';
 import { afterRates, round, verify, type ShapeRun } from './shape.js';
@@ -16,77 +16,21 @@ import { BenchCheckError, type BenchContext } from './scenarios.js';
 
 const ENTRY = fileURLToPath(new URL('./scale-process.js', import.meta.url));
 const WORKERS = 2;
-const BOOT_TIMEOUT_MS = 60_000;
 const TIMEOUT_MS = 180_000;
 
 type Request = ScaleRequest extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never;
 
-/** A forked process of the scenario: requests and replies over IPC, and its running totals. */
-class ScaleChild {
+/** A forked process of the scenario, and the running totals it reports. */
+class ScaleChild extends ForkedProcess<Request, Extract<ScaleMessage, { type: 'progress' }>> {
   readonly totals = { parked: 0, finished: 0 };
-  output = '';
-  private exited: string | undefined;
-  private nextId = 1;
-  private readonly replies = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
-  private readonly ready: Promise<void>;
 
-  constructor(
-    readonly role: 'sender' | 'worker',
-    private readonly child: ChildProcess,
-  ) {
-    child.stdout?.on('data', (chunk) => (this.output += chunk));
-    child.stderr?.on('data', (chunk) => (this.output += chunk));
-    this.ready = new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`bench: the ${role} process did not boot in ${BOOT_TIMEOUT_MS} ms:\n${this.output}`)), BOOT_TIMEOUT_MS);
-      child.on('message', (message: ScaleMessage) => {
-        if (message.type === 'ready') {
-          clearTimeout(timer);
-          resolve();
-        } else if (message.type === 'progress') {
-          this.totals.parked = message.parked;
-          this.totals.finished = message.finished;
-        } else {
-          const waiter = this.replies.get(message.id);
-          this.replies.delete(message.id);
-          if (message.error !== undefined) waiter?.reject(new Error(`bench: the ${role} process failed: ${message.error}`));
-          else waiter?.resolve(message.result);
-        }
-      });
-      child.once('exit', (code, signal) => {
-        clearTimeout(timer);
-        this.exited = `exited (${code ?? signal})`;
-        const error = new Error(`bench: the ${role} process ${this.exited}:\n${this.output}`);
-        for (const waiter of this.replies.values()) waiter.reject(error);
-        this.replies.clear();
-        reject(error);
-      });
-    });
+  constructor(role: 'sender' | 'worker', env: Record<string, string>) {
+    super(role, ENTRY, { ...env, GD_SCALE_ROLE: role });
   }
 
-  static fork(role: 'sender' | 'worker', env: Record<string, string>): ScaleChild {
-    const child = fork(ENTRY, [], { cwd: PROJECT_ROOT, stdio: ['ignore', 'pipe', 'pipe', 'ipc'], env: { ...process.env, GD_SCALE_ROLE: role, ...env } });
-    return new ScaleChild(role, child);
-  }
-
-  booted(): Promise<void> {
-    return this.ready;
-  }
-
-  request<T>(request: Request): Promise<T> {
-    if (this.exited) return Promise.reject(new Error(`bench: the ${this.role} process ${this.exited}:\n${this.output}`));
-    const id = this.nextId++;
-    return new Promise<T>((resolve, reject) => {
-      this.replies.set(id, { resolve: resolve as (value: unknown) => void, reject });
-      this.child.send({ id, ...request });
-    });
-  }
-
-  assertAlive(): void {
-    if (this.exited) throw new Error(`bench: the ${this.role} process ${this.exited}:\n${this.output}`);
-  }
-
-  kill(): void {
-    if (!this.exited) this.child.kill('SIGKILL');
+  protected override onMessage(message: Extract<ScaleMessage, { type: 'progress' }>): void {
+    this.totals.parked = message.parked;
+    this.totals.finished = message.finished;
   }
 }
 
@@ -106,8 +50,8 @@ export interface ScaleResult {
 export async function measureScale(ctx: BenchContext, n: number, runs: number): Promise<ScaleResult> {
   const prefix = `gd_bench_scale_${process.pid}_${Date.now().toString(36)}`;
   const env = { GD_SCALE_DB: ctx.options.db, GD_SCALE_QUEUE: ctx.options.queue, GD_SCALE_PREFIX: prefix, GD_SCALE_CONCURRENCY: String(ctx.options.concurrency) };
-  const sender = ScaleChild.fork('sender', env);
-  const workers = Array.from({ length: WORKERS }, () => ScaleChild.fork('worker', env));
+  const sender = new ScaleChild('sender', env);
+  const workers = Array.from({ length: WORKERS }, () => new ScaleChild('worker', env));
   const all = [sender, ...workers];
   const result: ScaleResult = { workers: WORKERS, concurrencyPerWorker: ctx.options.concurrency, signalFirst: [], signalAfter: [] };
   try {

@@ -4,6 +4,7 @@
  * left idle, and what one workflow costs in SQL statements and Redis commands. Every run checks the
  * database afterwards, like the other scenarios.
  */
+import { loadavg } from 'node:os';
 import { memoryUsage } from 'node:process';
 import { In } from 'typeorm';
 import { Redis } from 'ioredis';
@@ -12,7 +13,9 @@ import { BenchEffect, BenchHero, DEADLINE_SHAPE, PAYMENT_SHAPE, PAYMENT_SIGNAL, 
 import { openWindow, type WindowCost } from './load.js';
 import { PhaseTracker } from './phases.js';
 import { assert, type BenchContext } from './scenarios.js';
+import type { Sizes } from './config.js';
 import { forEachLimited, summarize, type Summary } from './stats.js';
+import { profiled } from './profile.js';
 
 /** Calls in flight at once (start() and signal()), as in the other throughput scenario. */
 const LANES = 16;
@@ -158,6 +161,8 @@ async function heroes(ctx: BenchContext, n: number): Promise<BenchHero[]> {
  * (dbos-peer.ts). The same code times both, so both are measured alike.
  */
 export interface ShapeEngine {
+  /** Names its CPU profiles (`--profile`). */
+  readonly name: string;
   /** `n` start calls, whatever they need prepared outside the clock (geneva-drive's heroes); each resolves to the workflow's id. */
   starts(n: number): Promise<Array<() => Promise<string>>>;
   /** Sends `payment_confirmed` with `seq` in its payload, under `idempotencyKey` when given. */
@@ -175,6 +180,7 @@ export interface ShapeEngine {
 /** geneva-drive running `shape` through this bench's application. */
 export function shapeEngine(ctx: BenchContext, shape: PaymentShape = PAYMENT_SHAPE): ShapeEngine {
   return {
+    name: 'geneva-drive',
     starts: async (n) => (await heroes(ctx, n)).map((hero) => async () => (await ctx.workflows.start(shape.workflowClass, hero)).id),
     signal: async (id, seq, idempotencyKey) => {
       await ctx.signals.signal(id, PAYMENT_SIGNAL, { payload: { seq }, ...(idempotencyKey === undefined ? {} : { idempotencyKey }) });
@@ -226,7 +232,7 @@ export async function runSignalFirst(engine: ShapeEngine, n: number): Promise<Sh
   const starts = await engine.starts(n);
   const window = await engine.openWindow();
   const started = performance.now();
-  const ids = await signalFirst(engine, starts);
+  const ids = await profiled(`${engine.name}-signal-first`, () => signalFirst(engine, starts));
   const wallMs = performance.now() - started;
   const cost = await window.close();
   await engine.verify(ids);
@@ -237,7 +243,7 @@ export async function runSignalAfter(engine: ShapeEngine, n: number): Promise<Sh
   const starts = await engine.starts(n);
   const window = await engine.openWindow();
   const started = performance.now();
-  const { ids, lastParkedAt, wakeStartedAt } = await signalAfter(engine, starts);
+  const { ids, lastParkedAt, wakeStartedAt } = await profiled(`${engine.name}-signal-after`, () => signalAfter(engine, starts));
   const end = performance.now();
   const cost = await window.close();
   await engine.verify(ids);
@@ -541,4 +547,20 @@ class RedisMonitor {
     if (this.failure !== undefined) throw new Error(`bench: Redis MONITOR failed, its count is incomplete: ${String(this.failure)}`);
     return { total: this.total, byCommand: this.byCommand, ledger: this.ledger, jobsInProcess: this.jobsInProcess, jobsOnQueue: this.jobsOnQueue.size };
   }
+}
+
+/** One engine's run of the comparison with a peer: both arrival orders, then signals one at a time; the load as it began and ended. */
+export interface PeerRun {
+  signalFirst: ShapeRun;
+  signalAfter: ShapeRun;
+  sequential: SignalsResult;
+  load: RunLoad;
+}
+
+export async function measurePeerRun(engine: ShapeEngine, sizes: Pick<Sizes, 'shapeWorkflows' | 'sequentialSignals'>): Promise<PeerRun> {
+  const start = loadavg()[0];
+  const signalFirst = await runSignalFirst(engine, sizes.shapeWorkflows);
+  const signalAfter = await runSignalAfter(engine, sizes.shapeWorkflows);
+  const sequential = await runSequential(engine, sizes.sequentialSignals);
+  return { signalFirst, signalAfter, sequential, load: { start, end: loadavg()[0] } };
 }
