@@ -14,7 +14,7 @@ import { measurePeerRun, type PeerRun } from './shape.js';
 import type { Sizes } from './config.js';
 
 export type DbosRequest = { id: number; command: 'run'; sizes: Pick<Sizes, 'shapeWorkflows' | 'sequentialSignals'> } | { id: number; command: 'close' };
-/** A run's figures and what DBOS logged meanwhile (an error fails the bench, as the engine's do). */
+/** A run's figures and everything DBOS has logged since the process began (an error fails the bench, as the engine's do). */
 export interface DbosRunReply {
   run: PeerRun;
   errors: string[];

@@ -529,7 +529,7 @@ async function runKeysScenario(ctx: BenchContext, results: Record<string, unknow
 }
 
 /**
- * The shape beside DBOS Transact (bench/dbos-peer.ts) in this process: geneva-drive's Redis commands
+ * The shape beside DBOS Transact (bench/dbos-peer.ts, in a process of its own): geneva-drive's Redis commands
  * per workflow (counted as the shape scenario counts them), then `--runs` runs of each engine,
  * interleaved (geneva-drive's run 1, DBOS's run 1, geneva-drive's run 2, ...), timed by the same
  * code. Every figure as the ratio geneva-drive / DBOS of each run and the median of those ratios,
@@ -549,14 +549,15 @@ async function runDbosScenario(ctx: BenchContext, results: Record<string, unknow
   }
   // DBOS runs in a process of its own: see dbos-process.ts.
   const peer = new ForkedProcess<DbosRequestBody>('DBOS', DBOS_ENTRY, { GD_BENCH_PROFILE: options.profile ?? '' });
-  const dbosErrors: string[] = [];
+  // What DBOS has logged so far (each reply has all of it).
+  let dbosErrors: string[] = [];
   let dbosWarnings = 0;
   const measure = {
     genevaDrive: () => measurePeerRun(shapeEngine(ctx), sizes),
     dbos: async () => {
       const reply = await peer.request<DbosRunReply>({ command: 'run', sizes: { shapeWorkflows: sizes.shapeWorkflows, sequentialSignals: sizes.sequentialSignals } });
-      dbosErrors.push(...reply.errors);
-      dbosWarnings += reply.warnings;
+      dbosErrors = reply.errors;
+      dbosWarnings = reply.warnings;
       return reply.run;
     },
   };
