@@ -34,7 +34,9 @@ const START_GAP_MS = scaled(150, 200);
 const EFFECT_STEPS = ['awaitGo', 'book'];
 /** Pause between two faults, at random in this range. */
 const FAULT_GAP_MS = [150, 600] as const;
-/** Every SIGKILL_EVERY-th fault is a SIGKILL, the others terminate database sessions. */
+/** How long a fault waits for a worker with steps in hand. */
+const BUSY_WAIT_MS = 1_000;
+/** One fault in SIGKILL_EVERY is a SIGKILL, the others terminate database sessions. */
 const SIGKILL_EVERY = 4;
 const MIN_SIGKILLS = scaled(2, 15);
 /** Terminations that found a session of the worker in a transaction. */
@@ -52,6 +54,16 @@ interface Fault {
   /** Sessions terminated, and how many of them were in a transaction. */
   sessions: number;
   inTransaction: number;
+}
+
+/** Workers with steps in hand, polled for up to BUSY_WAIT_MS until there is one. */
+async function busyWorkers(current: () => ProofChild[]): Promise<ProofChild[]> {
+  const until = Date.now() + BUSY_WAIT_MS;
+  for (;;) {
+    const busy = current().filter((w) => w.activeExecutions().length > 0);
+    if (busy.length > 0 || Date.now() >= until) return busy;
+    await sleep(5);
+  }
 }
 
 function effectsSuite(kind: DatabaseKind, entry: () => string, children: Set<ChildProcess>): void {
@@ -99,11 +111,14 @@ function effectsSuite(kind: DatabaseKind, entry: () => string, children: Set<Chi
     while (sender.of('done').length === 0 || (!enoughFaults() && Date.now() - idleSince < 5_000)) {
       sender.assertAlive('sender');
       await sleep(FAULT_GAP_MS[0] + Math.random() * (FAULT_GAP_MS[1] - FAULT_GAP_MS[0]));
-      const busy = workers.filter((w) => w.activeExecutions().length > 0);
+      // Steps are short: on a fast machine a worker is seldom busy at one instant, so each fault
+      // waits (a little) for one that is, rather than counting on the moment.
+      const busy = await busyWorkers(() => workers);
       if (busy.length > 0) idleSince = Date.now();
       if (busy.length === 0) continue;
       const inBody = busy.filter((w) => w.transactionalBodiesInFlight().length > 0);
-      if ((faults.length + 1) % SIGKILL_EVERY === 0) {
+      // The first fault and then every SIGKILL_EVERY-th is a SIGKILL, so few faults still kill twice.
+      if (sigkills() * SIGKILL_EVERY <= faults.length) {
         if (booting.size >= 2) continue;
         // Every other SIGKILL lands in a transactional body, when one runs.
         const victim = pick(sigkills() % 2 === 0 && inBody.length > 0 ? inBody : busy);
