@@ -74,7 +74,7 @@ const payment = DBOS.registerWorkflow(
 
 /**
  * DBOS on a fresh system database, launched only for its own runs (launched, it polls its queues a
- * few times a second, work that would land in geneva-drive's runs in this process).
+ * few times a second, work that would land on the machine during geneva-drive's runs).
  */
 export class DbosPeer {
   private constructor(

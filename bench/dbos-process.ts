@@ -12,6 +12,7 @@ import { DbosPeer } from './dbos-peer.js';
 import { profileInto } from './profile.js';
 import { measurePeerRun, type PeerRun } from './shape.js';
 import type { Sizes } from './config.js';
+import type { ForkedMessage } from './forked-process.js';
 
 export type DbosRequest = { id: number; command: 'run'; sizes: Pick<Sizes, 'shapeWorkflows' | 'sequentialSignals'> } | { id: number; command: 'close' };
 /** A run's figures and everything DBOS has logged since the process began (an error fails the bench, as the engine's do). */
@@ -20,9 +21,8 @@ export interface DbosRunReply {
   errors: string[];
   warnings: number;
 }
-export type DbosMessage = { type: 'ready' } | { type: 'reply'; id: number; result?: DbosRunReply; error?: string };
 
-function send(message: DbosMessage): void {
+function send(message: ForkedMessage): void {
   process.send?.(message);
 }
 

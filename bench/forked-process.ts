@@ -9,8 +9,10 @@ import { PROJECT_ROOT } from './config.js';
 const BOOT_TIMEOUT_MS = 60_000;
 
 export type ForkedMessage = { type: 'ready' } | { type: 'reply'; id: number; result?: unknown; error?: string };
+/** A request of a union of them `{ id, ... }` as the caller writes it: the id is the process's to give. */
+export type RequestBody<Request> = Request extends { id: number } ? Omit<Request, 'id'> : never;
 
-export class ForkedProcess<Request extends object, Other extends { type: string } = never> {
+export class ForkedProcess<Request extends { id: number }, Other extends { type: string } = never> {
   output = '';
   private exited: string | undefined;
   private nextId = 1;
@@ -57,7 +59,7 @@ export class ForkedProcess<Request extends object, Other extends { type: string 
     return this.ready;
   }
 
-  request<T>(request: Request): Promise<T> {
+  request<T>(request: RequestBody<Request>): Promise<T> {
     if (this.exited) return Promise.reject(new Error(`bench: the ${this.label} process ${this.exited}:\n${this.output}`));
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {

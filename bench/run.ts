@@ -51,7 +51,6 @@ import { median, ms, seededRandom, table } from './stats.js';
 const MAX_POPULATION_RATIO = 3;
 /** The DBOS side of the comparison runs here, forked (see dbos-process.ts). */
 const DBOS_ENTRY = fileURLToPath(new URL('./dbos-process.js', import.meta.url));
-type DbosRequestBody = DbosRequest extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never;
 
 async function main(): Promise<number> {
   let options: BenchOptions;
@@ -548,7 +547,7 @@ async function runDbosScenario(ctx: BenchContext, results: Record<string, unknow
     redis = { signalFirst: await countCost(ctx, 'signalFirst', sizes.costWorkflows, bull), signalAfter: await countCost(ctx, 'signalAfter', sizes.costWorkflows, bull) };
   }
   // DBOS runs in a process of its own: see dbos-process.ts.
-  const peer = new ForkedProcess<DbosRequestBody>('DBOS', DBOS_ENTRY, { GD_BENCH_PROFILE: options.profile ?? '' });
+  const peer = new ForkedProcess<DbosRequest>('DBOS', DBOS_ENTRY, { GD_BENCH_PROFILE: options.profile ?? '' });
   // What DBOS has logged so far (each reply has all of it).
   let dbosErrors: string[] = [];
   let dbosWarnings = 0;

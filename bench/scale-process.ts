@@ -20,6 +20,7 @@ import { BenchHero, BenchLogger, BenchModule, BenchPaymentWorkflow, PAYMENT_SIGN
 import { BulkWriter } from './bulk.js';
 import { databaseOptions, redisQueue, type DatabaseKind, type RedisQueueKind } from './config.js';
 import { forEachLimited } from './stats.js';
+import type { ForkedMessage } from './forked-process.js';
 
 export type ScaleRequest =
   | { id: number; command: 'heroes'; n: number }
@@ -28,10 +29,8 @@ export type ScaleRequest =
   | { id: number; command: 'cpu' }
   | { id: number; command: 'shutdown' };
 
-export type ScaleMessage =
-  | { type: 'ready' }
-  | { type: 'progress'; parked: number; finished: number }
-  | { type: 'reply'; id: number; result?: unknown; error?: string };
+export type ScaleProgress = { type: 'progress'; parked: number; finished: number };
+export type ScaleMessage = ForkedMessage | ScaleProgress;
 
 /** Calls in flight at once in the sender, as in the one-process shape. */
 const LANES = 16;

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { removeKeys } from './config.js';
 import { ForkedProcess } from './forked-process.js';
 import { openWindow, type WindowCost } from './load.js';
-import type { ScaleMessage, ScaleRequest } from './scale-process.js';
+import type { ScaleProgress, ScaleRequest } from './scale-process.js';
 import { afterRates, round, verify, type ShapeRun } from './shape.js';
 import { BenchCheckError, type BenchContext } from './scenarios.js';
 
@@ -18,17 +18,15 @@ const ENTRY = fileURLToPath(new URL('./scale-process.js', import.meta.url));
 const WORKERS = 2;
 const TIMEOUT_MS = 180_000;
 
-type Request = ScaleRequest extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never;
-
 /** A forked process of the scenario, and the running totals it reports. */
-class ScaleChild extends ForkedProcess<Request, Extract<ScaleMessage, { type: 'progress' }>> {
+class ScaleChild extends ForkedProcess<ScaleRequest, ScaleProgress> {
   readonly totals = { parked: 0, finished: 0 };
 
   constructor(role: 'sender' | 'worker', env: Record<string, string>) {
     super(role, ENTRY, { ...env, GD_SCALE_ROLE: role });
   }
 
-  protected override onMessage(message: Extract<ScaleMessage, { type: 'progress' }>): void {
+  protected override onMessage(message: ScaleProgress): void {
     this.totals.parked = message.parked;
     this.totals.finished = message.finished;
   }
