@@ -145,11 +145,11 @@ describeEachDatabase('child workflows', (kind) => {
 
   (kind === 'postgres' ? it : it.skip)("PostgreSQL ends a child in one transaction: its parent locked with the step's rows, the end written with the child_finished signal, a parked fan-in counted", async () => {
     const { parent, children } = await fannedOut();
-    /** The statements of the child's last transaction, between its START TRANSACTION and COMMIT. */
+    /** The statements of the child's last transaction, between its START TRANSACTION (whose message carries the lock read) and COMMIT. */
     const endOf = async (child: WorkflowRecord) => {
       const sent = await loggedDuring(app.dataSource, () => runChild(child));
-      const begin = sent.lastIndexOf('START TRANSACTION');
-      return sent.slice(begin + 1, sent.indexOf('COMMIT', begin));
+      const begin = sent.map((sql) => sql.startsWith('START TRANSACTION; ')).lastIndexOf(true);
+      return [sent[begin].slice('START TRANSACTION; '.length), ...sent.slice(begin + 1, sent.indexOf('COMMIT', begin))];
     };
     const before = await endOf(children[0]); // the parent not parked yet: the signal is buffered
     expect(before).toHaveLength(2);

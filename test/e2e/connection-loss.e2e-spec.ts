@@ -30,8 +30,9 @@ import { describeEachDatabase, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 
 /**
- * A transaction's first statement or its COMMIT, the next statement run outside any transaction, or
- * the next transaction sent as one message (PostgreSQL's signal(): `BEGIN; ...; COMMIT`).
+ * A transaction's first statement or its COMMIT (alone, or with the statements that ride on it in
+ * one message), the next statement run outside any transaction, or the next transaction sent as one
+ * message (PostgreSQL's signal(): `BEGIN; ...; COMMIT`).
  */
 type KillPoint = 'first statement' | 'commit' | 'single statement' | 'message';
 
@@ -58,8 +59,10 @@ class ConnectionKiller implements EntitySubscriberInterface {
       if (!query.startsWith('BEGIN; ')) return;
     } else {
       if ((point === 'single statement') === Boolean(event.queryRunner?.isTransactionActive)) return;
-      if (query.startsWith('START TRANSACTION') || query.startsWith('BEGIN') || query.startsWith('SET TRANSACTION')) return;
-      if ((point === 'commit') !== query.startsWith('COMMIT')) return;
+      // A BEGIN alone (the first statement comes next), not one whose message carries the first statement (PostgreSQL).
+      if (/^(START TRANSACTION|BEGIN|SET TRANSACTION)\b/.test(query) && !query.includes('; ')) return;
+      // A COMMIT alone, or one whose message carries the transaction's last writes (PostgreSQL).
+      if ((point === 'commit') !== /(^|;\s*)COMMIT$/.test(query)) return;
     }
     this.armed.shift();
     const [{ id }] = await event.queryRunner!.query(this.kind === 'postgres' ? 'SELECT pg_backend_pid() AS id' : 'SELECT CONNECTION_ID() AS id');

@@ -12,7 +12,8 @@ import { ExplorerHarness, type Scenario } from '../utils/explorer/harness.js';
 import { scriptedChooser, type Phase } from '../utils/explorer/schedule-explorer.js';
 import { TestHero } from '../utils/fixtures.js';
 
-const COMMIT = /^\s*COMMIT/i;
+/** A COMMIT alone, or ending a message that carries the transaction's last writes (PostgreSQL). */
+const COMMIT = /(^|;)\s*COMMIT\s*$/i;
 
 /** One start() of a plain workflow. */
 const LOST_START: Scenario<{ hero: TestHero }> = {

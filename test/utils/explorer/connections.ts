@@ -38,13 +38,16 @@ const PATCHED = Symbol('explorer-patched');
 
 type Patched = Record<string | symbol, any>;
 
-/** Wraps `target[method]` so that calls go through `catcher`; callback- and promise-style calls alike. */
-function wrap(target: Patched, method: string, connection: Connection, catcher: Catcher, callbackStyle: boolean): void {
+/**
+ * Wraps `target[method]` so that calls go through `catcher`; callback- and promise-style calls alike.
+ * `view` is how the catcher is shown the statement's text.
+ */
+function wrap(target: Patched, method: string, connection: Connection, catcher: Catcher, callbackStyle: boolean, view: (sql: string) => string = (sql) => sql): void {
   const original = target[method] as (...args: unknown[]) => unknown;
   target[method] = function (this: unknown, ...args: unknown[]) {
     const callback = typeof args[args.length - 1] === 'function' ? (args.pop() as (...results: unknown[]) => void) : undefined;
     const first = args[0] as string | { text?: string; sql?: string };
-    const sql = typeof first === 'string' ? first : (first?.text ?? first?.sql ?? String(first));
+    const sql = view(typeof first === 'string' ? first : (first?.text ?? first?.sql ?? String(first)));
     const proceed: Proceed = () =>
       callbackStyle
         ? new Promise((resolve, reject) => original.call(this, ...args, (error: unknown, ...results: unknown[]) => (error ? reject(error) : resolve(results))))
@@ -59,6 +62,15 @@ function wrap(target: Patched, method: string, connection: Connection, catcher: 
     }
     return outcome.then((results) => results[0]);
   };
+}
+
+/**
+ * A message's `EXECUTE name(values)` of the engine's prepared statements shown as the statements they
+ * run, so that the explorer's schedules and traces name what a message does (the values apart),
+ * whether its statements go by name or by text.
+ */
+function withPreparedText(sql: string, prepared: Record<string, string>): string {
+  return sql.replace(/EXECUTE (geneva_drive_\w+)\((?:[^()']|'(?:[^']|'')*')*\)/g, (execute, name: string) => prepared[name] ?? execute);
 }
 
 function socketClosed(stream: { destroyed?: boolean; once(event: string, listener: () => void): void } | undefined): Promise<void> {
@@ -88,7 +100,7 @@ async function postgresDialect(dataSource: DataSource): Promise<ExplorerDialect>
         if (client[PATCHED]) return;
         client[PATCHED] = true;
         const connection: Connection = { get pid() { return client.processID as number; }, closed: () => socketClosed(client.connection?.stream) };
-        wrap(client, 'query', connection, catcher, false);
+        wrap(client, 'query', connection, catcher, false, (sql) => withPreparedText(sql, client.connection?.parsedStatements ?? {}));
       };
       for (const client of pool._clients as Patched[]) patch(client);
       pool.on('connect', patch);

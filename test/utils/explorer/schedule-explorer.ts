@@ -367,12 +367,20 @@ export function random(seed: number): () => number {
 
 /**
  * Statements that read or write no row of the engine's tables and wait for no lock: ids taken from a
- * sequence ahead of the inserts that use them (PgSignalIds, a block at a time) and the catalog read
- * once per process. Whether a run sends one depends on what earlier runs in the process left (the
- * pool of ids, the cache), not on its schedule: scheduled, they would make a replayed schedule differ.
+ * sequence ahead of the inserts that use them (PgSignalIds, a block at a time), the catalog read
+ * once per process, and a statement prepared before the first message of a session that runs it.
+ * Whether a run sends one depends on what earlier runs in the process left (the pool of ids, the
+ * cache, the session's statements), not on its schedule: scheduled, they would make a replayed
+ * schedule differ.
  */
 function outsideTheSchedule(sql: string): boolean {
-  return /^SELECT nextval\(pg_get_serial_sequence\(/.test(sql) || /\bFROM pg_attribute\b/.test(sql);
+  return /^SELECT nextval\(pg_get_serial_sequence\(/.test(sql) || /\bFROM pg_attribute\b/.test(sql) || preparedAlone(sql);
+}
+
+/** A PREPARE sent alone, not a message that also runs what it prepares (a transactional step's end). */
+function preparedAlone(sql: string): boolean {
+  const name = /^PREPARE (geneva_drive_\w+) AS /.exec(sql)?.[1];
+  return name !== undefined && !sql.includes(`; EXECUTE ${name}(`);
 }
 
 /** The options of one choice point, faults included while some are left. */

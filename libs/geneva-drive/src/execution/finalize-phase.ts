@@ -178,6 +178,7 @@ export class FinalizePhase {
     // having died with the lost answer.
     const states = await this.transactions.run((manager) => this.store.batched(manager, async () => {
       next = null; // a transaction run again after a lost connection starts over
+      this.store.writeOnCommit(manager);
       const { workflow, execution } = await this.store.lockStep(manager, prepared.workflowId, prepared.executionId, parentToTell(prepared, result));
       if (!execution || execution.state !== 'in_progress') {
         prepared.logger.warn(`Execution is ${execution?.state ?? 'gone'} after the body ran (its outcome recorded already, by a write whose answer was lost or whose wake-ups failed, or recovered meanwhile): not recorded again`);
@@ -204,7 +205,12 @@ export class FinalizePhase {
       const states = { workflowState: workflow.state, stepState: execution.state };
       if (chain) next = await this.startDue(manager, prepared, workflow);
       return states;
-    }), undefined, { ...IDEMPOTENT, commit: (runner) => this.commitChaining(runner, next) });
+    }), undefined, {
+      ...IDEMPOTENT,
+      // Where the dialect can, the BEGIN goes with the lock read, and the last writes with the COMMIT.
+      begin: (runner) => this.store.beginLockingStep(runner, prepared.workflowId, prepared.executionId, parentToTell(prepared, result)),
+      commit: (runner) => this.store.commitWithLastWrites(runner, (own) => this.commitChaining(own, next), !continuesInTransaction(next)),
+    });
     return { states, next };
   }
 
@@ -242,7 +248,7 @@ export class FinalizePhase {
    */
   async commitChaining(runner: QueryRunner, next: Prepared | null, commit: (runner: QueryRunner) => Promise<void> = (own) => own.commitTransaction()): Promise<void> {
     const { step, workflow } = next ?? {};
-    if (!next || !step!.transactional || step!.resumable) return commit(runner);
+    if (!continuesInTransaction(next)) return commit(runner);
     const transaction = this.store.stepTransaction(runner.manager, step!.transactionTimeoutMs, { type: workflow!.heroType, id: workflow!.heroId });
     const continued = await transaction.continueOn(runner);
     if (continued === false) return commit(runner);
@@ -281,6 +287,11 @@ export class FinalizePhase {
     const current = await this.store.currentExecution(manager, workflow.id);
     if (current?.state === 'scheduled') await this.store.enqueue(manager, workflow, current, jobOptionsFor(definition, definition.step(current.stepName)), current.jobId ?? undefined);
   }
+}
+
+/** Whether the step started inline runs in a transaction that its finalize's COMMIT begins (commitChaining). */
+function continuesInTransaction(next: Prepared | null): next is Prepared {
+  return next !== null && next.step.transactional && !next.step.resumable;
 }
 
 /** Whether the body started children: they are written under the row locks, never by the one-statement end. */

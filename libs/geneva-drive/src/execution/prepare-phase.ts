@@ -228,9 +228,10 @@ export class PreparePhase {
    * job's hints tell before any read: the rows are read without locks (or taken as the statement
    * that scheduled the job left them, when that ran in this process: WorkflowStore.takeRows), and
    * the start is written by one statement that writes only while they are still as read
-   * (WorkflowStore.writeIfUnchanged). The hero is read after that statement took (and released) the
-   * row locks, so the body sees every commit made under them before. Three statements (two on kept
-   * rows) instead of a transaction of five. Null whenever
+   * (WorkflowStore.writeIfUnchanged). The hero is read after that statement took the row locks, so
+   * the body sees every commit made under them before: in the same round trip where the dialect can
+   * (PostgreSQL: one message, whose statements commit together), else by a statement of its own.
+   * Two round trips (one on kept rows) instead of a transaction of five. Null whenever
    * anything is not as the happy path expects (a duplicate job, a paused workflow, a failed
    * statement): the locked phase 1 then decides, from the rows as they are.
    */
@@ -243,6 +244,9 @@ export class PreparePhase {
     const manager = this.transactions.dataSource.createEntityManager();
     let prepared: Prepared;
     let signal: Signal | null;
+    // The body's hero, read in the start's round trip where the dialect can (a transactional step's transaction reads its own).
+    const heroRead = step.transactional ? undefined : this.store.heroRead(manager, heroType, heroId);
+    let heroRows: Array<Record<string, unknown>> | undefined;
     const started = performance.now();
     try {
       // A job started in the process whose statement scheduled it (start(), a signal's message) starts on the rows that statement left.
@@ -281,7 +285,9 @@ export class PreparePhase {
         const key = step.concurrency ? this.slots.takeUnlocked(manager, prepared) : undefined;
         await this.markStarted(manager, workflow, execution, step, options, key === undefined ? {} : { flowKey: key });
       };
-      if (!(await this.store.writeIfUnchanged(manager, expected, start))) return null;
+      const written = await this.store.writeIfUnchanged(manager, expected, start, heroRead?.read);
+      if (!written) return null;
+      heroRows = written.then;
     } catch {
       // Nothing was written (or, the answer to a statement that went through lost, the locked phase
       // finds the execution started and leaves it to stuck recovery, as after a lost COMMIT).
@@ -293,7 +299,7 @@ export class PreparePhase {
     let hero: object | null = null;
     if (!step.transactional) {
       try {
-        hero = await this.readHeroOutsideTransaction(manager, heroType, heroId);
+        hero = heroRead && heroRows ? heroRead.hero(heroRows) : await this.readHeroOutsideTransaction(manager, heroType, heroId);
       } catch (error) {
         // The body cannot run without its hero: the attempt fails as one whose body raised would.
         return this.finalize(prepared, { kind: 'exception', error, policy: resolveExceptionPolicy(step, definition.exceptionPolicies, error) }).then(

@@ -37,6 +37,11 @@ export class SentAfterWriteError extends Error {
   }
 }
 
+/** What {@link PhaseBatch.writeIfUnchanged} wrote: the rows of the read that went with it, when it went. */
+export interface Written {
+  then?: Array<Record<string, unknown>>;
+}
+
 /** A guarded write kept for its transaction's COMMIT (PhaseBatch.endOnCommit). */
 export interface Ending {
   batch: WriteBatch;
@@ -61,6 +66,9 @@ export class PhaseBatch {
   private readonly jobs = new WeakMap<EntityManager, PendingJob[]>();
   /** The managers of phases deciding without the row locks (see writeIfUnchanged): they may not read. */
   private readonly unlocked = new WeakSet<EntityManager>();
+  /** Transactions whose phase's last writes may go with their COMMIT (see writeOnCommit), and those writes. */
+  private readonly writesOnCommit = new WeakSet<EntityManager>();
+  private readonly lastWrites = new WeakMap<EntityManager, WriteBatch>();
   /** Transactions whose guarded write goes with their COMMIT (see endOnCommit), and that write once made. */
   private readonly endsOnCommit = new WeakSet<EntityManager>();
   private readonly endings = new WeakMap<EntityManager, Ending>();
@@ -85,7 +93,14 @@ export class PhaseBatch {
     this.jobs.set(manager, []);
     try {
       const result = await work();
-      await this.flush(manager);
+      const batch = this.writes.get(manager)!;
+      // Kept for the COMMIT when no job waits for the ids it would give: the jobs can go (after commit) first.
+      if (this.writesOnCommit.has(manager) && batch.inserts.length === 0 && (batch.updates.length > 0 || batch.consumptions.length > 0)) {
+        this.assertMayRead(manager);
+        this.lastWrites.set(manager, batch);
+      } else {
+        await this.flush(manager);
+      }
       for (const job of this.jobs.get(manager)!) await this.send(manager, job);
       return result;
     } finally {
@@ -98,9 +113,9 @@ export class PhaseBatch {
    * Runs `work` unlocked and writes its batch with HotPathSql.writeIfUnchanged (see
    * WorkflowStore.writeIfUnchanged); its jobs are sent once that has committed (their failure then
    * throws SentAfterWriteError). False, with nothing written or sent, when the rows had moved on or
-   * `work` needed a read.
+   * `work` needed a read. `then` goes with the write where the dialect can (HotPathSql.writeIfUnchanged).
    */
-  async writeIfUnchanged(manager: EntityManager, expected: ExpectedStates, work: () => Promise<void>): Promise<boolean> {
+  async writeIfUnchanged(manager: EntityManager, expected: ExpectedStates, work: () => Promise<void>, then?: TrailingRead): Promise<Written | false> {
     const sql = this.sql(manager);
     this.writes.set(manager, emptyBatch());
     this.jobs.set(manager, []);
@@ -114,10 +129,10 @@ export class PhaseBatch {
       }
       if (this.endsOnCommit.has(manager)) {
         this.endings.set(manager, { batch: this.writes.get(manager)!, expected, jobs: this.jobs.get(manager)! });
-        return true;
+        return {};
       }
       const slot = this.slots.get(manager);
-      const written = await sql.writeIfUnchanged(manager, this.writes.get(manager)!, slot ? { ...expected, slot } : expected);
+      const written = await sql.writeIfUnchanged(manager, this.writes.get(manager)!, slot ? { ...expected, slot } : expected, then);
       if (!written) return false;
       try {
         for (const job of this.jobs.get(manager)!) await this.send(manager, job);
@@ -125,7 +140,7 @@ export class PhaseBatch {
       } catch (error) {
         throw new SentAfterWriteError(error);
       }
-      return true;
+      return written.then ? { then: written.then } : {};
     } finally {
       this.writes.delete(manager);
       this.jobs.delete(manager);
@@ -155,6 +170,24 @@ export class PhaseBatch {
    */
   endOnCommit(manager: EntityManager): void {
     this.endsOnCommit.add(manager);
+  }
+
+  /**
+   * The writes the phase run in `manager`'s transaction has pending when it ends may go with its
+   * COMMIT (HotPathSql.writeAndCommit): {@link run} keeps them for {@link takeLastWrites} instead of
+   * writing them, when they insert nothing (its jobs need no id from them, and are registered before
+   * the COMMIT as always). Whoever commits the transaction must take them.
+   */
+  writeOnCommit(manager: EntityManager): void {
+    this.writesOnCommit.add(manager);
+  }
+
+  /** The writes {@link run} kept for the COMMIT of `manager`'s transaction, if any. */
+  takeLastWrites(manager: EntityManager): WriteBatch | undefined {
+    const batch = this.lastWrites.get(manager);
+    this.lastWrites.delete(manager);
+    this.writesOnCommit.delete(manager);
+    return batch;
   }
 
   /** The write {@link writeIfUnchanged} kept for the COMMIT of `manager`'s transaction, if any. */

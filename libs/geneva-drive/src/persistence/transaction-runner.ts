@@ -254,6 +254,8 @@ export class TransactionRunner {
   private async transaction<T>({ begin, commit, rollback, runner: open }: TransactionOptions, work: (manager: EntityManager) => Promise<T>): Promise<T> {
     if (!begin && !commit && !open) return this.dataSource.transaction(work);
     const runner = open ?? this.dataSource.createQueryRunner();
+    // Before `begin`, whose message may carry the transaction's first statements (prepared: see inOwnTransaction).
+    ownRunners.add(runner);
     let handedOn = false;
     try {
       if (begin && !open) {

@@ -1,4 +1,4 @@
-import type { EntityManager } from 'typeorm';
+import type { EntityManager, QueryRunner } from 'typeorm';
 import type { Signal } from '../entities/signal.entity.js';
 import { StepExecution } from '../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../entities/workflow.entity.js';
@@ -15,9 +15,10 @@ import {
 import { assertWorkflowTransition, STOPPED_WORKFLOW_STATES, type WorkflowState } from '../state/workflow-state.js';
 import type { AfterCommitSubscriber } from './after-commit.js';
 import { lockRow } from './row-lock.js';
-import { PhaseBatch, type JobWorkflow } from './phase-batch.js';
+import { committedOutside, ownsTransactionEvents } from './transaction-runner.js';
+import { PhaseBatch, type JobWorkflow, type Written } from './phase-batch.js';
 import { hotPathSqlFor, type HotPathSql, type HotPathSqlOptions } from './sql/index.js';
-import type { ExpectedStates, HeroRow, SlotChange } from './sql/hot-path-sql.js';
+import type { ExpectedStates, HeroRow, SlotChange, TrailingRead } from './sql/hot-path-sql.js';
 import { loadHero } from './hero.js';
 import { newExecution, newWorkflow, type NewExecution } from './new-rows.js';
 import { openStepTransaction, type StepTransaction } from './step-transaction.js';
@@ -105,11 +106,13 @@ export class WorkflowStore {
    * committed. False, with nothing written or sent, when the rows had moved on, when `work` needed a
    * read, or when the dialect cannot write a batch in one statement: the caller then runs the phase
    * under the locks. `manager` must be one of no transaction, or of a transaction whose phase this is
-   * (a transactional step's end), used by nothing else meanwhile.
+   * (a transactional step's end), used by nothing else meanwhile. `then`, a read that needs the row
+   * locks taken first, goes with the write where the dialect can (Written.then); otherwise the caller
+   * reads it after.
    */
-  async writeIfUnchanged(manager: EntityManager, expected: ExpectedStates, work: () => Promise<void>): Promise<boolean> {
+  async writeIfUnchanged(manager: EntityManager, expected: ExpectedStates, work: () => Promise<void>, then?: TrailingRead): Promise<Written | false> {
     if (!this.sql(manager).writesIfUnchanged) return false;
-    return this.phase.writeIfUnchanged(manager, expected, work);
+    return this.phase.writeIfUnchanged(manager, expected, work, then);
   }
 
   /**
@@ -163,6 +166,47 @@ export class WorkflowStore {
     // The consumption reads the signal's row as the statement starts: a change to it still pending goes first.
     if (this.phase.pending(manager)?.updates.some((update) => update.codec === this.sql(manager).signals && update.id === signalId)) await this.flush(manager);
     await this.phase.write(manager, (batch) => batch.consumptions.push({ signalId, stepName, now: this.now() }));
+  }
+
+  /** The writes of the phase run in `manager`'s transaction that ends it may go with its COMMIT: see {@link commitWithLastWrites}. */
+  writeOnCommit(manager: EntityManager): void {
+    this.phase.writeOnCommit(manager);
+  }
+
+  /**
+   * Commits `runner`'s transaction (TransactionOptions.commit) with the writes its phase kept for the
+   * COMMIT ({@link writeOnCommit}): in one round trip where the dialect can, when the engine may
+   * commit it itself (ownsTransactionEvents). Otherwise they are written first and `commit` commits
+   * (always with `alone` false: its COMMIT carries more, a transactional step's BEGIN).
+   */
+  async commitWithLastWrites(runner: QueryRunner, commit: (runner: QueryRunner) => Promise<void>, alone = true): Promise<void> {
+    const batch = this.phase.takeLastWrites(runner.manager);
+    if (!batch) return commit(runner);
+    const sql = this.sql(runner.manager);
+    if (!alone || !ownsTransactionEvents(runner.connection)) {
+      await sql.write(runner.manager, batch);
+      return commit(runner);
+    }
+    await runner.broadcaster.broadcast('BeforeTransactionCommit');
+    if (!(await sql.writeAndCommit(runner.manager, batch))) {
+      await sql.write(runner.manager, batch);
+      await runner.query('COMMIT');
+    }
+    await committedOutside(runner);
+  }
+
+  /**
+   * Begins the transaction of `runner` (TransactionOptions.begin) whose work starts with
+   * {@link lockStep} for these arguments: where the dialect can, the BEGIN and lockStep's locking read
+   * go as one message, and lockStep answers from it. Otherwise, or when TypeORM must begin it
+   * (ownsTransactionEvents), TypeORM begins it as any.
+   */
+  async beginLockingStep(runner: QueryRunner, workflowId: string, executionId: string, parentId?: string): Promise<void> {
+    const sql = this.sql(runner.manager);
+    const parent = parentId === undefined ? undefined : this.workflowId(parentId);
+    if ((parent === undefined || sql.locksParentWithStep) && ownsTransactionEvents(runner.connection) && (await sql.beginLockingStep(runner.manager, this.workflowId(workflowId), executionId, parent))) return;
+    Object.assign(runner, { isTransactionActive: false, transactionDepth: 0 });
+    await runner.startTransaction();
   }
 
   /**
@@ -233,6 +277,16 @@ export class WorkflowStore {
   /** Whether the dialect writes a phase in one statement that checks the rows (see writeIfUnchanged). */
   writesIfUnchanged(manager: EntityManager): boolean {
     return this.sql(manager).writesIfUnchanged;
+  }
+
+  /**
+   * The read of the workflow's hero by fixed SQL, to go with a guarded write ({@link writeIfUnchanged}'s
+   * `then`), and the hero its rows hold; undefined for an entity that fixed SQL cannot read.
+   */
+  heroRead(manager: EntityManager, heroType: string, heroId: string): { read: TrailingRead; hero(rows: Array<Record<string, unknown>>): object | null } | undefined {
+    const sql = this.sql(manager);
+    const codec = sql.heroCodec(heroType);
+    return codec ? { read: sql.heroRead(codec, heroId), hero: (rows) => sql.heroFrom(codec, rows) } : undefined;
   }
 
   /**

@@ -72,6 +72,8 @@ export type SlotChange = { key: string; now: Date } & ({ take: true; limit: numb
 /** What a guarded write ({@link HotPathSql.writeIfUnchanged}) that went out answers: the key's row its freed slot left, if it freed one. */
 export interface GuardedWrite {
   freedSlot?: FlowKeyRow;
+  /** The rows of the read that went after the write, in its round trip (see HotPathSql.writeIfUnchanged); absent when it did not go. */
+  then?: Array<Record<string, unknown>>;
 }
 
 /** A signal to deliver in one message (HotPathSql.deliverSignal): its row, its id given, as `signal()` would insert it. */
@@ -167,9 +169,12 @@ export abstract class HotPathSql {
    * Runs the batch in one statement that first takes the workflow and execution row locks and
    * writes only while both rows are still in the `expected` states: what it wrote, or null (nothing
    * written) when they had moved on. Only where {@link writesIfUnchanged}: MySQL and SQLite write a
-   * batch in several statements, which only a transaction holding the locks makes atomic.
+   * batch in several statements, which only a transaction holding the locks makes atomic. `then`, a
+   * read that needs the locks taken first (it sees every commit made under them), goes after the
+   * write in the same round trip where the dialect can (GuardedWrite.then); the caller reads
+   * it itself when it did not go.
    */
-  async writeIfUnchanged(_manager: EntityManager, _batch: WriteBatch, _expected: ExpectedStates): Promise<GuardedWrite | null> {
+  async writeIfUnchanged(_manager: EntityManager, _batch: WriteBatch, _expected: ExpectedStates, _then?: TrailingRead): Promise<GuardedWrite | null> {
     throw new Error(`${this.constructor.name} cannot write a batch in one statement`);
   }
 
@@ -320,6 +325,22 @@ export abstract class HotPathSql {
     if (locked) await this.beforeLock(manager, workflowId);
     const withParent = locked && parentId !== undefined && this.locksParentWithStep;
     const pins = this.executions.has('signalId');
+    const statement = this.lockStepStatement(workflowId, executionId, locked, parentId);
+    const ahead = this.readAhead.get(manager);
+    this.readAhead.delete(manager);
+    const rows = ahead && sameStatement(ahead, statement) ? ahead.rows : ((await this.query(manager, statement.sql, statement.params)) as Array<Record<string, unknown>>);
+    if (rows.length === 0) return null;
+    const workflow = this.workflows.fromRow(rows[0], 'w');
+    const execution = this.executions.fromRow(rows[0], 'e');
+    const signal = pins && execution.signalId !== null ? this.signals.fromRow(rows[0], 's') : null;
+    const parent = withParent ? (rows[0][`p_id`] == null ? null : this.workflows.fromRow(rows[0], 'p')) : undefined;
+    return { workflow, execution, signal: signal?.id ? signal : null, ...(parent === undefined ? {} : { parent }) };
+  }
+
+  /** {@link lockStep}'s statement. */
+  protected lockStepStatement(workflowId: string, executionId: string, locked: boolean, parentId?: string): Statement {
+    const withParent = locked && parentId !== undefined && this.locksParentWithStep;
+    const pins = this.executions.has('signalId');
     const key = locked ? (withParent ? 'lock-with-parent' : 'lock') : 'read';
     let sql = this.lockSql.get(key);
     if (sql === undefined) {
@@ -334,14 +355,29 @@ export abstract class HotPathSql {
         `WHERE w.${w.column('id')} = ${this.placeholder(2)}${locked ? this.lockClause('w, e') : ''}`;
       this.lockSql.set(key, sql);
     }
-    const rows: Array<Record<string, unknown>> = await this.query(manager, sql, withParent ? [executionId, workflowId, parentId] : [executionId, workflowId]);
-    if (rows.length === 0) return null;
-    const workflow = this.workflows.fromRow(rows[0], 'w');
-    const execution = this.executions.fromRow(rows[0], 'e');
-    const signal = pins && execution.signalId !== null ? this.signals.fromRow(rows[0], 's') : null;
-    const parent = withParent ? (rows[0][`p_id`] == null ? null : this.workflows.fromRow(rows[0], 'p')) : undefined;
-    return { workflow, execution, signal: signal?.id ? signal : null, ...(parent === undefined ? {} : { parent }) };
+    return { sql, params: withParent ? [executionId, workflowId, parentId] : [executionId, workflowId] };
   }
+
+  /**
+   * Begins `manager`'s transaction (its runner counted as in one already: TransactionOptions.begin)
+   * and reads what {@link lockStep} with these arguments reads, in one round trip, for lockStep to
+   * answer from next. False, with nothing sent, where the dialect cannot (the caller begins as any).
+   */
+  async beginLockingStep(_manager: EntityManager, _workflowId: string, _executionId: string, _parentId?: string): Promise<boolean> {
+    return false;
+  }
+
+  /**
+   * Writes the batch and commits `manager`'s transaction in one round trip; true when it did. False,
+   * with nothing sent, where the dialect cannot: the caller writes the batch, then commits as any.
+   * The caller does TypeORM's bookkeeping of the COMMIT (committedOutside).
+   */
+  async writeAndCommit(_manager: EntityManager, _batch: WriteBatch): Promise<boolean> {
+    return false;
+  }
+
+  /** What {@link beginLockingStep} read, for the {@link lockStep} of its transaction that comes next. */
+  protected readonly readAhead = new WeakMap<EntityManager, Statement & { rows: Array<Record<string, unknown>> }>();
 
   /** Whether {@link lockStep} locks a parent with the step's rows (PostgreSQL: a locking subquery is taken before the outer lock). */
   readonly locksParentWithStep: boolean = false;
@@ -605,4 +641,8 @@ export abstract class HotPathSql {
     params.push(value);
     return this.placeholder(params.length);
   }
+}
+
+function sameStatement(a: Statement, b: Statement): boolean {
+  return a.sql === b.sql && a.params.length === b.params.length && a.params.every((value, index) => value === b.params[index]);
 }

@@ -43,6 +43,11 @@ export class PgPreparedStatements {
     }
   }
 
+  /** After the client's message of EXECUTEs was refused as stale: every client drops its statements before its next one. */
+  refused(client: PgClient): void {
+    this.generation = Math.max(this.generation, (this.generations.get(client) ?? 0) + 1);
+  }
+
   /** Whether the statement `name` is prepared on the client (its stale statements dropped first, as before a run). */
   async has(client: PgClient, name: string): Promise<boolean> {
     await this.refresh(client);

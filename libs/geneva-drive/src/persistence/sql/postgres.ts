@@ -5,6 +5,7 @@ import type { StepExecution } from '../../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../../entities/workflow.entity.js';
 import { CommitOutcomeUnknownError } from '../../errors/commit-outcome-unknown.error.js';
 import { inOwnTransaction, isConnectionError } from '../transaction-runner.js';
+import { isStaleStatement } from '../stale-statement.js';
 import { HotPathSql, type DeliveredSignal, type ExpectedStates, type GuardedWrite, type HeroRow, type SignalDelivery, type SlotChange, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
 import { PgSignalIds } from './postgres-signal-ids.js';
 import { deliveredSignal, signalStatement, type SignalStatement } from './postgres-signal-message.js';
@@ -321,13 +322,83 @@ export class PostgresHotPathSql extends HotPathSql {
    * before the lock: rows that only a holder of the workflow lock changes, and such a holder would
    * have moved the workflow or the execution out of the expected states.
    */
-  async writeIfUnchanged(manager: EntityManager, batch: WriteBatch, expected: ExpectedStates): Promise<GuardedWrite | null> {
+  async writeIfUnchanged(manager: EntityManager, batch: WriteBatch, expected: ExpectedStates, then?: TrailingRead): Promise<GuardedWrite | null> {
     const statement = this.batchStatement(batch, undefined, expected)!;
-    const rows: Array<Record<string, unknown>> = await this.query(manager, statement.sql, statement.params);
-    const [row] = rows;
+    // `then` rides on the write's message: its statement runs once the write's has taken the locks.
+    const results = then ? await this.sendStatements(manager, [statement, this.statementOf(then)]) : undefined;
+    const [row] = results ? results[0] : ((await this.query(manager, statement.sql, statement.params)) as Array<Record<string, unknown>>);
     if (Number(row.unchanged) === 0) return null;
     statement.received(row);
-    return expected.slot?.take === false && expected.slot.freed ? { freedSlot: toRow({ holding: row.slot_holding, waiters: row.slot_waiters }) } : {};
+    return {
+      ...(expected.slot?.take === false && expected.slot.freed ? { freedSlot: toRow({ holding: row.slot_holding, waiters: row.slot_waiters }) } : {}),
+      ...(results ? { then: results[1] } : {}),
+    };
+  }
+
+  /** START TRANSACTION and lockStep's locking read as one message. */
+  async beginLockingStep(manager: EntityManager, workflowId: string, executionId: string, parentId?: string): Promise<boolean> {
+    const statement = this.lockStepStatement(workflowId, executionId, true, parentId);
+    const results = await this.sendStatements(manager, [statement], ['START TRANSACTION']);
+    if (!results) return false;
+    this.readAhead.set(manager, { ...statement, rows: results[0] });
+    return true;
+  }
+
+  /** The batch's statement and COMMIT as one message. */
+  async writeAndCommit(manager: EntityManager, batch: WriteBatch): Promise<boolean> {
+    const statement = this.batchStatement(batch);
+    const results = statement && (await this.sendStatements(manager, [statement], [], ['COMMIT']));
+    if (!statement || !results) return false;
+    statement.received(results[0][0]);
+    return true;
+  }
+
+  private statementOf(read: TrailingRead): Statement {
+    const params: unknown[] = [];
+    return { sql: read.sql((value) => this.bind(params, value)), params };
+  }
+
+  /**
+   * Statements as one message of the simple protocol (between `before` and `after`, statements
+   * without values, whose results are left out), each a prepared statement run by EXECUTE with
+   * its values as literals ({@link executeArguments}): one round trip for all of them. A statement the
+   * session has not prepared yet is prepared first, by a PREPARE of its own. Outside a transaction the
+   * message is a transaction of its own: its statements commit together once the last has run, and
+   * an error in any of them rolls them all back. Undefined, with nothing sent, where they cannot go
+   * so (a value with no literal form, prepared statements off, a caller's transaction): the caller
+   * sends them one by one.
+   */
+  private async sendStatements(manager: EntityManager, statements: Statement[], before: string[] = [], after: string[] = []): Promise<Array<Array<Record<string, unknown>>> | undefined> {
+    if (manager.queryRunner !== undefined && !inOwnTransaction(manager)) return undefined;
+    const parts: Array<Statement & { name: string; args: string }> = [];
+    for (const statement of statements) {
+      const name = this.nameOf(statement.sql);
+      const args = executeArguments(statement.params);
+      if (name === undefined || args === undefined) return undefined;
+      parts.push({ ...statement, name, args });
+    }
+    const logged = [...before, ...statements.map(({ sql }) => sql), ...after].join('; ');
+    const text = [...before, ...parts.map(({ name, args }) => `EXECUTE ${name}(${args})`), ...after].join('; ');
+    return this.onConnection(manager, logged, statements.flatMap(({ params }) => params), async (client: PgClient) => {
+      // A message refused for a stale statement is sent once more, prepared afresh, when it is a
+      // transaction of its own (which the refusal rolled back); in the engine's, the transaction runs again.
+      for (let rerun = manager.queryRunner === undefined; ; rerun = false) {
+        for (const { name, sql } of parts) {
+          if (await this.statements.has(client, name)) continue;
+          await client.query({ text: `PREPARE ${name} AS ${sql}` });
+          this.statements.record(client, name, sql);
+        }
+        try {
+          const answer = (await client.query({ text })) as unknown as { rows: Array<Record<string, unknown>> } | Array<{ rows: Array<Record<string, unknown>> }>;
+          // The driver answers a message of one statement with that statement's result, not a list.
+          return (Array.isArray(answer) ? answer : [answer]).slice(before.length, before.length + parts.length).map(({ rows }) => rows);
+        } catch (error) {
+          if (!isStaleStatement(error)) throw error;
+          this.statements.refused(client);
+          if (!rerun) throw error;
+        }
+      }
+    });
   }
 
   /**
