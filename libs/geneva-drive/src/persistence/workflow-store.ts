@@ -168,9 +168,12 @@ export class WorkflowStore {
     await this.phase.write(manager, (batch) => batch.consumptions.push({ signalId, stepName, now: this.now() }));
   }
 
-  /** The writes of the phase run in `manager`'s transaction that ends it may go with its COMMIT: see {@link commitWithLastWrites}. */
+  /**
+   * The writes of the phase run in `manager`'s transaction that ends it may go with its COMMIT, where
+   * the dialect can send them so: the transaction's `commit` must then be {@link commitWithLastWrites}.
+   */
   writeOnCommit(manager: EntityManager): void {
-    this.phase.writeOnCommit(manager);
+    if (this.sql(manager).commitsWithWrites) this.phase.writeOnCommit(manager);
   }
 
   /**

@@ -376,6 +376,9 @@ export abstract class HotPathSql {
     return false;
   }
 
+  /** Whether {@link writeAndCommit} can send a batch with the COMMIT (PostgreSQL). */
+  readonly commitsWithWrites: boolean = false;
+
   /** What {@link beginLockingStep} read, for the {@link lockStep} of its transaction that comes next. */
   protected readonly readAhead = new WeakMap<EntityManager, Statement & { rows: Array<Record<string, unknown>> }>();
 

@@ -50,6 +50,8 @@ export class PostgresHotPathSql extends HotPathSql {
 
   readonly beginsSteps = true;
 
+  readonly commitsWithWrites = true;
+
   readonly locksParentWithStep = true;
 
   readonly readsSignalsWithHero = true;
