@@ -7,7 +7,7 @@
  * The one test-only change is the Warehouse provider: a gate that can hold reserveStock, so a
  * webhook can deterministically arrive before the payment step parks.
  */
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { Logger, type INestApplication } from '@nestjs/common';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { Test } from '@nestjs/testing';
@@ -21,7 +21,8 @@ import { AppModule, databaseOptions, genevaDriveOptions, maxSignalPayloadSize, q
 import { configureApp } from '../../apps/example/src/configure-app.js';
 import { ContractDeadlineWorkflow } from '../../apps/example/src/contracts/contract.workflow.js';
 import { Contract } from '../../apps/example/src/contracts/contract.entity.js';
-import type { Order } from '../../apps/example/src/orders/order.entity.js';
+import { ContractsService } from '../../apps/example/src/contracts/contracts.service.js';
+import { Order } from '../../apps/example/src/orders/order.entity.js';
 import { Warehouse } from '../../apps/example/src/orders/warehouse.service.js';
 import { signWebhook, WEBHOOK_SIGNATURE_HEADER } from '../../apps/example/src/webhooks/webhook-signature.js';
 import { enabledDatabases, redisAvailable, redisUrl, workerDatabaseName } from '../utils/databases.js';
@@ -202,6 +203,31 @@ function exampleAppSuite(backend: Backend): void {
     }
   });
 
+  it("a timeline shows the order as of after its workflow: a write made while the workflow is read is in the answer", async () => {
+    const held = sku();
+    warehouse.hold(held);
+    try {
+      const { order } = await createOrder({ sku: held, amountCents: 700, pickup: true });
+      await until('reserveStock to start', async () => warehouse.entered.has(held), Boolean);
+      // A step's write to its order, landing between the endpoint's lookup of the order and its read
+      // of the workflow (as a step that ends meanwhile would land): the answer must not predate it.
+      const workflows = app.get(WorkflowService);
+      const findForHero = workflows.findForHero.bind(workflows);
+      const spy = jest.spyOn(workflows, 'findForHero').mockImplementationOnce(async (...args: Parameters<WorkflowService['findForHero']>) => {
+        await app.get(DataSource).getRepository(Order).update(order.id, { status: 'reserved' });
+        return findForHero(...args);
+      });
+      try {
+        expect((await orderTimeline(order.id)).order.status).toBe('reserved');
+        expect(spy).toHaveBeenCalledTimes(1);
+      } finally {
+        spy.mockRestore();
+      }
+    } finally {
+      warehouse.release(held);
+    }
+  });
+
   it('answers 404 for an unknown order', async () => {
     const missing = await pay({ eventId: eventId(), orderId: 999_999, amountCents: 100 }).expect(404);
     expect(missing.body.message).toContain('999999');
@@ -328,6 +354,23 @@ function exampleAppSuite(backend: Backend): void {
       (await http().post('/contracts').send({ documentId }).expect(201)).body as { contract: Contract; workflowId: string; deadlineWorkflowId: string };
     const parked = (id: number) =>
       until(`contract ${id}'s awaitSignature to park`, () => contractTimeline(id), (t) => stepState(t, 'awaitSignature') === 'waiting');
+
+    it('a timeline shows the contract as of after its workflow, as the order timeline does', async () => {
+      const { contract } = await openContract(`DOC-${++counter}`);
+      await parked(contract.id);
+      const contracts = app.get(ContractsService);
+      const workflowOf = contracts.workflowOf.bind(contracts);
+      const spy = jest.spyOn(contracts, 'workflowOf').mockImplementationOnce(async (...args: Parameters<ContractsService['workflowOf']>) => {
+        await app.get(DataSource).getRepository(Contract).update(contract.id, { signedBy: 'written meanwhile' });
+        return workflowOf(...args);
+      });
+      try {
+        expect((await contractTimeline(contract.id)).contract.signedBy).toBe('written meanwhile');
+        expect(spy).toHaveBeenCalledTimes(1);
+      } finally {
+        spy.mockRestore();
+      }
+    });
 
     it('expires the contract when the deadline arrives first: the step reads timedOut and cancels; a second deadline is a duplicate', async () => {
       const documentId = `DOC-${++counter}`;

@@ -65,7 +65,9 @@ export class ContractsController {
   @Get('contracts/:id/timeline')
   async timeline(@Param('id', ParseIdPipe) id: number) {
     const { contract, workflow } = await this.load(id);
-    return { contract, ...(await workflowTimeline(this.workflows, this.dataSource.manager, workflow)) };
+    const timeline = await workflowTimeline(this.workflows, this.dataSource.manager, workflow);
+    // Read again after the workflow, as the order's timeline does (a step shown ended is shown with its writes).
+    return { contract: (await this.contracts.find(id)) ?? contract, ...timeline };
   }
 
   /** Sends the deadline now. Sent twice, it is delivered once (200, `duplicate: true`). */

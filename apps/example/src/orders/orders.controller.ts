@@ -46,6 +46,9 @@ export class OrdersController {
     if (!order) throw new NotFoundException(`Order ${id} not found`);
     const [record] = await this.workflows.findForHero(OrderFulfillmentWorkflow, order);
     if (!record) throw new NotFoundException(`Order ${id} has no workflow`);
-    return { order, ...(await workflowTimeline(this.workflows, this.orders.manager, record)) };
+    const timeline = await workflowTimeline(this.workflows, this.orders.manager, record);
+    // The order as of after its workflow: a step's writes to it commit before the step's end, so a
+    // step shown ended is shown with them (read first, it could miss the writes of a step that ended meanwhile).
+    return { order: (await this.orders.findOneBy({ id })) ?? order, ...timeline };
   }
 }
