@@ -87,6 +87,25 @@ async function until<T>(what: string, read: () => Promise<T>, done: (value: T) =
   }
 }
 
+/**
+ * Runs `read` with `write` committed as `target[method]` is next called (and before it runs): the
+ * moment an endpoint's reads are apart, driven instead of raced.
+ */
+async function writingDuring<T, K extends string>(target: Record<K, (...args: never[]) => Promise<unknown>>, method: K, write: () => Promise<unknown>, read: () => Promise<T>): Promise<T> {
+  const original = target[method].bind(target);
+  const spy = jest.spyOn(target, method as never).mockImplementationOnce((async (...args: never[]) => {
+    await write();
+    return original(...args);
+  }) as never);
+  try {
+    const result = await read();
+    expect(spy).toHaveBeenCalledTimes(1);
+    return result;
+  } finally {
+    spy.mockRestore();
+  }
+}
+
 const stepState = (timeline: Timeline, step: string) => timeline.steps.filter((s) => s.step === step).at(-1)?.state;
 
 function exampleAppSuite(backend: Backend): void {
@@ -211,18 +230,8 @@ function exampleAppSuite(backend: Backend): void {
       await until('reserveStock to start', async () => warehouse.entered.has(held), Boolean);
       // A step's write to its order, landing between the endpoint's lookup of the order and its read
       // of the workflow (as a step that ends meanwhile would land): the answer must not predate it.
-      const workflows = app.get(WorkflowService);
-      const findForHero = workflows.findForHero.bind(workflows);
-      const spy = jest.spyOn(workflows, 'findForHero').mockImplementationOnce(async (...args: Parameters<WorkflowService['findForHero']>) => {
-        await app.get(DataSource).getRepository(Order).update(order.id, { status: 'reserved' });
-        return findForHero(...args);
-      });
-      try {
-        expect((await orderTimeline(order.id)).order.status).toBe('reserved');
-        expect(spy).toHaveBeenCalledTimes(1);
-      } finally {
-        spy.mockRestore();
-      }
+      const timeline = await writingDuring(app.get(WorkflowService), 'findForHero', () => app.get(DataSource).getRepository(Order).update(order.id, { status: 'reserved' }), () => orderTimeline(order.id));
+      expect(timeline.order.status).toBe('reserved');
     } finally {
       warehouse.release(held);
     }
@@ -358,18 +367,8 @@ function exampleAppSuite(backend: Backend): void {
     it('a timeline shows the contract as of after its workflow, as the order timeline does', async () => {
       const { contract } = await openContract(`DOC-${++counter}`);
       await parked(contract.id);
-      const contracts = app.get(ContractsService);
-      const workflowOf = contracts.workflowOf.bind(contracts);
-      const spy = jest.spyOn(contracts, 'workflowOf').mockImplementationOnce(async (...args: Parameters<ContractsService['workflowOf']>) => {
-        await app.get(DataSource).getRepository(Contract).update(contract.id, { signedBy: 'written meanwhile' });
-        return workflowOf(...args);
-      });
-      try {
-        expect((await contractTimeline(contract.id)).contract.signedBy).toBe('written meanwhile');
-        expect(spy).toHaveBeenCalledTimes(1);
-      } finally {
-        spy.mockRestore();
-      }
+      const timeline = await writingDuring(app.get(ContractsService), 'workflowOf', () => app.get(DataSource).getRepository(Contract).update(contract.id, { signedBy: 'written meanwhile' }), () => contractTimeline(contract.id));
+      expect(timeline.contract.signedBy).toBe('written meanwhile');
     });
 
     it('expires the contract when the deadline arrives first: the step reads timedOut and cancels; a second deadline is a duplicate', async () => {
