@@ -16,12 +16,12 @@ class ScheduleWorkflow extends GenevaWorkflow {
 }
 
 /** Counts housekeeping runs published on the diagnostics channel while `during` runs. */
-async function countRuns(during: () => Promise<void>): Promise<number> {
+async function countRuns(during: (runsSoFar: () => number) => Promise<void>): Promise<number> {
   let runs = 0;
   const listener = () => runs++;
   subscribe(GENEVA_DRIVE_CHANNELS.housekeeping, listener);
   try {
-    await during();
+    await during(() => runs);
   } finally {
     unsubscribe(GENEVA_DRIVE_CHANNELS.housekeeping, listener);
   }
@@ -45,11 +45,11 @@ describe('housekeeping on a schedule [sqlite, local queue]', () => {
   it('runs periodically by itself with housekeeping.every', async () => {
     app = await createTestApp('sqlite', [ScheduleWorkflow], { queue: { adapter: 'local' }, housekeeping: { every: 150 } });
     const id = await oldFinishedWorkflow(app);
-    const runs = await countRuns(async () => {
+    // Runs again after the one that deleted it: a schedule, not a run at boot.
+    await countRuns(async (runsSoFar) => {
       await waitUntil('the old workflow to be deleted', async () => (await app!.dataSource.getRepository(WorkflowRecord).countBy({ id })) === 0);
-      await sleep(400);
+      await waitUntil('a run after the one that deleted it', () => runsSoFar() >= 2);
     });
-    expect(runs).toBeGreaterThanOrEqual(2);
   });
 
   it('does not run with housekeeping: false', async () => {
@@ -86,13 +86,25 @@ for (const driver of Object.values(REDIS_QUEUE_DRIVERS)) {
 
     it('runs once per period across two workers with their own Redis clients on one queue (a repeatable job, not a timer each)', async () => {
       const first = await boot(400, true);
-      await boot(400, false);
-      const started = Date.now();
-      const runs = await countRuns(() => sleep(2_200));
-      const periods = Math.ceil((Date.now() - started) / 400);
-      // One schedule in Redis for the whole cluster: about one run per period, never one per process.
-      expect(runs).toBeGreaterThanOrEqual(2);
-      expect(runs).toBeLessThanOrEqual(periods + 1);
+      const second = await boot(400, false);
+      // Each run is a job of the one schedule in Redis: its id ends in the period it stands for, so
+      // two workers never run one period twice, and a run without a job (a timer in each process)
+      // would outnumber the jobs. Counted from here, at most one job per worker was already running.
+      const periods: number[] = [];
+      const onHousekeepingJob = (job: { jobId: string; executionId: string }) => {
+        if (job.executionId === undefined) periods.push(Number(/:(\d+)$/.exec(job.jobId)?.[1]));
+      };
+      driver.onActive(first.moduleRef.get(QUEUE_PORT), onHousekeepingJob);
+      driver.onActive(second.moduleRef.get(QUEUE_PORT), onHousekeepingJob);
+      let jobsAtEnd = 0;
+      const runs = await countRuns(async () => {
+        await waitUntil('four housekeeping jobs to start', () => periods.length >= 4);
+        jobsAtEnd = periods.length;
+      });
+      expect(periods.every(Number.isFinite)).toBe(true);
+      expect(new Set(periods).size).toBe(periods.length);
+      expect(runs).toBeGreaterThanOrEqual(jobsAtEnd - 2);
+      expect(runs).toBeLessThanOrEqual(jobsAtEnd + 2);
       expect(await driver.view(first.moduleRef.get(QUEUE_PORT)).schedules()).toEqual([['geneva-drive-housekeeping', 400]]);
     });
 
