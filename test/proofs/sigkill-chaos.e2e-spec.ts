@@ -45,6 +45,8 @@ const MIN_KILLS = scaled(2, 20);
 /** Pause between two kills, at random in this range (a kill also waits for the last replacement to be up). */
 const KILL_GAP_MS = [300, 1_200] as const;
 const SETTLE_TIMEOUT_MS = scaled(90_000, 240_000);
+/** How long a kill meant for a body no Redis job covers waits for a worker to start one. */
+const UNCOVERED_BODY_WITHIN_MS = 15_000;
 /** Every step a kill interrupts finishes within this of the kill. */
 const TAKEN_OVER_WITHIN_MS = 60_000;
 
@@ -94,17 +96,33 @@ function chaosSuite(kind: DatabaseKind, entry: () => string, children: Set<Child
       const jobs = new Set(w.activeJobExecutions());
       return w.bodiesInFlight().filter((id) => !jobs.has(id));
     };
+    const pick = (pool: ProofChild[]) => pool[Math.floor(Math.random() * pool.length)];
+    // Holds the bodies a busy worker starts until one that none of its Redis jobs covers waits (those
+    // a job covers are let go): the kill then lands in that body whatever the machine's speed.
+    // Undefined when no such body came within the time (no work left for it).
+    const heldInUncoveredBody = async (busy: ProofChild[]): Promise<ProofChild | undefined> => {
+      const worker = pick(busy);
+      worker.send({ type: 'hold-bodies' });
+      const deadline = Date.now() + UNCOVERED_BODY_WITHIN_MS;
+      while (Date.now() < deadline && worker.child.exitCode === null) {
+        const covered = new Set(worker.activeJobExecutions());
+        const held = worker.heldBodies();
+        if (held.some((id) => !covered.has(id))) return worker;
+        if (held.length > 0) worker.send({ type: 'release-bodies', executionIds: held });
+        await sleep(10);
+      }
+      worker.send({ type: 'release-bodies' });
+      return undefined;
+    };
     while (sender.of('done').length === 0 || (!enoughKills() && Date.now() - idleSince < 5_000)) {
       sender.assertAlive('sender');
       await sleep(KILL_GAP_MS[0] + Math.random() * (KILL_GAP_MS[1] - KILL_GAP_MS[0]));
       const busy = workers.filter((w) => w.activeExecutions().length > 0);
       if (busy.length > 0) idleSince = Date.now();
       if (busy.length === 0 || booting.size >= 2) continue;
-      // Every other kill lands in a body no Redis job covers; the others anywhere in a step's life:
-      // before it started, in its body, or after its outcome committed.
-      const uncovered = busy.filter((w) => bodiesWithoutJob(w).length > 0);
-      const pool = kills.length % 2 === 0 && uncovered.length > 0 ? uncovered : busy;
-      const victim = pool[Math.floor(Math.random() * pool.length)];
+      // Every other kill lands in a body no Redis job covers, held there until the kill; the others
+      // anywhere in a step's life: before it started, in its body, or after its outcome committed.
+      const victim = kills.length % 2 === 0 ? ((await heldInUncoveredBody(busy)) ?? pick(busy)) : pick(busy);
       kills.push({
         pid: victim.pid,
         at: Date.now(),

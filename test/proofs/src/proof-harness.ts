@@ -65,9 +65,19 @@ export class ProofChild extends ChildHandle<ProofChildMessage, ProofParentMessag
     const running = new Set<string>();
     for (const body of this.of('body')) {
       if (body.event === 'start') running.add(body.executionId);
-      else running.delete(body.executionId);
+      else if (body.event === 'end') running.delete(body.executionId);
     }
     return [...running];
+  }
+
+  /** The executions whose body waits in this worker for the spec's release (`hold-bodies`). */
+  heldBodies(): string[] {
+    const held = new Set<string>();
+    for (const body of this.of('body')) {
+      if (body.event === 'held') held.add(body.executionId);
+      else if (body.event === 'end') held.delete(body.executionId);
+    }
+    return [...held];
   }
 
   /** The executions whose body runs in this worker now in its step's transaction (a transactional step). */
@@ -75,7 +85,7 @@ export class ProofChild extends ChildHandle<ProofChildMessage, ProofParentMessag
     const running = new Set<string>();
     for (const body of this.of('body')) {
       if (body.event === 'start' && body.transactional) running.add(body.executionId);
-      else running.delete(body.executionId);
+      else if (body.event === 'end') running.delete(body.executionId);
     }
     return [...running];
   }

@@ -25,7 +25,7 @@ import { GenevaDriveModule, QUEUE_PORT, SignalService, WorkflowService } from '.
 import { dataSourceOptions, type DatabaseKind } from '../../utils/databases.js';
 import { REDIS_QUEUE_DRIVERS, type JobEvent, type RedisAdapter } from '../../src/redis-queues.js';
 import { TestHero } from '../../utils/fixtures.js';
-import { GO, goKey, PROOF_WORKFLOWS, ProofWorkflow, type BodyReport } from './proof-workflows.js';
+import { GO, goKey, holdBodies, PROOF_WORKFLOWS, ProofWorkflow, releaseBodies, type BodyReport } from './proof-workflows.js';
 
 /** What the sender is asked to do. */
 export interface SendPlan {
@@ -70,7 +70,8 @@ export type ProofChildMessage =
   | { type: 'call'; pid: number; call: CallReport }
   | { type: 'done'; pid: number };
 
-export type ProofParentMessage = SendPlan | { type: 'shutdown' };
+/** `hold-bodies` / `release-bodies`: a worker's bodies wait before their side effect until released (see holdBodies). */
+export type ProofParentMessage = SendPlan | { type: 'shutdown' } | { type: 'hold-bodies' } | { type: 'release-bodies'; executionIds?: string[] };
 
 /**
  * Bull's (and BullMQ's) stall detection, shortened: a killed worker's active job is handed back to
@@ -161,6 +162,8 @@ async function main(): Promise<void> {
     driver.onFailed(port, report('failed'));
     process.on('message', (message: ProofParentMessage) => {
       if (message.type === 'shutdown') shutdown(0);
+      if (message.type === 'hold-bodies') holdBodies();
+      if (message.type === 'release-bodies') releaseBodies(message.executionIds);
     });
     send({ type: 'ready', pid: process.pid, role });
     return;

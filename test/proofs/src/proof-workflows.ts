@@ -66,11 +66,11 @@ export async function readSideEffects(dataSource: DataSource): Promise<SideEffec
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const random = (min: number, max: number) => min + Math.floor(Math.random() * (max - min + 1));
 
-/** What a worker's step bodies tell the spec (see the file). */
+/** What a worker's step bodies tell the spec (see the file); `held`: the body waits for the spec's release (holdBodies). */
 export interface BodyReport {
   type: 'body';
   pid: number;
-  event: 'start' | 'end';
+  event: 'start' | 'held' | 'end';
   executionId: string;
   /** The body runs in its step's transaction (a transactional step). */
   transactional?: boolean;
@@ -78,6 +78,31 @@ export interface BodyReport {
 
 function reportBody(event: BodyReport['event'], executionId: string, transactional = false): void {
   if (process.env.GD_PROOF_ROLE === 'worker') process.send?.({ type: 'body', pid: process.pid, event, executionId, ...(transactional ? { transactional } : {}) } satisfies BodyReport);
+}
+
+/** While holding, a body that starts waits before its side effect until released: the spec holds bodies to kill a worker inside one it chose. */
+let holding = false;
+const held = new Map<string, () => void>();
+
+/** From now on, bodies that start wait until released. */
+export function holdBodies(): void {
+  holding = true;
+}
+
+/** Lets the held bodies of `executionIds` go on; without them, every held body, and stops holding. */
+export function releaseBodies(executionIds?: string[]): void {
+  if (!executionIds) holding = false;
+  for (const id of executionIds ?? [...held.keys()]) {
+    held.get(id)?.();
+    held.delete(id);
+  }
+}
+
+async function waitIfHeld(executionId: string): Promise<void> {
+  if (!holding) return;
+  const released = new Promise<void>((resolve) => held.set(executionId, resolve));
+  reportBody('held', executionId);
+  await released;
 }
 
 /** Inserts a step's side effect row through `runner` (the DataSource, or a transaction's EntityManager). */
@@ -125,6 +150,7 @@ export class ProofWorkflow extends GenevaWorkflow<TestHero> {
   private async sideEffect(step: string): Promise<void> {
     reportBody('start', this.currentExecution.id);
     try {
+      await waitIfHeld(this.currentExecution.id);
       await this.write(step);
     } finally {
       reportBody('end', this.currentExecution.id);
