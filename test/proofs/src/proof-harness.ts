@@ -62,29 +62,24 @@ export class ProofChild extends ChildHandle<ProofChildMessage, ProofParentMessag
 
   /** The executions whose step body runs in this worker now, whether a Redis job, a chain or an in-process start runs it. */
   bodiesInFlight(): string[] {
-    const running = new Set<string>();
-    for (const body of this.of('body')) {
-      if (body.event === 'start') running.add(body.executionId);
-      else if (body.event === 'end') running.delete(body.executionId);
-    }
-    return [...running];
+    return this.bodiesSince((body) => body.event === 'start');
   }
 
   /** The executions whose body waits in this worker for the spec's release (`hold-bodies`). */
   heldBodies(): string[] {
-    const held = new Set<string>();
-    for (const body of this.of('body')) {
-      if (body.event === 'held') held.add(body.executionId);
-      else if (body.event === 'end') held.delete(body.executionId);
-    }
-    return [...held];
+    return this.bodiesSince((body) => body.event === 'held');
   }
 
   /** The executions whose body runs in this worker now in its step's transaction (a transactional step). */
   transactionalBodiesInFlight(): string[] {
+    return this.bodiesSince((body) => body.event === 'start' && body.transactional === true);
+  }
+
+  /** The executions with a body report that `since` picks and no end reported after it. */
+  private bodiesSince(since: (body: Of<'body'>) => boolean): string[] {
     const running = new Set<string>();
     for (const body of this.of('body')) {
-      if (body.event === 'start' && body.transactional) running.add(body.executionId);
+      if (since(body)) running.add(body.executionId);
       else if (body.event === 'end') running.delete(body.executionId);
     }
     return [...running];
