@@ -208,7 +208,7 @@ suite('unlocked phases [postgres]', () => {
     const engine = afterStart.filter((sql) => isEngine(sql) || /^(INSERT|UPDATE)/.test(sql));
     expect(engine.map(kind)).toEqual(['read', 'hero', 'guarded write + hero', 'guarded write']);
     const guarded = engine.filter(isGuardedWrite);
-    expect(guarded[0]).toMatch(/k AS \(INSERT INTO geneva_drive_flow_keys .* ON CONFLICT \(flow_key\) DO UPDATE .* WHERE geneva_drive_flow_keys.holding < \$\d+ AND geneva_drive_flow_keys.waiters = '\[\]' RETURNING 1\), g AS \(SELECT 1 FROM k\)/);
+    expect(guarded[0]).toMatch(/k AS \(INSERT INTO geneva_drive_flow_keys .* ON CONFLICT \(flow_key\) DO UPDATE .* WHERE geneva_drive_flow_keys.holding < \$\d+ AND geneva_drive_flow_keys.waiters = '\[\]' AND geneva_drive_flow_keys.updated_at <= excluded.updated_at RETURNING 1\), g AS \(SELECT 1 FROM k\)/);
     expect(guarded[1]).toMatch(/k AS \(UPDATE geneva_drive_flow_keys SET holding = .* AND EXISTS \(SELECT 1 FROM s\) RETURNING holding, waiters\), g AS \(SELECT 1 FROM k\)/);
     expect(await workflows.executionHistory(wf)).toMatchObject([{ stepName: 'only', state: 'completed', flowKey: 'account:Ada' }]);
     expect(await dataSource.query(`SELECT flow_key, holding, waiters FROM geneva_drive_flow_keys`)).toEqual([{ flow_key: 'account:Ada', holding: 0, waiters: '[]' }]);

@@ -116,6 +116,18 @@ async function slotsHold(h: ExplorerHarness, at: Keyed, recovered = false): Prom
     else if (runsOf(workflow, 'a').length === 0) violations.push(`step a of workflow ${workflow.id} never ran`);
     for (const run of runsOf(workflow, 'a')) if (run.holders !== 1) violations.push(`step a of workflow ${workflow.id} ran with ${run.holders} executions holding its key`);
   }
+  // As the rows record it (limit 1): no execution's [started_at, finished_at) begins before the
+  // last one's ends. A start is stamped once its slot is taken, an end before its slot is freed.
+  const executions = (await Promise.all(at.workflows.map((workflow) => workflows(h).executionHistory(workflow.id))))
+    .flat()
+    .filter((execution) => execution.flowKey === at.key && execution.startedAt !== null)
+    .sort((x, y) => x.startedAt!.getTime() - y.startedAt!.getTime());
+  for (const [index, execution] of executions.entries()) {
+    const previous = executions[index - 1];
+    if (previous && (previous.finishedAt === null || previous.finishedAt > execution.startedAt!)) {
+      violations.push(`execution ${execution.id} is recorded started at ${execution.startedAt!.toISOString()}, before ${previous.id}, holding the key, ended (${previous.finishedAt?.toISOString()})`);
+    }
+  }
   const p = h.app.dataSource.options.type === 'postgres' ? '$1' : '?';
   const [row] = await h.app.dataSource.query(`SELECT holding, waiters FROM geneva_drive_flow_keys WHERE flow_key = ${p}`, [at.key]);
   if (!row || Number(row.holding) !== 0 || String(row.waiters) !== '[]') violations.push(`the key's row is ${JSON.stringify(row)}, not free with no waiter`);

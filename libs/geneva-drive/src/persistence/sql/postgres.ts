@@ -482,7 +482,11 @@ export class PostgresHotPathSql extends HotPathSql {
   /**
    * `k`, the key's slot taken or freed once `s` found the rows as expected (so the key's row is
    * locked after theirs, as everywhere): `g`, which every write of the batch depends on, is its one
-   * row. A slot is taken only while the key is uncontended; a free with `freed` answers the key's row
+   * row. A slot is taken only while the key is uncontended and unchanged since the start was
+   * stamped (`updated_at`, which every take and free stamps after its execution's own stamp, is not
+   * later than `now`, taken before the start's): the start was stamped before this statement, which
+   * may wait for locks, so a slot freed meanwhile would let it be recorded started before the
+   * holder it replaced had ended; the locked phase 1 stamps it once it holds the key instead. A free with `freed` answers the key's row
    * as it leaves it, whose waiters are woken once it has committed (PhaseBatch.writeIfUnchanged), and
    * one without goes out only while nobody waits.
    */
@@ -496,7 +500,7 @@ export class PostgresHotPathSql extends HotPathSql {
     return (
       `INSERT INTO ${FLOW_KEYS} (flow_key, holding, waiters, created_at, updated_at) SELECT ${key}, 1, '[]', ${now}, ${now} WHERE EXISTS (SELECT 1 FROM s) ` +
       `ON CONFLICT (flow_key) DO UPDATE SET holding = ${FLOW_KEYS}.holding + 1, updated_at = excluded.updated_at ` +
-      `WHERE ${FLOW_KEYS}.holding < ${this.bind(params, slot.limit)} AND ${FLOW_KEYS}.waiters = '[]' RETURNING 1`
+      `WHERE ${FLOW_KEYS}.holding < ${this.bind(params, slot.limit)} AND ${FLOW_KEYS}.waiters = '[]' AND ${FLOW_KEYS}.updated_at <= excluded.updated_at RETURNING 1`
     );
   }
 }
