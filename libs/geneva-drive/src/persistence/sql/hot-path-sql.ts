@@ -323,9 +323,8 @@ export abstract class HotPathSql {
     parentId?: string,
   ): Promise<{ workflow: WorkflowRecord; execution: StepExecution; signal: Signal | null; parent?: WorkflowRecord | null } | null> {
     if (locked) await this.beforeLock(manager, workflowId);
-    const withParent = locked && parentId !== undefined && this.locksParentWithStep;
-    const pins = this.executions.has('signalId');
     const statement = this.lockStepStatement(workflowId, executionId, locked, parentId);
+    const { withParent, pins } = statement;
     const ahead = this.readAhead.get(manager);
     this.readAhead.delete(manager);
     const rows = ahead && sameStatement(ahead, statement) ? ahead.rows : ((await this.query(manager, statement.sql, statement.params)) as Array<Record<string, unknown>>);
@@ -337,8 +336,8 @@ export abstract class HotPathSql {
     return { workflow, execution, signal: signal?.id ? signal : null, ...(parent === undefined ? {} : { parent }) };
   }
 
-  /** {@link lockStep}'s statement. */
-  protected lockStepStatement(workflowId: string, executionId: string, locked: boolean, parentId?: string): Statement {
+  /** {@link lockStep}'s statement, and what its rows carry: the parent's columns, the pinned signal's. */
+  protected lockStepStatement(workflowId: string, executionId: string, locked: boolean, parentId?: string): Statement & { withParent: boolean; pins: boolean } {
     const withParent = locked && parentId !== undefined && this.locksParentWithStep;
     const pins = this.executions.has('signalId');
     const key = locked ? (withParent ? 'lock-with-parent' : 'lock') : 'read';
@@ -355,7 +354,7 @@ export abstract class HotPathSql {
         `WHERE w.${w.column('id')} = ${this.placeholder(2)}${locked ? this.lockClause('w, e') : ''}`;
       this.lockSql.set(key, sql);
     }
-    return { sql, params: withParent ? [executionId, workflowId, parentId] : [executionId, workflowId] };
+    return { sql, params: withParent ? [executionId, workflowId, parentId] : [executionId, workflowId], withParent, pins };
   }
 
   /**
