@@ -102,15 +102,7 @@ function chaosSuite(kind: DatabaseKind, entry: () => string, children: Set<Child
     // Undefined when no such body came within the time (no work left for it).
     const heldInUncoveredBody = async (busy: ProofChild[]): Promise<ProofChild | undefined> => {
       const worker = pick(busy);
-      worker.send({ type: 'hold-bodies' });
-      const deadline = Date.now() + UNCOVERED_BODY_WITHIN_MS;
-      while (Date.now() < deadline && worker.child.exitCode === null) {
-        const covered = new Set(worker.activeJobExecutions());
-        const held = worker.heldBodies();
-        if (held.some((id) => !covered.has(id))) return worker;
-        if (held.length > 0) worker.send({ type: 'release-bodies', executionIds: held });
-        await sleep(10);
-      }
+      if (await worker.holdBodyUntil((id) => !worker.activeJobExecutions().includes(id), UNCOVERED_BODY_WITHIN_MS)) return worker;
       worker.send({ type: 'release-bodies' });
       return undefined;
     };

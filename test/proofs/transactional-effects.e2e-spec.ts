@@ -7,9 +7,11 @@
  * and write through the DataSource. Meanwhile the spec, at random moments, either SIGKILLs a worker
  * that has steps in hand (and starts a replacement) or terminates a worker's database sessions
  * (PostgreSQL `pg_terminate_backend`, MariaDB `KILL CONNECTION`): those in a transaction when it has
- * any, preferably a worker running a transactional body, else all of them. Housekeeping runs every
- * second in this process with stuck thresholds of 5 s: an engine transaction whose COMMIT lost its
- * answer leaves its step to stuck recovery.
+ * any, else all of them. Every termination, and every other SIGKILL, first holds the worker's bodies
+ * until a transactional one waits with its row written and uncommitted (the others are let go), so
+ * that the fault lands in a transactional body whatever the machine's speed; the body goes on once
+ * the sessions are gone. Housekeeping runs every second in this process with stuck thresholds of
+ * 5 s: an engine transaction whose COMMIT lost its answer leaves its step to stuck recovery.
  *
  * Read back from the database: every workflow finished, each keyed signal stored and consumed once,
  * never two active executions of one workflow (sampled all along), no call of the sender failed or
@@ -34,23 +36,26 @@ const START_GAP_MS = scaled(150, 200);
 const EFFECT_STEPS = ['awaitGo', 'book'];
 /** Pause between two faults, at random in this range. */
 const FAULT_GAP_MS = [150, 600] as const;
-/** How long a fault waits for a worker with steps in hand. */
+/** How long a fault waits for a worker with steps in hand, then for a transactional body of it to be held. */
 const BUSY_WAIT_MS = 1_000;
+const HELD_BODY_WITHIN_MS = 2_000;
 /** One fault in SIGKILL_EVERY is a SIGKILL, the others terminate database sessions. */
 const SIGKILL_EVERY = 4;
 const MIN_SIGKILLS = scaled(2, 15);
-/** Terminations that found a session of the worker in a transaction. */
-const MIN_IN_TRANSACTION = scaled(1, 40);
+/** SIGKILLs while a transactional body of the worker was held, its row uncommitted. */
+const MIN_SIGKILLS_IN_BODY = scaled(1, 5);
+/** Terminations that found a session of the worker in a transaction while one of its transactional bodies was held. */
+const MIN_IN_TRANSACTION = scaled(3, 40);
 /** Transactional bodies run again because their transaction was lost before it committed. */
-const MIN_RUN_AGAIN = scaled(1, 5);
+const MIN_RUN_AGAIN = scaled(3, 40);
 const SETTLE_TIMEOUT_MS = scaled(120_000, 300_000);
 
 interface Fault {
   kind: 'sigkill' | 'sessions';
   pid: number;
   at: number;
-  /** Transactional bodies the worker was running. */
-  transactionalBodies: number;
+  /** A transactional body of the worker was held, its row written and uncommitted. */
+  heldInBody: boolean;
   /** Sessions terminated, and how many of them were in a transaction. */
   sessions: number;
   inTransaction: number;
@@ -101,10 +106,14 @@ function effectsSuite(kind: DatabaseKind, entry: () => string, children: Set<Chi
       booting.add(boot);
     };
     const sigkills = () => faults.filter((f) => f.kind === 'sigkill').length;
-    const inTransaction = () => faults.filter((f) => f.inTransaction > 0).length;
+    const sigkillsInBody = () => faults.filter((f) => f.kind === 'sigkill' && f.heldInBody).length;
+    const inTransaction = () => faults.filter((f) => f.inTransaction > 0 && f.heldInBody).length;
     const runAgain = () => everyone.flatMap((c) => c.transactionalBodiesRunAgain()).length;
-    const enoughFaults = () => sigkills() >= MIN_SIGKILLS && inTransaction() >= MIN_IN_TRANSACTION && runAgain() >= MIN_RUN_AGAIN;
+    const enoughFaults = () =>
+      sigkills() >= MIN_SIGKILLS && sigkillsInBody() >= MIN_SIGKILLS_IN_BODY && inTransaction() >= MIN_IN_TRANSACTION && runAgain() >= MIN_RUN_AGAIN;
     const pick = (pool: ProofChild[]) => pool[Math.floor(Math.random() * pool.length)];
+    // Holds the worker's bodies until a transactional one waits, its row written and not committed.
+    const heldInTransactionalBody = (worker: ProofChild) => worker.holdBodyUntil((id) => worker.heldTransactionalBodies().includes(id), HELD_BODY_WITHIN_MS);
     // Until the sender is done and the faults are enough (or, after the stream, no worker had work in
     // hand for 5 s: the assertions below then say what was missing).
     let idleSince = Date.now();
@@ -116,23 +125,28 @@ function effectsSuite(kind: DatabaseKind, entry: () => string, children: Set<Chi
       const busy = await busyWorkers(() => workers);
       if (busy.length > 0) idleSince = Date.now();
       if (busy.length === 0) continue;
-      const inBody = busy.filter((w) => w.transactionalBodiesInFlight().length > 0);
+      const victim = pick(busy);
       // The first fault and then every SIGKILL_EVERY-th is a SIGKILL, so few faults still kill twice.
       if (sigkills() * SIGKILL_EVERY <= faults.length) {
         if (booting.size >= 2) continue;
-        // Every other SIGKILL lands in a transactional body, when one runs.
-        const victim = pick(sigkills() % 2 === 0 && inBody.length > 0 ? inBody : busy);
-        faults.push({ kind: 'sigkill', pid: victim.pid, at: Date.now(), transactionalBodies: victim.transactionalBodiesInFlight().length, sessions: 0, inTransaction: 0 });
+        // Every other SIGKILL lands in a held transactional body; the others anywhere in a step's life.
+        const heldInBody = sigkills() % 2 === 0 && (await heldInTransactionalBody(victim));
+        faults.push({ kind: 'sigkill', pid: victim.pid, at: Date.now(), heldInBody, sessions: 0, inTransaction: 0 });
         victim.child.kill('SIGKILL');
         workers = workers.filter((w) => w !== victim);
         replace();
       } else {
-        const victim = pick(inBody.length > 0 ? inBody : busy);
-        const sessions = await sessionsOf(app.dataSource, victim.pid);
-        const open = sessions.filter((s) => s.inTransaction);
-        const targets = open.length > 0 ? open : sessions;
-        const ended = await terminateSessions(app.dataSource, targets);
-        faults.push({ kind: 'sessions', pid: victim.pid, at: Date.now(), transactionalBodies: victim.transactionalBodiesInFlight().length, sessions: ended, inTransaction: open.length > 0 ? ended : 0 });
+        const heldInBody = await heldInTransactionalBody(victim);
+        try {
+          const sessions = await sessionsOf(app.dataSource, victim.pid);
+          const open = sessions.filter((s) => s.inTransaction);
+          const targets = open.length > 0 ? open : sessions;
+          const ended = await terminateSessions(app.dataSource, targets);
+          faults.push({ kind: 'sessions', pid: victim.pid, at: Date.now(), heldInBody, sessions: ended, inTransaction: open.length > 0 ? ended : 0 });
+        } finally {
+          // The held bodies go on, on connections that are gone: their transactions must be lost.
+          victim.send({ type: 'release-bodies' });
+        }
       }
     }
     await Promise.all(booting);
@@ -156,8 +170,8 @@ function effectsSuite(kind: DatabaseKind, entry: () => string, children: Set<Chi
     for (const job of everyone.flatMap((c) => c.of('job')).filter((j) => j.event === 'failed')) failedJobs[job.error ?? '?'] = (failedJobs[job.error ?? '?'] ?? 0) + 1;
     const terminations = faults.filter((f) => f.kind === 'sessions');
     proofFigures(
-      `transactional-effects [${kind}] ${WORKFLOWS} workflows: ${sigkills()} SIGKILLs (${faults.filter((f) => f.kind === 'sigkill' && f.transactionalBodies > 0).length} in a transactional body), ` +
-        `${terminations.length} session terminations (${terminations.reduce((n, f) => n + f.sessions, 0)} sessions, ${inTransaction()} times in a transaction, ${terminations.filter((f) => f.inTransaction > 0 && f.transactionalBodies > 0).length} of them while a transactional body ran), ` +
+      `transactional-effects [${kind}] ${WORKFLOWS} workflows: ${sigkills()} SIGKILLs (${sigkillsInBody()} in a held transactional body), ` +
+        `${terminations.length} session terminations (${terminations.reduce((n, f) => n + f.sessions, 0)} sessions, ${terminations.filter((f) => f.inTransaction > 0).length} times in a transaction, ${inTransaction()} of them while a transactional body was held), ` +
         `${runAgain()} transactional bodies run again after a lost transaction; ` +
         `transactional steps: ${transactional.rows} rows = ${transactional.successes} successful executions; ` +
         `plain steps: ${plain.rows} rows for ${plain.successes} successful executions, ${extra(plain)} duplicates ${JSON.stringify(plain.extraByOutcome)}; ` +
@@ -180,9 +194,10 @@ function effectsSuite(kind: DatabaseKind, entry: () => string, children: Set<Chi
     expect(transactional.rows).toBe(transactional.successes);
     expect(transactional.rows).toBe(EFFECT_STEPS.length * (WORKFLOWS / 2));
     expect(hk.errors).toEqual([]);
-    // The faults were real: workers died, sessions were terminated in their transactions, and
-    // transactional bodies lost their transaction and ran again.
+    // The faults were real: workers died, some in a transactional body, sessions were terminated in
+    // their transactions, and transactional bodies lost their transaction and ran again.
     expect(sigkills()).toBeGreaterThanOrEqual(MIN_SIGKILLS);
+    expect(sigkillsInBody()).toBeGreaterThanOrEqual(MIN_SIGKILLS_IN_BODY);
     expect(inTransaction()).toBeGreaterThanOrEqual(MIN_IN_TRANSACTION);
     expect(runAgain()).toBeGreaterThanOrEqual(MIN_RUN_AGAIN);
   }, scaled(240_000, 900_000));

@@ -70,9 +70,28 @@ export class ProofChild extends ChildHandle<ProofChildMessage, ProofParentMessag
     return this.bodiesSince((body) => body.event === 'held');
   }
 
-  /** The executions whose body runs in this worker now in its step's transaction (a transactional step). */
-  transactionalBodiesInFlight(): string[] {
-    return this.bodiesSince((body) => body.event === 'start' && body.transactional === true);
+  /**
+   * Holds the bodies this worker starts until one that `wanted` accepts waits, letting the others go
+   * at once: true then, false when none came within `withinMs` (no work left for one). The caller
+   * releases the worker's bodies (`release-bodies`) once its fault is done.
+   */
+  async holdBodyUntil(wanted: (executionId: string) => boolean, withinMs: number): Promise<boolean> {
+    this.send({ type: 'hold-bodies' });
+    const released = new Set<string>();
+    const deadline = Date.now() + withinMs;
+    while (Date.now() < deadline && this.child.exitCode === null) {
+      const held = this.heldBodies().filter((id) => !released.has(id));
+      if (held.some(wanted)) return true;
+      if (held.length > 0) this.send({ type: 'release-bodies', executionIds: held });
+      for (const id of held) released.add(id);
+      await sleep(5);
+    }
+    return false;
+  }
+
+  /** The held bodies (heldBodies) that run in their step's transaction, their side effect written and uncommitted. */
+  heldTransactionalBodies(): string[] {
+    return this.bodiesSince((body) => body.event === 'held' && body.transactional === true);
   }
 
   /** The executions with a body report that `since` picks and no end reported after it. */

@@ -70,7 +70,7 @@ export type ProofChildMessage =
   | { type: 'call'; pid: number; call: CallReport }
   | { type: 'done'; pid: number };
 
-/** `hold-bodies` / `release-bodies`: a worker's bodies wait before their side effect until released (see holdBodies). */
+/** `hold-bodies` / `release-bodies`: a worker's bodies wait until released (see holdBodies). */
 export type ProofParentMessage = SendPlan | { type: 'shutdown' } | { type: 'hold-bodies' } | { type: 'release-bodies'; executionIds?: string[] };
 
 /**

@@ -80,7 +80,11 @@ function reportBody(event: BodyReport['event'], executionId: string, transaction
   if (process.env.GD_PROOF_ROLE === 'worker') process.send?.({ type: 'body', pid: process.pid, event, executionId, ...(transactional ? { transactional } : {}) } satisfies BodyReport);
 }
 
-/** While holding, a body that starts waits before its side effect until released: the spec holds bodies to kill a worker inside one it chose. */
+/**
+ * While holding, a body that starts waits until released: ProofWorkflow's before its side effect,
+ * the ledger pair's after writing it (a transactional body's row is then written and uncommitted).
+ * The spec holds bodies to kill a worker, or its database sessions, inside one it chose.
+ */
 let holding = false;
 const held = new Map<string, () => void>();
 
@@ -98,10 +102,10 @@ export function releaseBodies(executionIds?: string[]): void {
   }
 }
 
-async function waitIfHeld(executionId: string): Promise<void> {
+async function waitIfHeld(executionId: string, transactional = false): Promise<void> {
   if (!holding) return;
   const released = new Promise<void>((resolve) => held.set(executionId, resolve));
-  reportBody('held', executionId);
+  reportBody('held', executionId, transactional);
   await released;
 }
 
@@ -197,6 +201,7 @@ abstract class LedgerProofSteps extends GenevaWorkflow<TestHero> {
       await sleep(random(5, 40));
       await insertSideEffect(this.effects(), this, step);
       // In a transactional step the row is written and not yet committed: a fault now must lose it.
+      await waitIfHeld(this.currentExecution.id, this.transactional);
       await sleep(random(20, 80));
     } finally {
       reportBody('end', this.currentExecution.id, this.transactional);
