@@ -165,7 +165,8 @@ function redisSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
     const queue = driver.view(app.moduleRef.get(QUEUE_PORT));
     const wf = await workflows.start(ChoreWorkflow, await heroes.save(heroes.create({ name: 'Stranded' })));
     const [row] = await workflows.executionHistory(wf);
-    expect((await queue.getJob(row.id))?.state).toBe('waiting');
+    // start() hands its job to the queue after it returns.
+    await until('the job in Redis', async () => (await queue.getJob(row.id))?.state === 'waiting');
 
     // The job's data stays, in no list: an add of the same id would answer with it and add nothing.
     await queue.strand(row.id);

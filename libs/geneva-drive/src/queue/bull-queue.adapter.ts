@@ -1,7 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
 import type Bull from 'bull';
 import type { BullQueueAdapterOptions } from '../interfaces/geneva-drive-options.interface.js';
-import type { DueJobStarter } from './due-job-starter.js';
+import { handOffTurn, type DueJobStarter } from './due-job-starter.js';
 import type { QueuePort, StepJob, StepJobHandler } from '../interfaces/queue.port.js';
 import { releasedJob } from './released-job.js';
 import { RunLedger } from './run-ledger.js';
@@ -106,6 +106,7 @@ export class BullQueueAdapter implements QueuePort {
    * the calls is still replaced; that job ran or is running the execution, so false stays true.
    */
   async enqueue(job: StepJob, options?: { reportAdded?: boolean }): Promise<boolean> {
+    await handOffTurn();
     if (this.starter.tryStart(job, (held) => this.add(held), options)) return true;
     let queued = false;
     if (options?.reportAdded) {

@@ -1,6 +1,6 @@
 import type { LoggerService } from '@nestjs/common';
 import type { Job, Queue, Worker } from 'bullmq';
-import type { DueJobStarter } from './due-job-starter.js';
+import { handOffTurn, type DueJobStarter } from './due-job-starter.js';
 import type { QueuePort, StepJob, StepJobHandler } from '../interfaces/queue.port.js';
 import { releasedJob } from './released-job.js';
 import { RunLedger } from './run-ledger.js';
@@ -86,6 +86,7 @@ export class BullMqQueueAdapter implements QueuePort {
    * before the add, and only when asked, and a job of that id that will never run is removed first.
    */
   async enqueue(job: StepJob, options?: { reportAdded?: boolean }): Promise<boolean> {
+    await handOffTurn();
     if (this.starter.tryStart(job, (held) => this.add(held), options)) return true;
     let queued = false;
     if (options?.reportAdded) {

@@ -5,6 +5,14 @@ import { releaseDelayMs } from './released-job.js';
 import type { RunLedger } from './run-ledger.js';
 import type { StepJobGate } from './step-job-gate.js';
 
+/**
+ * Where a Redis adapter's `enqueue` begins: on the event loop's next turn. An enqueue after a commit
+ * is not awaited by the call that committed (a `signal()` from a webhook, a `start()`), yet its
+ * synchronous part — the woken step's first statement when it starts here, or the job's script
+ * written to Redis — would otherwise run before that call's caller gets its answer.
+ */
+export const handOffTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
 /** Adds the job to Redis: how a job this process could not start in time leaves it. */
 export type AddToQueue = (job: StepJob) => Promise<unknown>;
 
