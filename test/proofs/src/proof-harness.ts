@@ -322,9 +322,12 @@ export interface Kill {
  * `awaitBodyMs`, up to that long more until some worker runs a body: short bodies are rarely caught by
  * one look), SIGKILLs a worker (at random) among those with a body running and starts its
  * replacement, two booting at once at most, for as long as `more` says — given the kills so far and
- * how long since a worker last reported a body starting. Returns the kills and the workers alive
- * (replacements booted).
+ * how long since a worker last reported a body starting. Each kill first holds the next body the
+ * victim starts (up to HELD_BODY_WITHIN_MS), so that it lands in one. Returns the kills and the
+ * workers alive (replacements booted).
  */
+const HELD_BODY_WITHIN_MS = 2_000;
+
 export async function killWorkersInBodies(
   suite: ProofSuite,
   sender: ProofChild,
@@ -359,6 +362,8 @@ export async function killWorkersInBodies(
     if (bodiesBegun() > begun || busy.length > 0) [begun, idleSince] = [bodiesBegun(), Date.now()];
     if (busy.length === 0 || booting.size >= 2) continue;
     const victim = busy[Math.floor(Math.random() * busy.length)];
+    // A body the victim starts now is held until the kill: the kill lands in it whatever the machine's speed.
+    await victim.holdBodyUntil(() => true, HELD_BODY_WITHIN_MS);
     kills.push({ pid: victim.pid, at: Date.now(), bodies: victim.bodiesInFlight() });
     victim.child.kill('SIGKILL');
     workers = workers.filter((w) => w !== victim);

@@ -82,7 +82,8 @@ function reportBody(event: BodyReport['event'], executionId: string, transaction
 
 /**
  * While holding, a body that starts waits until released: ProofWorkflow's before its side effect,
- * the ledger pair's after writing it (a transactional body's row is then written and uncommitted).
+ * the ledger pair's after writing it (a transactional body's row is then written and uncommitted),
+ * the keyed and rated ones before their sleep.
  * The spec holds bodies to kill a worker, or its database sessions, inside one it chose.
  */
 let holding = false;
@@ -265,6 +266,7 @@ export class KeyedProofWorkflow extends GenevaWorkflow<TestHero> {
   private async hold(): Promise<void> {
     reportBody('start', this.currentExecution.id);
     try {
+      await waitIfHeld(this.currentExecution.id);
       await sleep(random(20, 80));
     } finally {
       reportBody('end', this.currentExecution.id);
@@ -301,6 +303,7 @@ export class RatedProofWorkflow extends GenevaWorkflow<TestHero> {
   async send() {
     reportBody('start', this.currentExecution.id);
     try {
+      await waitIfHeld(this.currentExecution.id);
       await sleep(random(10, 50));
     } finally {
       reportBody('end', this.currentExecution.id);
