@@ -1,6 +1,7 @@
 /**
- * `--profile=DIR`: a CPU profile of each timed throughput run, written as DIR/<n>-<engine>-<order>.cpuprofile (n counts the runs)
- * (open it in Chrome's DevTools, or sum it by package). Only the timed window is sampled, so the
+ * `--profile=DIR`: a CPU profile of each timed throughput run and of each run of signals one at a
+ * time, written as DIR/<n>-<engine>-<what>.cpuprofile (n counts the profiles; `what` is the arrival
+ * order, or `one-at-a-time`) (open it in Chrome's DevTools, or sum it by package). Only the timed window is sampled, so the
  * setup, the checks and the idle windows do not dilute what the hot path costs.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';

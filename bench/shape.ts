@@ -274,14 +274,16 @@ export async function runSequential(engine: ShapeEngine, n: number): Promise<Sig
   const window = await engine.openWindow();
   const latency: number[] = [];
   const call: number[] = [];
-  for (const [i, id] of ids.entries()) {
-    const done = engine.finished(id);
-    const t0 = performance.now();
-    await engine.signal(id, i);
-    call.push(performance.now() - t0);
-    latency.push((await engine.body(id)) - t0);
-    await done;
-  }
+  await profiled(`${engine.name}-one-at-a-time`, async () => {
+    for (const [i, id] of ids.entries()) {
+      const done = engine.finished(id);
+      const t0 = performance.now();
+      await engine.signal(id, i);
+      call.push(performance.now() - t0);
+      latency.push((await engine.body(id)) - t0);
+      await done;
+    }
+  });
   const cost = await window.close();
   await engine.verify(ids);
   return { signals: n, load: load(cost), signalToStepStart: summarize(latency), signalCall: summarize(call) };
