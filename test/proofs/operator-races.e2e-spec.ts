@@ -181,8 +181,8 @@ function operatorSuite(kind: DatabaseKind, entry: () => string, children: Set<Ch
     // A skip of a workflow whose body the worker holds: it is performing, so the skip must be refused.
     const skipWhileHeld = async (holder: ProofChild) => {
       try {
-        if (!(await holder.holdBodyUntil(() => true, 30_000))) return 'no body held';
-        const [executionId] = holder.heldBodies();
+        const executionId = await holder.holdBodyUntil(() => true, 30_000);
+        if (executionId === undefined) return 'no body held';
         const [{ workflow_id: id }] = await app.dataSource.query(`SELECT workflow_id FROM geneva_drive_step_executions WHERE id = ${p}`, [executionId]);
         return await act('skip', String(id));
       } finally {

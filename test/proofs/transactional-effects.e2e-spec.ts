@@ -26,7 +26,7 @@ import type { ChildProcess } from 'node:child_process';
 import { sleep } from '../src/bull-wait.js';
 import type { DatabaseKind } from '../utils/databases.js';
 import { sessionsOf, terminateSessions } from './src/database-sessions.js';
-import { callProblems, describeProof, effectTally, outputOf, proofFigures, type ProofChild, proofSuite, scaled, signalProblems, snapshot, waitForWorkflows } from './src/proof-harness.js';
+import { callProblems, describeProof, effectTally, HELD_BODY_WITHIN_MS, outputOf, proofFigures, type ProofChild, proofSuite, scaled, signalProblems, snapshot, waitForWorkflows } from './src/proof-harness.js';
 import { LedgerProofWorkflow, PlainLedgerProofWorkflow } from './src/proof-workflows.js';
 
 const WORKERS = scaled(2, 3);
@@ -36,9 +36,8 @@ const START_GAP_MS = scaled(150, 200);
 const EFFECT_STEPS = ['awaitGo', 'book'];
 /** Pause between two faults, at random in this range. */
 const FAULT_GAP_MS = [150, 600] as const;
-/** How long a fault waits for a worker with steps in hand, then for a transactional body of it to be held. */
+/** How long a fault waits for a worker with steps in hand. */
 const BUSY_WAIT_MS = 1_000;
-const HELD_BODY_WITHIN_MS = 2_000;
 /** One fault in SIGKILL_EVERY is a SIGKILL, the others terminate database sessions. */
 const SIGKILL_EVERY = 4;
 const MIN_SIGKILLS = scaled(2, 15);
@@ -113,7 +112,7 @@ function effectsSuite(kind: DatabaseKind, entry: () => string, children: Set<Chi
       sigkills() >= MIN_SIGKILLS && sigkillsInBody() >= MIN_SIGKILLS_IN_BODY && inTransaction() >= MIN_IN_TRANSACTION && runAgain() >= MIN_RUN_AGAIN;
     const pick = (pool: ProofChild[]) => pool[Math.floor(Math.random() * pool.length)];
     // Holds the worker's bodies until a transactional one waits, its row written and not committed.
-    const heldInTransactionalBody = (worker: ProofChild) => worker.holdBodyUntil((id) => worker.heldTransactionalBodies().includes(id), HELD_BODY_WITHIN_MS);
+    const heldInTransactionalBody = async (worker: ProofChild) => (await worker.holdBodyUntil((body) => body.transactional === true, HELD_BODY_WITHIN_MS)) !== undefined;
     // Until the sender is done and the faults are enough (or, after the stream, no worker had work in
     // hand for 5 s: the assertions below then say what was missing).
     let idleSince = Date.now();

@@ -95,5 +95,5 @@ export {
   type StepEvent,
 } from './instrumentation/geneva-drive.events.js';
 export { setJobContextPropagator, type JobContextPropagator } from './instrumentation/job-context.js';
-export type { QueuePort, StepJob, StepJobHandler, StepJobHints } from './interfaces/queue.port.js';
+export type { EnqueueOptions, QueuePort, StepJob, StepJobHandler, StepJobHints } from './interfaces/queue.port.js';
 export type { Duration } from './util/duration.js';

@@ -47,7 +47,7 @@ const SURFACE: Record<Entry, { values: string[]; types: string[] }> = {
     types: [
       'Backoff', 'BullMqQueueAdapterOptions', 'BullQueueAdapterOptions', 'ChildEndState', 'ChildFinishedPayload', 'ChildHandle',
       'ChildSignal', 'ChildWorkflow', 'ChildrenCount', 'ChildrenOfOptions', 'ChildrenPageOptions', 'ClassExceptionPolicy', 'ConcurrencyOptions',
-      'CustomQueueAdapterOptions', 'DeployCheckReport', 'Duration', 'ErrorMatcher', 'ExceptionAction', 'ExceptionHandler',
+      'CustomQueueAdapterOptions', 'DeployCheckReport', 'Duration', 'EnqueueOptions', 'ErrorMatcher', 'ExceptionAction', 'ExceptionHandler',
       'ExceptionPolicyOptions', 'ExecuteOptions', 'ExecutionEvent', 'FinalizeEvent', 'Gauge',
       'GenevaDriveCliConfig', 'GenevaDriveMigrationsOptions', 'GenevaDriveModuleOptions',
       'HousekeepingSummary', 'JobContextPropagator', 'LocalQueueAdapterOptions', 'ManualQueueAdapterOptions', 'OnParentCancel',

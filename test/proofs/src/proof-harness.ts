@@ -46,6 +46,9 @@ export class ProofChild extends ChildHandle<ProofChildMessage, ProofParentMessag
     super(child, registry);
   }
 
+  /** Holds asked of this worker so far (holdBodyUntil). */
+  private holds = 0;
+
   of<T extends ProofChildMessage['type']>(type: T): Of<T>[] {
     return (this.messages as ProofChildMessage[]).filter((m): m is Of<T> => m.type === type);
   }
@@ -65,33 +68,26 @@ export class ProofChild extends ChildHandle<ProofChildMessage, ProofParentMessag
     return this.bodiesSince((body) => body.event === 'start');
   }
 
-  /** The executions whose body waits in this worker for the spec's release (`hold-bodies`). */
-  heldBodies(): string[] {
-    return this.bodiesSince((body) => body.event === 'held');
-  }
-
   /**
    * Holds the bodies this worker starts until one that `wanted` accepts waits, letting the others go
-   * at once: true then, false when none came within `withinMs` (no work left for one). The caller
-   * releases the worker's bodies (`release-bodies`) once its fault is done.
+   * at once: that body's execution, or undefined when none came within `withinMs` (no work left for
+   * one). Only this hold's reports count: a body an earlier hold let go may not have ended yet. The
+   * caller releases the worker's bodies (`release-bodies`) once its fault is done.
    */
-  async holdBodyUntil(wanted: (executionId: string) => boolean, withinMs: number): Promise<boolean> {
-    this.send({ type: 'hold-bodies' });
+  async holdBodyUntil(wanted: (body: Of<'body'>) => boolean, withinMs: number): Promise<string | undefined> {
+    const hold = ++this.holds;
+    this.send({ type: 'hold-bodies', hold });
     const released = new Set<string>();
     const deadline = Date.now() + withinMs;
     while (Date.now() < deadline && this.child.exitCode === null) {
-      const held = this.heldBodies().filter((id) => !released.has(id));
-      if (held.some(wanted)) return true;
-      if (held.length > 0) this.send({ type: 'release-bodies', executionIds: held });
-      for (const id of held) released.add(id);
+      const held = this.of('body').filter((body) => body.event === 'held' && body.hold === hold && !released.has(body.executionId));
+      const found = held.find(wanted);
+      if (found) return found.executionId;
+      if (held.length > 0) this.send({ type: 'release-bodies', executionIds: held.map((body) => body.executionId) });
+      for (const body of held) released.add(body.executionId);
       await sleep(5);
     }
-    return false;
-  }
-
-  /** The held bodies (heldBodies) that run in their step's transaction, their side effect written and uncommitted. */
-  heldTransactionalBodies(): string[] {
-    return this.bodiesSince((body) => body.event === 'held' && body.transactional === true);
+    return undefined;
   }
 
   /** The executions with a body report that `since` picks and no end reported after it. */
@@ -317,6 +313,9 @@ export interface Kill {
   bodies: string[];
 }
 
+/** How long a fault waits for the body it holds to start (ProofChild.holdBodyUntil). */
+export const HELD_BODY_WITHIN_MS = 2_000;
+
 /**
  * The chaos of the proofs that kill workers in step bodies: after a random pause in `gapMs` (and, with
  * `awaitBodyMs`, up to that long more until some worker runs a body: short bodies are rarely caught by
@@ -326,8 +325,6 @@ export interface Kill {
  * victim starts (up to HELD_BODY_WITHIN_MS), so that it lands in one. Returns the kills and the
  * workers alive (replacements booted).
  */
-const HELD_BODY_WITHIN_MS = 2_000;
-
 export async function killWorkersInBodies(
   suite: ProofSuite,
   sender: ProofChild,

@@ -71,7 +71,7 @@ export type ProofChildMessage =
   | { type: 'done'; pid: number };
 
 /** `hold-bodies` / `release-bodies`: a worker's bodies wait until released (see holdBodies). */
-export type ProofParentMessage = SendPlan | { type: 'shutdown' } | { type: 'hold-bodies' } | { type: 'release-bodies'; executionIds?: string[] };
+export type ProofParentMessage = SendPlan | { type: 'shutdown' } | { type: 'hold-bodies'; hold: number } | { type: 'release-bodies'; executionIds?: string[] };
 
 /**
  * Bull's (and BullMQ's) stall detection, shortened: a killed worker's active job is handed back to
@@ -162,7 +162,7 @@ async function main(): Promise<void> {
     driver.onFailed(port, report('failed'));
     process.on('message', (message: ProofParentMessage) => {
       if (message.type === 'shutdown') shutdown(0);
-      if (message.type === 'hold-bodies') holdBodies();
+      if (message.type === 'hold-bodies') holdBodies(message.hold);
       if (message.type === 'release-bodies') releaseBodies(message.executionIds);
     });
     send({ type: 'ready', pid: process.pid, role });

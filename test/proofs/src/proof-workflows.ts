@@ -72,12 +72,16 @@ export interface BodyReport {
   pid: number;
   event: 'start' | 'held' | 'end';
   executionId: string;
+  /** `held`: the spec's hold it waits for (holdBodies). */
+  hold?: number;
   /** The body runs in its step's transaction (a transactional step). */
   transactional?: boolean;
 }
 
-function reportBody(event: BodyReport['event'], executionId: string, transactional = false): void {
-  if (process.env.GD_PROOF_ROLE === 'worker') process.send?.({ type: 'body', pid: process.pid, event, executionId, ...(transactional ? { transactional } : {}) } satisfies BodyReport);
+function reportBody(event: BodyReport['event'], executionId: string, transactional = false, hold?: number): void {
+  if (process.env.GD_PROOF_ROLE === 'worker') {
+    process.send?.({ type: 'body', pid: process.pid, event, executionId, ...(transactional ? { transactional } : {}), ...(hold === undefined ? {} : { hold }) } satisfies BodyReport);
+  }
 }
 
 /**
@@ -86,17 +90,17 @@ function reportBody(event: BodyReport['event'], executionId: string, transaction
  * the keyed and rated ones before their sleep.
  * The spec holds bodies to kill a worker, or its database sessions, inside one it chose.
  */
-let holding = false;
+let holding: number | undefined;
 const held = new Map<string, () => void>();
 
-/** From now on, bodies that start wait until released. */
-export function holdBodies(): void {
-  holding = true;
+/** From now on, bodies that start wait until released; their `held` reports name `hold`. */
+export function holdBodies(hold: number): void {
+  holding = hold;
 }
 
 /** Lets the held bodies of `executionIds` go on; without them, every held body, and stops holding. */
 export function releaseBodies(executionIds?: string[]): void {
-  if (!executionIds) holding = false;
+  if (!executionIds) holding = undefined;
   for (const id of executionIds ?? [...held.keys()]) {
     held.get(id)?.();
     held.delete(id);
@@ -104,9 +108,9 @@ export function releaseBodies(executionIds?: string[]): void {
 }
 
 async function waitIfHeld(executionId: string, transactional = false): Promise<void> {
-  if (!holding) return;
+  if (holding === undefined) return;
   const released = new Promise<void>((resolve) => held.set(executionId, resolve));
-  reportBody('held', executionId, transactional);
+  reportBody('held', executionId, transactional, holding);
   await released;
 }
 

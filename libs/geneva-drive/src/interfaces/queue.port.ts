@@ -42,13 +42,21 @@ export type StepJobHandler = (executionId: string, jobId?: string, hints?: StepJ
  * Where step jobs go. The database is the source of truth; the queue only wakes executions up, so
  * an adapter may deliver a job twice (the executor ignores the second) but must not invent one.
  */
+/** How the engine asks for a job (see QueuePort.enqueue). */
+export interface EnqueueOptions {
+  reportAdded?: boolean;
+  afterCommit?: boolean;
+}
+
 export interface QueuePort {
   /**
    * Adds the job. With `reportAdded` (housekeeping asks, the hot path does not), resolves `false`
    * when the queue already held a job with that id that is still to run, so nothing was added (a
    * re-enqueue of a job still waiting); anything else (`true`, or nothing from an adapter that cannot tell) means a job was added.
+   * With `afterCommit`, the job's writes have committed and no caller waits for this enqueue (the
+   * engine tracks it until shutdown): an adapter may begin it on a later turn of the event loop.
    */
-  enqueue(job: StepJob, options?: { reportAdded?: boolean }): Promise<boolean | void>;
+  enqueue(job: StepJob, options?: EnqueueOptions): Promise<boolean | void>;
   /** Starts consuming jobs in this process. */
   start(handler: StepJobHandler): Promise<void>;
   /**

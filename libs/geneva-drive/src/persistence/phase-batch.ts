@@ -288,7 +288,7 @@ export class PhaseBatch {
       return;
     }
     await this.afterCommit.register(manager, async () => {
-      await this.queue.enqueue(job);
+      await this.queue.enqueue(job, { afterCommit: true });
     });
   }
 }

@@ -2,7 +2,7 @@ import type { LoggerService } from '@nestjs/common';
 import type Bull from 'bull';
 import type { BullQueueAdapterOptions } from '../interfaces/geneva-drive-options.interface.js';
 import { handOffTurn, type DueJobStarter } from './due-job-starter.js';
-import type { QueuePort, StepJob, StepJobHandler } from '../interfaces/queue.port.js';
+import type { EnqueueOptions, QueuePort, StepJob, StepJobHandler } from '../interfaces/queue.port.js';
 import { releasedJob } from './released-job.js';
 import { RunLedger } from './run-ledger.js';
 import { stepJobData, stepJobOptions, takeoverJob, type StepJobData } from './step-job-data.js';
@@ -105,8 +105,8 @@ export class BullQueueAdapter implements QueuePort {
    * so it is removed first. The add is made in every case, so a job that leaves the queue between
    * the calls is still replaced; that job ran or is running the execution, so false stays true.
    */
-  async enqueue(job: StepJob, options?: { reportAdded?: boolean }): Promise<boolean> {
-    await handOffTurn();
+  async enqueue(job: StepJob, options?: EnqueueOptions): Promise<boolean> {
+    if (options?.afterCommit) await handOffTurn();
     if (this.starter.tryStart(job, (held) => this.add(held), options)) return true;
     let queued = false;
     if (options?.reportAdded) {

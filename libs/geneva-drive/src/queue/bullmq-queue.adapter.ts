@@ -1,7 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
 import type { Job, Queue, Worker } from 'bullmq';
 import { handOffTurn, type DueJobStarter } from './due-job-starter.js';
-import type { QueuePort, StepJob, StepJobHandler } from '../interfaces/queue.port.js';
+import type { EnqueueOptions, QueuePort, StepJob, StepJobHandler } from '../interfaces/queue.port.js';
 import { releasedJob } from './released-job.js';
 import { RunLedger } from './run-ledger.js';
 import { stepJobData, stepJobOptions, takeoverJob, type StepJobData } from './step-job-data.js';
@@ -85,8 +85,8 @@ export class BullMqQueueAdapter implements QueuePort {
    * As BullQueueAdapter.enqueue: a job due now may start here; whether the job was added is read just
    * before the add, and only when asked, and a job of that id that will never run is removed first.
    */
-  async enqueue(job: StepJob, options?: { reportAdded?: boolean }): Promise<boolean> {
-    await handOffTurn();
+  async enqueue(job: StepJob, options?: EnqueueOptions): Promise<boolean> {
+    if (options?.afterCommit) await handOffTurn();
     if (this.starter.tryStart(job, (held) => this.add(held), options)) return true;
     let queued = false;
     if (options?.reportAdded) {

@@ -1,15 +1,16 @@
 import type { LoggerService } from '@nestjs/common';
 import { StepNotDefinedError } from '../errors/step-not-defined.error.js';
-import type { StepJob } from '../interfaces/queue.port.js';
+import type { EnqueueOptions, StepJob } from '../interfaces/queue.port.js';
 import { releaseDelayMs } from './released-job.js';
 import type { RunLedger } from './run-ledger.js';
 import type { StepJobGate } from './step-job-gate.js';
 
 /**
- * Where a Redis adapter's `enqueue` begins: on the event loop's next turn. An enqueue after a commit
- * is not awaited by the call that committed (a `signal()` from a webhook, a `start()`), yet its
- * synchronous part — the woken step's first statement when it starts here, or the job's script
- * written to Redis — would otherwise run before that call's caller gets its answer.
+ * Where a Redis adapter's `enqueue` after a commit (`afterCommit`) begins: on the event loop's next
+ * turn. The call that committed (a `signal()` from a webhook, a `start()`) does not wait for that
+ * enqueue, yet its synchronous part — the woken step's first statement when it starts here, or the
+ * job's script written to Redis — would otherwise run before that call's caller gets its answer.
+ * An enqueue awaited inside a transaction (`enqueueAfterCommit: false`) goes at once: it holds locks.
  */
 export const handOffTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
@@ -56,7 +57,7 @@ export class DueJobStarter {
    * Starts `job` here, or holds it for a slot, when it may (see the class); true when it did, and the
    * queue is not to get it now. `add` is how a held job goes to Redis after all.
    */
-  tryStart(job: StepJob, add: AddToQueue, options?: { reportAdded?: boolean }): boolean {
+  tryStart(job: StepJob, add: AddToQueue, options?: EnqueueOptions): boolean {
     if (!this.enabled || options?.reportAdded || this.gate.slots <= 0) return false;
     if (!this.gate.isAccepting || job.jobOptions.chain === false || job.runAt.getTime() > Date.now()) return false;
     if (this.gate.tryTake()) {
