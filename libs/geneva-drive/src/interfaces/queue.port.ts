@@ -38,16 +38,16 @@ export interface StepJobHints {
  */
 export type StepJobHandler = (executionId: string, jobId?: string, hints?: StepJobHints) => Promise<void>;
 
-/**
- * Where step jobs go. The database is the source of truth; the queue only wakes executions up, so
- * an adapter may deliver a job twice (the executor ignores the second) but must not invent one.
- */
 /** How the engine asks for a job (see QueuePort.enqueue). */
 export interface EnqueueOptions {
   reportAdded?: boolean;
   afterCommit?: boolean;
 }
 
+/**
+ * Where step jobs go. The database is the source of truth; the queue only wakes executions up, so
+ * an adapter may deliver a job twice (the executor ignores the second) but must not invent one.
+ */
 export interface QueuePort {
   /**
    * Adds the job. With `reportAdded` (housekeeping asks, the hot path does not), resolves `false`
