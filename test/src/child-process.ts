@@ -71,8 +71,9 @@ export class ChildHandle<Received, Sent> {
     return this.child.pid!;
   }
 
+  /** Sends `message`; one to a child that has gone (killed meanwhile) is dropped, not an unhandled error of its channel. */
   send(message: Sent): void {
-    this.child.send(message as object);
+    if (this.child.connected) this.child.send(message as object, () => undefined);
   }
 
   /** Throws with the child's output if it has exited (for use inside a wait). */
@@ -83,7 +84,7 @@ export class ChildHandle<Received, Sent> {
   /** Asks the child to close its application; kills it if it has not exited within 5 s. */
   async stop(shutdown: Sent): Promise<void> {
     if (this.exited) return;
-    if (this.child.connected) this.send(shutdown);
+    this.send(shutdown);
     const timer = setTimeout(() => this.child.kill('SIGKILL'), 5_000);
     await this.exit;
     clearTimeout(timer);
