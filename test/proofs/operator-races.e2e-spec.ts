@@ -177,14 +177,13 @@ function operatorSuite(kind: DatabaseKind, entry: () => string, children: Set<Ch
         return 'unexpected';
       }
     };
-    const p = kind === 'postgres' ? '$1' : '?';
     // A skip of a workflow whose body the worker holds: it is performing, so the skip must be refused.
     const skipWhileHeld = async (holder: ProofChild) => {
       try {
         const executionId = await holder.holdBodyUntil(() => true, 30_000);
         if (executionId === undefined) return 'no body held';
-        const [{ workflow_id: id }] = await app.dataSource.query(`SELECT workflow_id FROM geneva_drive_step_executions WHERE id = ${p}`, [executionId]);
-        return await act('skip', String(id));
+        const { workflowId } = await app.dataSource.getRepository(StepExecution).findOneByOrFail({ id: executionId });
+        return await act('skip', workflowId);
       } finally {
         holder.send({ type: 'release-bodies' });
       }
@@ -214,9 +213,14 @@ function operatorSuite(kind: DatabaseKind, entry: () => string, children: Set<Ch
     // one gets its signal, and the resumer below resumes it.
     const parkedOutcomes: Record<string, string> = {};
     for (const { action, id } of own) {
-      await waitUntil(`workflow ${id} parked at awaitGo`, async () => (await app.dataSource.query(`SELECT 1 FROM geneva_drive_step_executions WHERE workflow_id = ${p} AND step_name = 'awaitGo' AND state = 'waiting'`, [id])).length > 0, {
-        timeoutMs: 60_000,
-      });
+      await waitUntil(
+        `workflow ${id} parked at awaitGo`,
+        async () => {
+          const current = await workflows.currentExecution(id);
+          return current?.stepName === 'awaitGo' && current.state === 'waiting';
+        },
+        { timeoutMs: 60_000 },
+      );
       parkedOutcomes[action] = await act(action, id);
       if (action === 'pause') await signals.signal(id, GO, { payload: { workflowId: id, op: 'signal' }, idempotencyKey: goKey(id) });
     }

@@ -102,7 +102,7 @@ function chaosSuite(kind: DatabaseKind, entry: () => string, children: Set<Child
     // Undefined when no such body came within the time (no work left for it).
     const heldInUncoveredBody = async (busy: ProofChild[]): Promise<ProofChild | undefined> => {
       const worker = pick(busy);
-      if (await worker.holdBodyUntil((body) => !worker.activeJobExecutions().includes(body.executionId), UNCOVERED_BODY_WITHIN_MS)) return worker;
+      if ((await worker.holdBodyUntil((body) => !worker.activeJobExecutions().includes(body.executionId), UNCOVERED_BODY_WITHIN_MS)) !== undefined) return worker;
       worker.send({ type: 'release-bodies' });
       return undefined;
     };
