@@ -71,7 +71,7 @@ describeEachDatabase('step chaining', (kind: DatabaseKind) => {
     expect(chainJournal).toEqual(['one', 'two', 'three', 'four', 'five'].map((step) => `${wf.id}:${step}`));
   });
 
-  it('a gate chained in attaches the oldest buffered signal its matcher accepts; on PostgreSQL read with the hero, in the statement that writes the outcome before it', async () => {
+  it('a gate chained in attaches the oldest buffered signal its matcher accepts; on PostgreSQL read with the hero, after the outcome’s guarded write, in the message that begins the transaction', async () => {
     const { app, workflows, hero } = await boot();
     const statements = new Statements();
     app.dataSource.subscribers.push(statements);
@@ -92,7 +92,7 @@ describeEachDatabase('step chaining', (kind: DatabaseKind) => {
     if (kind === 'postgres') {
       const signalReads = statements.sql.filter((sql) => /FROM "geneva_drive_signals" s WHERE/.test(sql));
       expect(signalReads).toHaveLength(1);
-      expect(signalReads[0]).toMatch(/^WITH .* LEFT JOIN \(SELECT h\.\*, s\.\* FROM \(SELECT 1\) AS o LEFT JOIN \(SELECT .* FROM "test_heroes" h WHERE/s);
+      expect(signalReads[0]).toMatch(/^START TRANSACTION; WITH l AS \(.* FOR UPDATE OF w, e\), g AS .*; SELECT h\.\*, s\.\* FROM \(SELECT 1\) AS o LEFT JOIN \(SELECT .* FROM "test_heroes" h WHERE/s);
     }
   });
 

@@ -8,7 +8,7 @@
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { GENEVA_DRIVE_CHANNELS, GenevaWorkflow, HousekeepingService, SignalService, Step, Workflow, WorkflowService, type WorkflowRecord } from 'geneva-drive';
+import { GENEVA_DRIVE_CHANNELS, GenevaWorkflow, HousekeepingService, SignalService, Step, Workflow, WorkflowService, type GenevaDriveModuleOptions, type WorkflowRecord } from 'geneva-drive';
 import { WorkflowStore } from '../../libs/geneva-drive/src/persistence/workflow-store.js';
 import { pgRowVersion } from '../../libs/geneva-drive/src/persistence/sql/pg-row-version.js';
 import type { AfterQueryEvent, DataSource, EntitySubscriberInterface } from 'typeorm';
@@ -72,6 +72,21 @@ class StalledWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
+/** StalledWorkflow's step, then one it chains into. */
+@Workflow({ name: 'UnlockedStalledChain', hero: () => TestHero })
+class StalledChainWorkflow extends GenevaWorkflow<TestHero> {
+  @Step() async work() {
+    journal.push(`${this.record.id}:work`);
+    const during = stall.during;
+    stall.during = undefined;
+    await during?.();
+  }
+
+  @Step() async after() {
+    journal.push(`${this.record.id}:after`);
+  }
+}
+
 /** A first step, then one that waits for `go`. */
 @Workflow({ name: 'UnlockedWaiting', hero: () => TestHero })
 class WaitingWorkflow extends GenevaWorkflow<TestHero> {
@@ -114,6 +129,10 @@ class StatementWatch implements EntitySubscriberInterface {
 const isUnlockedRead = (sql: string) => sql.startsWith('SELECT ') && sql.includes(' JOIN "geneva_drive_step_executions" e ') && !sql.includes('FOR UPDATE');
 const isGuardedWrite = (sql: string) => sql.startsWith('WITH l AS (');
 const isBegin = (sql: string) => /^(START TRANSACTION|BEGIN)/.test(sql);
+/** A chained finalize's first message: BEGIN with the outcome's guarded write (the read of what the next step's phase 1 needs after it). */
+const isGuardedBegin = (sql: string) => sql.startsWith('START TRANSACTION; WITH l AS (');
+/** The locking read of the rows that begins a locked phase, alone or with its BEGIN. */
+const isLockRead = (sql: string) => /^(START TRANSACTION; )?SELECT /.test(sql) && sql.includes(' JOIN "geneva_drive_step_executions" e ') && sql.includes('FOR UPDATE');
 const isHeroRead = (sql: string) => sql.startsWith('SELECT') && sql.includes('FROM "test_heroes" h');
 /** A guarded write with the hero's read after it, in one message (one round trip). */
 const isGuardedWriteWithHero = (sql: string) => isGuardedWrite(sql) && /; SELECT h\..* FROM "test_heroes" h /s.test(sql);
@@ -134,10 +153,10 @@ suite('unlocked phases [postgres]', () => {
   let app: TestApp | undefined;
   let watch: StatementWatch;
 
-  async function boot(): Promise<{ dataSource: DataSource; workflows: WorkflowService; hero: TestHero }> {
+  async function boot(options: GenevaDriveModuleOptions = {}): Promise<{ dataSource: DataSource; workflows: WorkflowService; hero: TestHero }> {
     journal.length = 0;
     // The local queue gives each job its hints (workflow, type, step, hero): what lets phase 1 decide unlocked.
-    app = await createTestApp('postgres', [PlainWorkflow, KeyedWorkflow, HeldKeyedWorkflow, HeldKeyedLedgerWorkflow, StalledWorkflow, WaitingWorkflow], { queue: { adapter: 'local', concurrency: 2 }, stuckInProgressThreshold: '1s' });
+    app = await createTestApp('postgres', [PlainWorkflow, KeyedWorkflow, HeldKeyedWorkflow, HeldKeyedLedgerWorkflow, StalledWorkflow, StalledChainWorkflow, WaitingWorkflow], { queue: { adapter: 'local', concurrency: 2 }, stuckInProgressThreshold: '1s', ...options });
     watch = new StatementWatch();
     app.dataSource.subscribers.push(watch);
     const heroes = app.dataSource.getRepository(TestHero);
@@ -405,6 +424,43 @@ suite('unlocked phases [postgres]', () => {
     const [execution] = await workflows.executionHistory(wf);
     expect(execution).toMatchObject({ state: 'canceled', outcome: 'canceled', startedAt: null });
     expect(journal).toEqual([]);
+  });
+
+  it('a step that chains into a gate begins the transaction with its guarded outcome, the hero and the gate’s signals read after it in the same message; the gate’s start goes with the COMMIT', async () => {
+    const { workflows, hero } = await boot();
+    const wf = await workflows.start(WaitingWorkflow, hero, { signals: [{ name: 'go', payload: { n: 1 } }] });
+    await settled(workflows, wf, 'finished');
+    expect(journal).toEqual([`${wf.id}:first`, `${wf.id}:woken:1`]);
+    const begins = afterCallersCommit(watch.statements).filter(isBegin);
+    expect(begins).toHaveLength(1);
+    expect(begins[0]).toMatch(/^START TRANSACTION; WITH l AS \(.* FOR UPDATE OF w, e\), g AS .*; SELECT h\.\*, s\.\* FROM \(SELECT 1\) AS o LEFT JOIN \(SELECT .* FROM "geneva_drive_signals" s WHERE .* FROM "test_heroes" h WHERE/s);
+    expect(afterCallersCommit(watch.statements).filter(isLockRead)).toEqual([]);
+    expect((await workflows.executionHistory(wf)).map(({ stepName, state, jobId }) => [stepName, state, jobId === null ? 'inline' : 'job'])).toEqual([
+      ['first', 'completed', 'job'],
+      ['woken', 'completed', 'inline'],
+    ]);
+  });
+
+  it('a chained outcome whose execution housekeeping recovered while the body ran: the guarded write that begins its transaction writes nothing, and the transaction goes on under the locks, where the recovery stands', async () => {
+    // The stalled run still chains when it ends: its chain is not cut short by the time it took.
+    const { workflows, hero } = await boot({ chainSteps: { maxDuration: '10m' } });
+    const housekeeping = app!.moduleRef.get(HousekeepingService);
+    stall.during = async () => {
+      await new Promise((resolve) => setTimeout(resolve, 1_100));
+      expect(await housekeeping.run()).toMatchObject({ stuckInProgressRecovered: 1 });
+    };
+    const wf = await workflows.start(StalledChainWorkflow, hero);
+    await settled(workflows, wf, 'finished');
+    // Both runs' outcomes began their transactions guarded; the stalled one's then read the rows under their locks.
+    await waitUntil('the stalled worker to send its outcome', async () => (watch.statements.filter(isGuardedBegin).length >= 2 && watch.statements.some(isLockRead) ? true : null));
+    expect(watch.statements.filter(isGuardedBegin)).toHaveLength(2);
+    expect(watch.statements.filter(isLockRead).every((sql) => !sql.startsWith('START TRANSACTION'))).toBe(true);
+    expect((await workflows.executionHistory(wf)).map((e) => [e.stepName, e.state, e.outcome])).toEqual([
+      ['work', 'completed', 'recovered'],
+      ['work', 'completed', 'success'],
+      ['after', 'completed', 'success'],
+    ]);
+    expect(journal).toEqual([`${wf.id}:work`, `${wf.id}:work`, `${wf.id}:after`]);
   });
 
   it('an outcome whose execution housekeeping recovered while the body ran is not written; the recovery stands and the step runs again', async () => {

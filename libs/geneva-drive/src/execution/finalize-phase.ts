@@ -4,7 +4,8 @@ import { publish } from '../instrumentation/geneva-drive.events.js';
 import { isStaleStatement } from '../persistence/stale-statement.js';
 import { isConnectionError, isDeadlock, type TransactionRunner } from '../persistence/transaction-runner.js';
 import { jobOptionsFor, type WorkflowStore } from '../persistence/workflow-store.js';
-import type { WorkflowDefinition } from '../registry/workflow-definition.js';
+import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-definition.js';
+import type { ExpectedStates } from '../persistence/sql/hot-path-sql.js';
 import { phaseOneReadsHero, type PreparePhase } from './prepare-phase.js';
 import type { StepOutcomes } from './step-outcome.js';
 import { eventBase, IDEMPOTENT, keepsOutputs, type BodyResult, type Chain, type Prepared } from './step-run.js';
@@ -99,12 +100,9 @@ export class FinalizePhase {
     // Where the dialect allows, one statement that locks, checks and writes, as recordUnlocked's (a
     // resumable step's checkpoints rewrote its row: it is read again under the locks; a step to start
     // inline needs the rows written before its phase 1).
-    if (!prepared.step.resumable && !startsChildren(prepared) && !(chain && !isLastStep(prepared))) {
-      const { workflow, execution } = prepared;
-      const expected = { workflowId: workflow.id, workflowState: 'performing', executionId: execution.id, executionState: 'in_progress' };
-      if (workflow.state === expected.workflowState && execution.state === expected.executionState && (await this.store.writeIfUnchanged(manager, expected, () => this.recordOutcome(manager, prepared, result)))) {
-        return { states: { workflowState: workflow.state, stepState: execution.state }, next: null };
-      }
+    const expected = !prepared.step.resumable && !startsChildren(prepared) && !(chain && !isLastStep(prepared)) ? asPhaseOneLeftThem(prepared) : undefined;
+    if (expected && (await this.store.writeIfUnchanged(manager, expected, () => this.recordOutcome(manager, prepared, result)))) {
+      return { states: { workflowState: prepared.workflow.state, stepState: prepared.execution.state }, next: null };
     }
     return this.store.batched(manager, async () => {
       const { workflow, execution } = await this.store.lockStep(manager, prepared.workflowId, prepared.executionId, parentToTell(prepared, result));
@@ -152,8 +150,8 @@ export class FinalizePhase {
    */
   private async recordUnlocked(prepared: Prepared, result: BodyResult): Promise<Recorded | null> {
     const { workflow, execution } = prepared;
-    const expected = { workflowId: workflow.id, workflowState: 'performing', executionId: execution.id, executionState: 'in_progress' };
-    if (workflow.state !== expected.workflowState || execution.state !== expected.executionState) return null;
+    const expected = asPhaseOneLeftThem(prepared);
+    if (!expected) return null;
     const manager = this.transactions.dataSource.createEntityManager();
     try {
       if (!(await this.store.writeIfUnchanged(manager, expected, () => this.recordOutcome(manager, prepared, result)))) return null;
@@ -176,9 +174,19 @@ export class FinalizePhase {
     // COMMIT that did go through (or after recordUnlocked's statement that did) finds it closed and
     // changes nothing; it sends the job of the step that outcome scheduled again, the first one
     // having died with the lost answer.
+    // With a chain, the transaction begins with the outcome's guarded write where it can (beginChain).
+    let guard: ExpectedStates | undefined;
     const states = await this.transactions.run((manager) => this.store.batched(manager, async () => {
       next = null; // a transaction run again after a lost connection starts over
       this.store.writeOnCommit(manager);
+      if (guard) {
+        const begun = await this.beginChain(manager, prepared, result, guard);
+        if (begun === 'unsent') await this.beginLocking(manager.queryRunner!, prepared, result);
+        else if (begun !== 'begun') {
+          next = begun.next;
+          return begun.states;
+        }
+      }
       const { workflow, execution } = await this.store.lockStep(manager, prepared.workflowId, prepared.executionId, parentToTell(prepared, result));
       if (!execution || execution.state !== 'in_progress') {
         prepared.logger.warn(`Execution is ${execution?.state ?? 'gone'} after the body ran (its outcome recorded already, by a write whose answer was lost or whose wake-ups failed, or recovered meanwhile): not recorded again`);
@@ -207,11 +215,46 @@ export class FinalizePhase {
       return states;
     }), undefined, {
       ...IDEMPOTENT,
-      // Where the dialect can, the BEGIN goes with the lock read, and the last writes with the COMMIT.
-      begin: (runner) => this.store.beginLockingStep(runner, prepared.workflowId, prepared.executionId, parentToTell(prepared, result)),
+      // Where the dialect can, the BEGIN goes with the lock read (or the chain's guarded write: the
+      // work's first message then begins it), and the last writes with the COMMIT.
+      begin: async (runner) => {
+        guard = chain && this.mayRecordUnlocked(prepared, result) && parentToTell(prepared, result) === undefined ? asPhaseOneLeftThem(prepared) : undefined;
+        if (!guard) await this.beginLocking(runner, prepared, result);
+      },
       commit: (runner) => this.store.commitWithLastWrites(runner, (own) => this.commitChaining(own, next), !continuesInTransaction(next)),
     });
     return { states, next };
+  }
+
+  private beginLocking(runner: QueryRunner, prepared: Prepared, result: BodyResult): Promise<void> {
+    return this.store.beginLockingStep(runner, prepared.workflowId, prepared.executionId, parentToTell(prepared, result));
+  }
+
+  /**
+   * A chained finalize's first round trip, where the dialect can (WorkflowStore.beginWritingIfUnchanged):
+   * BEGIN, the outcome decided on the rows as phase 1 left them and written only while they still are
+   * (as recordUnlocked's; the rows then stay locked), and after it, by a statement of its own, the
+   * hero and signals the step it made due reads in phase 1 (startDue). The due step's phase 1 then
+   * runs in this transaction, as after the locked path's writes. `'begun'` or `'unsent'` when the
+   * outcome was not written (see there): the locked path records it.
+   */
+  private async beginChain(manager: EntityManager, prepared: Prepared, result: BodyResult, expected: ExpectedStates): Promise<{ states: Recorded['states']; next: Prepared | null } | 'begun' | 'unsent'> {
+    let read: ReturnType<WorkflowStore['heroRead']>;
+    const written = await this.store
+      .beginWritingIfUnchanged(manager, expected, () => this.recordOutcome(manager, prepared, result), (due) => {
+        const step = due ? prepared.definition.step(due.stepName) : undefined;
+        read = step && phaseOneReadsHero(prepared.definition, step) ? this.store.heroRead(manager, prepared.workflow.heroType, prepared.workflow.heroId, gateSignals(prepared.workflow, step)) : undefined;
+        return read?.read;
+      })
+      .catch((error: unknown) => {
+        // As a failed recordUnlocked's: the outcome is recorded under the locks, in a transaction of its own.
+        if (isDeadlock(error) || isConnectionError(error) || isStaleStatement(error)) throw error;
+        throw new ChainedPrepareError(error);
+      });
+    if (written === 'begun' || written === 'unsent') return written;
+    const { workflow, execution } = prepared;
+    const states = { workflowState: workflow.state, stepState: execution.state };
+    return { states, next: await this.startDue(manager, prepared, workflow, read && written.then ? { hero: read.hero(written.then) } : undefined) };
   }
 
   /**
@@ -220,17 +263,16 @@ export class FinalizePhase {
    * A deadlock, a lost connection or a stale prepared statement is the transaction's (it runs again
    * whole, chain included); any other failure is a ChainedPrepareError.
    */
-  private async startDue(manager: EntityManager, prepared: Prepared, workflow: WorkflowRecord): Promise<Prepared | null> {
+  private async startDue(manager: EntityManager, prepared: Prepared, workflow: WorkflowRecord, read?: { hero: object | null }): Promise<Prepared | null> {
     const due = this.store.takeDueJob(manager);
     if (!due) return null;
     try {
-      // The hero's read writes this outcome and the new row with it (its id is needed next), in one
-      // statement where the dialect allows; a step whose own transaction reads its hero is left to it.
+      // The hero's read (unless it came with the outcome's write: beginChain) writes this outcome and
+      // the new row with it (its id is needed next), in one statement where the dialect allows; a
+      // step whose own transaction reads its hero is left to it.
       const step = prepared.definition.step(due.stepName);
       const readsHero = phaseOneReadsHero(prepared.definition, step);
-      // A gate's signals are read with the hero, where the dialect can: the read the gate would make next.
-      const waitFor = step?.waitFor && !isChildrenMatcher(step.waitFor) ? { workflowId: workflow.id, name: step.waitFor.signalName || null } : undefined;
-      const hero = readsHero ? await this.store.readHero(manager, workflow.heroType, workflow.heroId, waitFor) : undefined;
+      const hero = read ? read.hero : readsHero ? await this.store.readHero(manager, workflow.heroType, workflow.heroId, gateSignals(workflow, step)) : undefined;
       if (!readsHero) await this.store.flush(manager);
       const started = await this.prepare.prepareLocked(manager, workflow, due, due.id, { ...prepared.run, jobId: undefined }, null, hero).finally(() => this.store.forgetReadSignals(manager));
       return 'run' in started ? started.run : null;
@@ -287,6 +329,20 @@ export class FinalizePhase {
     const current = await this.store.currentExecution(manager, workflow.id);
     if (current?.state === 'scheduled') await this.store.enqueue(manager, workflow, current, jobOptionsFor(definition, definition.step(current.stepName)), current.jobId ?? undefined);
   }
+}
+
+/**
+ * The states phase 1 left the rows in (`performing`, `in_progress`), for a write that goes out only
+ * while they still are (WorkflowStore.writeIfUnchanged); undefined when the records say otherwise.
+ */
+function asPhaseOneLeftThem({ workflow, execution }: Prepared): ExpectedStates | undefined {
+  if (workflow.state !== 'performing' || execution.state !== 'in_progress') return undefined;
+  return { workflowId: workflow.id, workflowState: 'performing', executionId: execution.id, executionState: 'in_progress' };
+}
+
+/** The signals a gate's phase 1 reads with the hero, where the dialect can: the read the gate would make next. */
+function gateSignals(workflow: WorkflowRecord, step: StepDefinition | undefined): { workflowId: string; name: string | null } | undefined {
+  return step?.waitFor && !isChildrenMatcher(step.waitFor) ? { workflowId: workflow.id, name: step.waitFor.signalName || null } : undefined;
 }
 
 /** Whether the step started inline runs in a transaction that its finalize's COMMIT begins (commitChaining). */

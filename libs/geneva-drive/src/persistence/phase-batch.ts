@@ -6,7 +6,7 @@ import { jobTraceContext } from '../instrumentation/job-context.js';
 import type { QueuePort, StepJob, StepJobHints } from '../interfaces/queue.port.js';
 import type { StepJobOptions } from '../workflow/step-options.interface.js';
 import type { AfterCommitSubscriber } from './after-commit.js';
-import type { ExpectedStates, HotPathSql, SlotChange, TrailingRead, WriteBatch } from './sql/hot-path-sql.js';
+import type { ExpectedStates, GuardedWrite, HotPathSql, SlotChange, TrailingRead, WriteBatch } from './sql/hot-path-sql.js';
 
 /** What a step job needs of its workflow (StepJob.hints). */
 export type JobWorkflow = Pick<WorkflowRecord, 'id' | 'type' | 'heroType' | 'heroId'>;
@@ -150,6 +150,48 @@ export class PhaseBatch {
   }
 
   /**
+   * The first thing a phase ({@link run}) does in a transaction it begins: runs `work` unlocked, as
+   * {@link writeIfUnchanged} does, and begins the transaction with the guarded write of its batch and
+   * the read `then` makes for the due job it scheduled (if any) after it, in one round trip
+   * (HotPathSql.beginWritingIfUnchanged). Written: the rows stay locked to the transaction's end and
+   * the phase goes on with the jobs `work` scheduled (the due one may run inline: takeDueJob).
+   * `'begun'`: the rows had moved on; `'unsent'`: `work` needed a read or the dialect cannot send it
+   * so, and the transaction is not begun. Either way nothing of `work`'s is kept.
+   */
+  async beginWritingIfUnchanged(
+    manager: EntityManager,
+    expected: ExpectedStates,
+    work: () => Promise<void>,
+    then: (due: StepExecution | null) => TrailingRead | undefined,
+  ): Promise<Written | 'begun' | 'unsent'> {
+    const sql = this.sql(manager);
+    this.unlocked.add(manager);
+    let written: GuardedWrite | null | undefined;
+    try {
+      written = await work().then(
+        () => {
+          const slot = this.slots.get(manager);
+          return sql.beginWritingIfUnchanged(manager, this.writes.get(manager)!, slot ? { ...expected, slot } : expected, then(this.dueJob(manager)?.execution ?? null));
+        },
+        (error) => {
+          if (error instanceof NeedsLocks) return undefined;
+          throw error;
+        },
+      );
+    } finally {
+      this.unlocked.delete(manager);
+      this.slots.delete(manager);
+    }
+    if (!written) {
+      this.writes.set(manager, emptyBatch());
+      this.jobs.set(manager, []);
+      return written === null ? 'begun' : 'unsent';
+    }
+    this.writes.set(manager, emptyBatch());
+    return written.then ? { then: written.then } : {};
+  }
+
+  /**
    * Takes or frees a concurrency key's slot with the writes of a phase deciding without the row
    * locks, where the guarded write can (see SlotChange: a take goes out only while the key is
    * uncontended; a free always, its `freed` called once it has committed). False, with nothing
@@ -218,12 +260,19 @@ export class PhaseBatch {
    * (never sent). Its row may still be pending: the next read through the store writes it.
    */
   takeDueJob(manager: EntityManager): StepExecution | null {
-    const jobs = this.jobs.get(manager);
-    if (!jobs || jobs.length !== 1) return null;
-    const [job] = jobs;
-    if (job.jobId !== undefined || job.jobOptions.chain === false || job.execution.scheduledFor.getTime() > this.now().getTime()) return null;
-    jobs.length = 0;
+    const job = this.dueJob(manager);
+    if (!job) return null;
+    this.jobs.get(manager)!.length = 0;
     return job.execution;
+  }
+
+  /** The one job the current phase scheduled, when it is due now and may run inline (see takeDueJob). */
+  private dueJob(manager: EntityManager): PendingJob | undefined {
+    const jobs = this.jobs.get(manager);
+    if (!jobs || jobs.length !== 1) return undefined;
+    const [job] = jobs;
+    if (job.jobId !== undefined || job.jobOptions.chain === false || job.execution.scheduledFor.getTime() > this.now().getTime()) return undefined;
+    return job;
   }
 
   /** Writes what the phase of `manager` has pending (a no-op outside a phase). */

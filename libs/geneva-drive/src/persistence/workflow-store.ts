@@ -116,6 +116,24 @@ export class WorkflowStore {
   }
 
   /**
+   * Begins the transaction of `manager`, a {@link batched} phase's, with the guarded write of `work`'s
+   * batch and the read `then` makes for the due job it scheduled, in one round trip (see
+   * PhaseBatch.beginWritingIfUnchanged): where the dialect can, and the engine may begin it itself
+   * (ownsTransactionEvents). `'unsent'`: nothing sent, the caller begins it; `'begun'`: begun, the
+   * rows had moved on; either way nothing of `work`'s is kept.
+   */
+  async beginWritingIfUnchanged(
+    manager: EntityManager,
+    expected: ExpectedStates,
+    work: () => Promise<void>,
+    then: (due: StepExecution | null) => TrailingRead | undefined,
+  ): Promise<Written | 'begun' | 'unsent'> {
+    const runner = manager.queryRunner;
+    if (!this.sql(manager).writesIfUnchanged || !runner || !ownsTransactionEvents(runner.connection)) return 'unsent';
+    return this.phase.beginWritingIfUnchanged(manager, expected, work, then);
+  }
+
+  /**
    * Before a statement of a phase's own that its batch need not precede (a concurrency key's row):
    * in a phase deciding without the row locks, gives it up (see {@link requireLocks}).
    */
@@ -286,10 +304,25 @@ export class WorkflowStore {
    * The read of the workflow's hero by fixed SQL, to go with a guarded write ({@link writeIfUnchanged}'s
    * `then`), and the hero its rows hold; undefined for an entity that fixed SQL cannot read.
    */
-  heroRead(manager: EntityManager, heroType: string, heroId: string): { read: TrailingRead; hero(rows: Array<Record<string, unknown>>): object | null } | undefined {
+  heroRead(
+    manager: EntityManager,
+    heroType: string,
+    heroId: string,
+    signals?: { workflowId: string; name: string | null },
+  ): { read: TrailingRead; hero(rows: Array<Record<string, unknown>>): object | null } | undefined {
     const sql = this.sql(manager);
     const codec = sql.heroCodec(heroType);
-    return codec ? { read: sql.heroRead(codec, heroId), hero: (rows) => sql.heroFrom(codec, rows) } : undefined;
+    if (!codec) return undefined;
+    if (!signals || !this.schema.hasSignals) return { read: sql.heroRead(codec, heroId), hero: (rows) => sql.heroFrom(codec, rows) };
+    // With a gate's attachable signals, kept for takeReadSignals: a statement run under the workflow's lock.
+    return {
+      read: sql.heroAndSignalsRead(codec, heroId, signals.workflowId, signals.name),
+      hero: (rows) => {
+        const read = sql.heroAndSignalsFrom(codec, rows);
+        this.signalsRead.set(manager, { ...signals, signals: read.signals });
+        return read.hero;
+      },
+    };
   }
 
   /**

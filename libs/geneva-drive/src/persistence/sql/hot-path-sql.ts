@@ -181,6 +181,17 @@ export abstract class HotPathSql {
   /** Whether {@link writeIfUnchanged} is available (PostgreSQL). */
   readonly writesIfUnchanged: boolean = false;
 
+  /**
+   * Begins `manager`'s transaction (its runner counted as in one already: TransactionOptions.begin)
+   * with {@link writeIfUnchanged}'s guarded write as its first statement and `then` after it, in one
+   * round trip: the write's row locks are then held to the transaction's end, and `then`, a statement
+   * of its own, sees every commit made under them. Null when the rows had moved on (nothing written,
+   * the transaction open); undefined, with nothing sent, where the dialect cannot.
+   */
+  async beginWritingIfUnchanged(_manager: EntityManager, _batch: WriteBatch, _expected: ExpectedStates, _then?: TrailingRead): Promise<GuardedWrite | null | undefined> {
+    return undefined;
+  }
+
   /** The versions of rows as the statements that wrote them answered, where the dialect names one (see rowVersion). */
   protected readonly versions = new WeakMap<object, string>();
 

@@ -337,6 +337,17 @@ export class PostgresHotPathSql extends HotPathSql {
     };
   }
 
+  /** START TRANSACTION, the guarded write and `then` as one message. */
+  async beginWritingIfUnchanged(manager: EntityManager, batch: WriteBatch, expected: ExpectedStates, then?: TrailingRead): Promise<GuardedWrite | null | undefined> {
+    const statement = this.batchStatement(batch, undefined, expected)!;
+    const results = await this.sendStatements(manager, then ? [statement, this.statementOf(then)] : [statement], ['START TRANSACTION']);
+    if (!results) return undefined;
+    const [row] = results[0];
+    if (Number(row.unchanged) === 0) return null;
+    statement.received(row);
+    return then ? { then: results[1] } : {};
+  }
+
   /** START TRANSACTION and lockStep's locking read as one message. */
   async beginLockingStep(manager: EntityManager, workflowId: string, executionId: string, parentId?: string): Promise<boolean> {
     const statement = this.lockStepStatement(workflowId, executionId, true, parentId);
