@@ -58,7 +58,7 @@ export class FinalizePhase {
           return await this.finalizeOnce(prepared, result, chain);
         } catch (error) {
           if (!(error instanceof ChainedPrepareError)) throw error;
-          prepared.logger.warn(`Starting the next step inline failed (${String(error.cause)}): it goes through the queue`);
+          prepared.logger.warn(`Recording the outcome with the next step started inline failed (${String(error.cause)}): it is recorded alone, and the next step goes through the queue`);
         }
       }
       return await this.finalizeOnce(prepared, result);
@@ -218,7 +218,10 @@ export class FinalizePhase {
       // Where the dialect can, the BEGIN goes with the lock read (or the chain's guarded write: the
       // work's first message then begins it), and the last writes with the COMMIT.
       begin: async (runner) => {
-        guard = chain && this.mayRecordUnlocked(prepared, result) && parentToTell(prepared, result) === undefined ? asPhaseOneLeftThem(prepared) : undefined;
+        // Not for a key's holder: its slot freed inside a transaction goes with the guarded write only
+        // while nobody waits (PhaseBatch.changeSlot), and a refused write would cost a round trip more.
+        // A retry after a failed attempt takes the locked path: that attempt's outcome moved the execution's state in memory.
+        guard = chain && this.mayRecordUnlocked(prepared, result) && parentToTell(prepared, result) === undefined && !prepared.step.concurrency ? asPhaseOneLeftThem(prepared) : undefined;
         if (!guard) await this.beginLocking(runner, prepared, result);
       },
       commit: (runner) => this.store.commitWithLastWrites(runner, (own) => this.commitChaining(own, next), !continuesInTransaction(next)),

@@ -53,6 +53,10 @@ function emptyBatch(): WriteBatch {
   return { updates: [], inserts: [], consumptions: [] };
 }
 
+function isEmpty(batch: WriteBatch): boolean {
+  return batch.updates.length === 0 && batch.inserts.length === 0 && batch.consumptions.length === 0;
+}
+
 /**
  * A phase's pending writes and the jobs it scheduled, flushed together: the writes in as few
  * statements as the dialect allows when the phase ends (or before its next read), the jobs once
@@ -165,6 +169,8 @@ export class PhaseBatch {
     then: (due: StepExecution | null) => TrailingRead | undefined,
   ): Promise<Written | 'begun' | 'unsent'> {
     const sql = this.sql(manager);
+    const pending = this.writes.get(manager);
+    if (!pending || !isEmpty(pending) || this.jobs.get(manager)!.length > 0) return 'unsent';
     this.unlocked.add(manager);
     let written: GuardedWrite | null | undefined;
     try {
@@ -280,7 +286,7 @@ export class PhaseBatch {
     // Every read through the store (and every read beside it) writes what is pending first.
     this.assertMayRead(manager);
     const batch = this.writes.get(manager);
-    if (!batch || (batch.updates.length === 0 && batch.inserts.length === 0 && batch.consumptions.length === 0)) return;
+    if (!batch || isEmpty(batch)) return;
     this.writes.set(manager, emptyBatch());
     await this.sql(manager).write(manager, batch);
   }

@@ -129,7 +129,7 @@ export class WorkflowStore {
     then: (due: StepExecution | null) => TrailingRead | undefined,
   ): Promise<Written | 'begun' | 'unsent'> {
     const runner = manager.queryRunner;
-    if (!this.sql(manager).writesIfUnchanged || !runner || !ownsTransactionEvents(runner.connection)) return 'unsent';
+    if (!this.sql(manager).beginsWritingIfUnchanged || !runner || !ownsTransactionEvents(runner.connection)) return 'unsent';
     return this.phase.beginWritingIfUnchanged(manager, expected, work, then);
   }
 

@@ -192,6 +192,11 @@ export abstract class HotPathSql {
     return undefined;
   }
 
+  /** Whether {@link beginWritingIfUnchanged} can send its message (PostgreSQL, with prepared statements). */
+  get beginsWritingIfUnchanged(): boolean {
+    return false;
+  }
+
   /** The versions of rows as the statements that wrote them answered, where the dialect names one (see rowVersion). */
   protected readonly versions = new WeakMap<object, string>();
 

@@ -337,6 +337,10 @@ export class PostgresHotPathSql extends HotPathSql {
     };
   }
 
+  override get beginsWritingIfUnchanged(): boolean {
+    return this.prepares;
+  }
+
   /** START TRANSACTION, the guarded write and `then` as one message. */
   async beginWritingIfUnchanged(manager: EntityManager, batch: WriteBatch, expected: ExpectedStates, then?: TrailingRead): Promise<GuardedWrite | null | undefined> {
     const statement = this.batchStatement(batch, undefined, expected)!;
