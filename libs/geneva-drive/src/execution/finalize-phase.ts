@@ -221,7 +221,8 @@ export class FinalizePhase {
         // Not for a key's holder: its slot freed inside a transaction goes with the guarded write only
         // while nobody waits (PhaseBatch.changeSlot), and a refused write would cost a round trip more.
         // A retry after a failed attempt takes the locked path: that attempt's outcome moved the execution's state in memory.
-        guard = chain && this.mayRecordUnlocked(prepared, result) && parentToTell(prepared, result) === undefined && !prepared.step.concurrency ? asPhaseOneLeftThem(prepared) : undefined;
+        const mayGuard = chain && this.mayRecordUnlocked(prepared, result) && parentToTell(prepared, result) === undefined && !prepared.step.concurrency;
+        guard = mayGuard && this.store.beginsWritingIfUnchanged(runner) ? asPhaseOneLeftThem(prepared) : undefined;
         if (!guard) await this.beginLocking(runner, prepared, result);
       },
       commit: (runner) => this.store.commitWithLastWrites(runner, (own) => this.commitChaining(own, next), !continuesInTransaction(next)),

@@ -115,6 +115,11 @@ export class WorkflowStore {
     return this.phase.writeIfUnchanged(manager, expected, work, then);
   }
 
+  /** Whether {@link beginWritingIfUnchanged} may send its message on this runner's transaction. */
+  beginsWritingIfUnchanged(runner: QueryRunner): boolean {
+    return this.sql(runner.manager).beginsWritingIfUnchanged && ownsTransactionEvents(runner.connection);
+  }
+
   /**
    * Begins the transaction of `manager`, a {@link batched} phase's, with the guarded write of `work`'s
    * batch and the read `then` makes for the due job it scheduled, in one round trip (see
@@ -129,7 +134,7 @@ export class WorkflowStore {
     then: (due: StepExecution | null) => TrailingRead | undefined,
   ): Promise<Written | 'begun' | 'unsent'> {
     const runner = manager.queryRunner;
-    if (!this.sql(manager).beginsWritingIfUnchanged || !runner || !ownsTransactionEvents(runner.connection)) return 'unsent';
+    if (!runner || !this.beginsWritingIfUnchanged(runner)) return 'unsent';
     return this.phase.beginWritingIfUnchanged(manager, expected, work, then);
   }
 
