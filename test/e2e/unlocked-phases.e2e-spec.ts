@@ -11,7 +11,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { GENEVA_DRIVE_CHANNELS, GenevaWorkflow, HousekeepingService, SignalService, Step, Workflow, WorkflowService, type GenevaDriveModuleOptions, type WorkflowRecord } from 'geneva-drive';
 import { WorkflowStore } from '../../libs/geneva-drive/src/persistence/workflow-store.js';
 import { pgRowVersion } from '../../libs/geneva-drive/src/persistence/sql/pg-row-version.js';
-import type { AfterQueryEvent, DataSource, EntitySubscriberInterface } from 'typeorm';
+import type { AfterQueryEvent, BeforeQueryEvent, DataSource, EntitySubscriberInterface, QueryRunner } from 'typeorm';
 import { waitUntil } from '../src/bull-wait.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { enabledDatabases } from '../utils/databases.js';
@@ -123,6 +123,33 @@ class StatementWatch implements EntitySubscriberInterface {
       this.onAfter = undefined;
       await hook.run();
     }
+  }
+}
+
+/**
+ * Kills the connection of the first transaction begun by a chained finalize's guarded write
+ * (`START TRANSACTION; WITH l AS ...`), just before its COMMIT goes out: the write went through,
+ * uncommitted, and the server rolls it back.
+ */
+class KillBeforeChainCommit implements EntitySubscriberInterface {
+  private runner?: QueryRunner;
+  private done = false;
+  readonly killed: number[] = [];
+
+  constructor(private readonly dataSource: DataSource) {}
+
+  async beforeQuery(event: BeforeQueryEvent): Promise<void> {
+    if (this.done || !event.queryRunner) return;
+    if (!this.runner) {
+      if (event.query.startsWith('START TRANSACTION; WITH l AS (')) this.runner = event.queryRunner;
+      return;
+    }
+    if (event.queryRunner !== this.runner || !/(^|;\s*)COMMIT$/.test(event.query)) return;
+    this.done = true;
+    const [{ pid }] = await event.queryRunner.query('SELECT pg_backend_pid() AS pid');
+    await this.dataSource.query('SELECT pg_terminate_backend($1)', [pid]);
+    await waitUntil(`backend ${pid} to be gone`, async () => (Number((await this.dataSource.query('SELECT count(*) AS n FROM pg_stat_activity WHERE pid = $1', [pid]))[0].n) === 0 ? true : null));
+    this.killed.push(Number(pid));
   }
 }
 
@@ -439,6 +466,24 @@ suite('unlocked phases [postgres]', () => {
       ['first', 'completed', 'job'],
       ['woken', 'completed', 'inline'],
     ]);
+  });
+
+  it('a chained finalize whose connection dies before its COMMIT, its guarded write through, runs again under the locks: the outcome recorded once, each body run once', async () => {
+    const { dataSource, workflows, hero } = await boot();
+    const killer = new KillBeforeChainCommit(dataSource);
+    dataSource.subscribers.push(killer);
+    const wf = await workflows.start(WaitingWorkflow, hero, { signals: [{ name: 'go', payload: { n: 3 } }] });
+    await settled(workflows, wf, 'finished');
+    expect(killer.killed).toHaveLength(1);
+    expect(journal).toEqual([`${wf.id}:first`, `${wf.id}:woken:3`]);
+    expect((await workflows.executionHistory(wf)).map((e) => [e.stepName, e.state, e.outcome])).toEqual([
+      ['first', 'completed', 'success'],
+      ['woken', 'completed', 'success'],
+    ]);
+    // Run again, it began with the locking read: the first attempt had moved the outcome's states in memory.
+    const afterBegin = watch.statements.slice(watch.statements.findIndex(isGuardedBegin) + 1);
+    expect(afterBegin.filter(isGuardedBegin)).toEqual([]);
+    expect(afterBegin.some(isLockRead)).toBe(true);
   });
 
   it('a chained outcome whose execution housekeeping recovered while the body ran: the guarded write that begins its transaction writes nothing, and the transaction goes on under the locks, where the recovery stands', async () => {
