@@ -62,13 +62,18 @@ class HeldKeyedLedgerWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
+/** A stalled body: records its run, and the first one does `stall.during`. */
+async function stallOnce(workflowId: string): Promise<void> {
+  journal.push(`${workflowId}:work`);
+  const during = stall.during;
+  stall.during = undefined;
+  await during?.();
+}
+
 @Workflow({ name: 'UnlockedStalled', hero: () => TestHero })
 class StalledWorkflow extends GenevaWorkflow<TestHero> {
   @Step() async work() {
-    journal.push(`${this.record.id}:work`);
-    const during = stall.during;
-    stall.during = undefined;
-    await during?.();
+    await stallOnce(this.record.id);
   }
 }
 
@@ -76,10 +81,7 @@ class StalledWorkflow extends GenevaWorkflow<TestHero> {
 @Workflow({ name: 'UnlockedStalledChain', hero: () => TestHero })
 class StalledChainWorkflow extends GenevaWorkflow<TestHero> {
   @Step() async work() {
-    journal.push(`${this.record.id}:work`);
-    const during = stall.during;
-    stall.during = undefined;
-    await during?.();
+    await stallOnce(this.record.id);
   }
 
   @Step() async after() {
