@@ -73,6 +73,25 @@ describeRedis('the run ledger on Redis', () => {
     await waitUntil('the run dropped', async () => Object.keys(await runsOf(queue, ledger)).length === 0);
   });
 
+  it('knows when it is alone on the queue: a second live lease ends that at its next renewal, and tells the listener once; an expired one does not count', async () => {
+    fresh();
+    const first = await worker();
+    let told = 0;
+    first.ledger.onShared(() => told++);
+    expect(first.ledger.isAlone).toBe(true);
+
+    const second = await worker();
+    expect(second.ledger.isAlone).toBe(false);
+    await waitUntil('the first ledger sees the second lease', () => !first.ledger.isAlone);
+    expect(told).toBe(1);
+
+    // The second process dies: its renewals fail, its lease runs out, and the first is alone again.
+    await second.queue.client.ping();
+    second.queue.client.disconnect();
+    await waitUntil('the first ledger alone again', () => first.ledger.isAlone);
+    expect(told).toBe(1);
+  });
+
   it('puts the runs of a worker whose lease expired back on the queue once, through one live worker, and drops them from its ledger', async () => {
     fresh();
     const dead = await worker();

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from '@jest/globals';
 import { Logger } from '@nestjs/common';
-import { DueJobStarter } from './due-job-starter.js';
+import { DueJobStarter, type StarterLedger } from './due-job-starter.js';
 import type { StepJob } from '../interfaces/queue.port.js';
 import { StepJobGate } from './step-job-gate.js';
 
@@ -26,9 +26,9 @@ interface Harness {
   tryStart(executionId: string, options?: { reportAdded?: boolean; chain?: boolean; runAt?: Date }): boolean;
 }
 
-function harness(concurrency: number, holdMs: number): Harness {
+function harness(concurrency: number, holdMs: number, ledger?: StarterLedger): Harness {
   const gate = new StepJobGate(concurrency);
-  const starter = new DueJobStarter(gate, true, new Logger('due-job-starter.spec'), holdMs);
+  const starter = new DueJobStarter(gate, true, new Logger('due-job-starter.spec'), holdMs, ledger);
   const ran: string[] = [];
   const added: string[] = [];
   const bodies = new Map<string, () => void>();
@@ -54,6 +54,26 @@ function harness(concurrency: number, holdMs: number): Harness {
 }
 
 const turn = () => new Promise((resolve) => setImmediate(resolve));
+
+/** A RunLedger that records nothing, alone on the queue until `share()` says another process took a lease. */
+function loneLedger(): StarterLedger & { share(): void } {
+  let alone = true;
+  let shared = () => undefined as void;
+  return {
+    begin: () => undefined,
+    end: () => undefined,
+    start: async () => undefined,
+    stop: async () => undefined,
+    get isAlone() {
+      return alone;
+    },
+    onShared: (listener) => (shared = listener),
+    share: () => {
+      alone = false;
+      shared();
+    },
+  };
+}
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('DueJobStarter', () => {
@@ -114,6 +134,48 @@ describe('DueJobStarter', () => {
     h.finish('e4');
     await h.starter.settle();
     expect(h.added).toEqual([]);
+  });
+
+  it('alone on the queue, keeps its backlog beyond `concurrency` past `maxDuration` and runs it here in order, adding nothing', async () => {
+    const h = harness(1, 5, loneLedger());
+    h.tryStart('e1');
+    await turn();
+    expect([h.tryStart('e2'), h.tryStart('e3'), h.tryStart('e4')]).toEqual([true, true, true]);
+    // Past the 5 ms a held job waits while other processes work the queue.
+    await sleep(30);
+    expect(h.added).toEqual([]);
+
+    for (const id of ['e1', 'e2', 'e3']) {
+      h.finish(id);
+      await turn();
+    }
+    expect(h.ran).toEqual(['e1', 'e2', 'e3', 'e4']);
+    h.finish('e4');
+    await h.starter.settle();
+    expect(h.added).toEqual([]);
+    expect(h.peak()).toBe(1);
+  });
+
+  it('once another process takes a lease, sends the jobs it holds beyond `concurrency` to the queue, the newest first, and holds no more than that again', async () => {
+    const ledger = loneLedger();
+    const h = harness(1, 60_000, ledger);
+    h.tryStart('e1');
+    await turn();
+    h.tryStart('e2');
+    h.tryStart('e3');
+    h.tryStart('e4');
+    ledger.share();
+    expect(h.added).toEqual(['e4', 'e3']);
+    expect(h.tryStart('e5')).toBe(false);
+
+    h.finish('e1');
+    await turn();
+    expect(h.ran).toEqual(['e1', 'e2']);
+    h.finish('e2');
+    await turn();
+    expect(h.ran).toEqual(['e1', 'e2']);
+    await h.starter.settle();
+    expect(h.added).toEqual(['e4', 'e3']);
   });
 
   it('shares the slots with the jobs the queue delivers: never more than `concurrency` at once, each waiting job in the order it came', async () => {

@@ -23,10 +23,15 @@ export interface RunLedgerSettings {
 // Redis's clock, not the processes': hosts whose clocks disagree still agree on who expired.
 const NOW = `local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
-/** KEYS: leases. ARGV: token, leaseMs. Renews this process's lease; returns whether it was missing (1/0), then the expired tokens. */
+/**
+ * KEYS: leases. ARGV: token, leaseMs. Renews this process's lease; returns whether it was missing
+ * (1/0), how many leases are live (this one included), then the expired tokens.
+ */
 const RENEW = `${NOW}
 local added = redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+local live = redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 10)
+table.insert(expired, 1, live)
 table.insert(expired, 1, added)
 return expired`;
 
@@ -72,6 +77,8 @@ export class RunLedger {
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
   private takeOver: ((job: StepJob) => Promise<unknown>) | undefined;
+  private alone = false;
+  private shared: (() => void) | undefined;
 
   constructor(
     private readonly redis: () => Promise<LedgerRedis>,
@@ -98,6 +105,19 @@ export class RunLedger {
     this.timer = setInterval(() => void this.tick(), every);
     this.timer.unref();
     await this.tick();
+  }
+
+  /**
+   * Whether the last renewal found no other live lease: no other process starts jobs itself on this
+   * queue (one with `chainSteps: false` or concurrency 0 holds none). False until the first renewal.
+   */
+  get isAlone(): boolean {
+    return this.alone;
+  }
+
+  /** `listener` runs when a renewal finds another live lease after finding none. */
+  onShared(listener: () => void): void {
+    this.shared = listener;
   }
 
   /** Records a run taken by this process. Not awaited: the HSET is on the wire before the run's first statement. */
@@ -149,7 +169,10 @@ export class RunLedger {
   private async renew(): Promise<void> {
     try {
       const redis = await this.redis();
-      const [added, ...expired] = (await redis.run('genevaDriveRenewLease', [this.leases, this.token, this.settings().leaseMs])) as [number, ...string[]];
+      const [added, live, ...expired] = (await redis.run('genevaDriveRenewLease', [this.leases, this.token, this.settings().leaseMs])) as [number, number, ...string[]];
+      const wasAlone = this.alone;
+      this.alone = Number(live) <= 1;
+      if (wasAlone && !this.alone) this.shared?.();
       // A lease that was missing (Redis lost its data): the runs it covers are written again.
       if (added === 1) for (const [id, { entry }] of this.runs) this.write(id, entry);
       for (const dead of expired) {
