@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { QUEUE_PORT, SignalService, WorkflowRecord, WorkflowService } from 'geneva-drive';
+import { WorkflowRegistry } from '../../libs/geneva-drive/src/registry/workflow.registry.js';
 import { describeEachDatabase, redisAvailable, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
@@ -15,12 +16,15 @@ import {
   QUEUE_WORKFLOWS,
   QueueDelayedWorkflow,
   QueueFailingWorkflow,
+  QueueHeldWorkflow,
   QueueParkedWorkflow,
   QueueSignalWorkflow,
   QueueSlowWorkflow,
   QueueStepError,
   QueueThreeStepWorkflow,
   queueJournal,
+  holdSteps,
+  releaseHeldSteps,
 } from '../src/bull-workflows.js';
 
 const QUEUE_NAME = 'geneva-drive';
@@ -119,6 +123,30 @@ function redisQueueSuite(driver: RedisQueueDriver, kind: DatabaseKind): void {
       ['first', 'completed', history[0].id],
       ['awaitGo', 'completed', wakeId],
     ]);
+  });
+
+  it('alone on its queue, keeps a burst of due jobs beyond its slots in the process: none goes through Redis', async () => {
+    // The queue orders a backlog by priority: with one in the application, the burst would go to Redis.
+    expect(app.moduleRef.get(WorkflowRegistry, { strict: false }).hasJobPriorities()).toBe(false);
+    holdSteps(true);
+    try {
+      const burst: WorkflowRecord[] = [];
+      for (let i = 0; i < 6; i++) burst.push(await workflows.start(QueueHeldWorkflow, hero, { allowMultiple: true }));
+      // Both slots busy, four jobs waiting: twice as many as the slots, which is all a process that
+      // shares its queue keeps.
+      await waitUntil('both slots taken', () => queueJournal.length === 2);
+      expect(await queue.counts()).toMatchObject({ waiting: 0, active: 0 });
+      while (queueJournal.length < burst.length) {
+        const started = queueJournal.length;
+        releaseHeldSteps();
+        await waitUntil('the next held steps to start', () => queueJournal.length > started);
+      }
+      releaseHeldSteps();
+      for (const wf of burst) await waitForState(wf, 'finished');
+      expect(active).toEqual([]);
+    } finally {
+      holdSteps(false);
+    }
   });
 
   it('keeps a delayed step in Redis as one job with the execution id, however often it is enqueued', async () => {

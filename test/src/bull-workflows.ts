@@ -139,4 +139,29 @@ export class QueueSlowWorkflow extends JournalingWorkflow {
   }
 }
 
-export const QUEUE_WORKFLOWS = [QueueThreeStepWorkflow, QueueFailingWorkflow, QueueDelayedWorkflow, QueueParkedWorkflow, QueueRestartWorkflow, QueueSignalWorkflow];
+/**
+ * Holds its one step, while `holdSteps(true)`, until the test releases it (`releaseHeldSteps`): a
+ * burst that keeps every slot busy.
+ */
+let holding = false;
+let release = (): void => undefined;
+let heldSteps = new Promise<void>((resolve) => (release = resolve));
+export function releaseHeldSteps(): void {
+  release();
+  heldSteps = new Promise<void>((resolve) => (release = resolve));
+}
+export function holdSteps(on: boolean): void {
+  holding = on;
+  if (!on) releaseHeldSteps();
+}
+
+@Workflow({ hero: () => TestHero })
+export class QueueHeldWorkflow extends JournalingWorkflow {
+  @Step()
+  async held() {
+    this.note('held:start');
+    if (holding) await heldSteps;
+  }
+}
+
+export const QUEUE_WORKFLOWS = [QueueThreeStepWorkflow, QueueFailingWorkflow, QueueDelayedWorkflow, QueueParkedWorkflow, QueueRestartWorkflow, QueueSignalWorkflow, QueueHeldWorkflow];

@@ -26,9 +26,9 @@ interface Harness {
   tryStart(executionId: string, options?: { reportAdded?: boolean; chain?: boolean; runAt?: Date }): boolean;
 }
 
-function harness(concurrency: number, holdMs: number, ledger?: StarterLedger): Harness {
+function harness(concurrency: number, holdMs: number, ledger?: StarterLedger, prioritized?: () => boolean): Harness {
   const gate = new StepJobGate(concurrency);
-  const starter = new DueJobStarter(gate, true, new Logger('due-job-starter.spec'), holdMs, ledger);
+  const starter = new DueJobStarter(gate, true, new Logger('due-job-starter.spec'), holdMs, ledger, prioritized);
   const ran: string[] = [];
   const added: string[] = [];
   const bodies = new Map<string, () => void>();
@@ -154,6 +154,18 @@ describe('DueJobStarter', () => {
     await h.starter.settle();
     expect(h.added).toEqual([]);
     expect(h.peak()).toBe(1);
+  });
+
+  it('alone on the queue but with job priorities in the application, holds at most `concurrency` jobs: the queue orders the rest', async () => {
+    const h = harness(1, 60_000, loneLedger(), () => true);
+    h.tryStart('e1');
+    await turn();
+    expect([h.tryStart('e2'), h.tryStart('e3')]).toEqual([true, false]);
+    h.finish('e1');
+    await turn();
+    h.finish('e2');
+    await h.starter.settle();
+    expect(h.ran).toEqual(['e1', 'e2']);
   });
 
   it('once another process takes a lease, sends the jobs it holds beyond `concurrency` to the queue, the newest first, and holds no more than that again', async () => {

@@ -38,7 +38,9 @@ export type StarterLedger = Pick<RunLedger, 'begin' | 'end' | 'start' | 'stop' |
  * at most `concurrency` jobs waiting so; otherwise it goes to Redis, where any worker can take it.
  * A process alone on the queue (RunLedger.isAlone) keeps its backlog instead: up to
  * {@link ALONE_HELD_PER_SLOT} jobs per slot wait up to {@link ALONE_HOLD_MS}; once another process
- * takes a lease, the jobs waiting beyond `concurrency` go to Redis, the newest first.
+ * takes a lease, the jobs waiting beyond `concurrency` go to Redis, the newest first. Not where a
+ * workflow or step has a job `priority`: jobs wait here in the order they came, and only the queue
+ * orders its backlog by priority.
  * No Bull job, no wait for a worker to pick it up (a signal waking a parked step, a workflow started
  * by a worker). A process that stops adds the jobs still waiting to Redis. Housekeeping's own
  * re-enqueues (`reportAdded`), steps with `jobOptions: { chain: false }`, and processes that only
@@ -57,6 +59,7 @@ export class DueJobStarter {
   private readonly running = new Set<Promise<void>>();
   /** Jobs waiting for a slot, and how to send each to Redis instead. */
   private readonly held = new Map<StepJob, AddToQueue>();
+  private hasPriorities: boolean | undefined;
 
   constructor(
     private readonly gate: StepJobGate,
@@ -67,6 +70,8 @@ export class DueJobStarter {
     private readonly holdMs: number,
     /** Where the jobs taken here are recorded for another process to take over (none: no backstop). */
     private readonly ledger?: StarterLedger,
+    /** Whether the application's workflows give jobs a queue priority (asked once the jobs start). */
+    private readonly prioritized: () => boolean = () => false,
   ) {
     ledger?.onShared(() => this.shareBacklog());
   }
@@ -83,7 +88,7 @@ export class DueJobStarter {
       this.runHere(job, add);
       return true;
     }
-    const alone = this.ledger?.isAlone === true;
+    const alone = this.ledger?.isAlone === true && !(this.hasPriorities ??= this.prioritized());
     if (this.held.size >= this.gate.slots * (alone ? ALONE_HELD_PER_SLOT : 1)) return false;
     this.ledger?.begin(job);
     this.held.set(job, add);

@@ -58,12 +58,12 @@ export function queueRegistration(declared: QueueAdapterOptions | undefined, che
               const chain = options.chainSteps.maxSteps > 0;
               if (queue.adapter === 'bull') {
                 const bullQueue = registeredQueue as BullQueueAdapter['queue'];
-                const starter = new DueJobStarter(gate, chain, logger, options.chainSteps.maxDurationMs, bullRunLedger(bullQueue, logger));
+                const starter = new DueJobStarter(gate, chain, logger, options.chainSteps.maxDurationMs, bullRunLedger(bullQueue, logger), () => registry.hasJobPriorities());
                 return new BullQueueAdapter(bullQueue, gate, queue, logger, starter);
               }
               const bullMqQueue = registeredQueue as BullMqQueueAdapter['queue'];
               const ledger = consumer ? bullMqRunLedger(bullMqQueue, consumer, logger) : undefined;
-              const starter = new DueJobStarter(gate, chain, logger, options.chainSteps.maxDurationMs, ledger);
+              const starter = new DueJobStarter(gate, chain, logger, options.chainSteps.maxDurationMs, ledger, () => registry.hasJobPriorities());
               return new BullMqQueueAdapter(bullMqQueue, gate, consumer ?? null, logger, starter);
             }
             case 'manual':

@@ -42,6 +42,11 @@ export class WorkflowRegistry {
     return [...this.byName.values()];
   }
 
+  /** Whether a registered workflow or step gives its jobs a queue `priority`. */
+  hasJobPriorities(): boolean {
+    return this.all().some((definition) => definition.jobOptions.priority !== undefined || definition.steps.some((step) => step.jobOptions.priority !== undefined));
+  }
+
   /** The registered steps that pass `test`, as `Workflow.step`: the boot warnings of a missing migration name them. */
   stepNamesWhere(test: (step: StepDefinition) => boolean): string[] {
     return this.all().flatMap((definition) => definition.steps.filter(test).map((step) => `${definition.name}.${step.name}`));
