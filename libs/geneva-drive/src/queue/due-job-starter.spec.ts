@@ -54,6 +54,7 @@ function harness(concurrency: number, holdMs: number, ledger?: StarterLedger, pr
 }
 
 const turn = () => new Promise((resolve) => setImmediate(resolve));
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A RunLedger that records nothing, alone on the queue until `share()` says another process took a lease. */
 function loneLedger(): StarterLedger & { share(): void } {
@@ -74,7 +75,6 @@ function loneLedger(): StarterLedger & { share(): void } {
     },
   };
 }
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('DueJobStarter', () => {
   it('starts a due job at once while a slot is free', async () => {

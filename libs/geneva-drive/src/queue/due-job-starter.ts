@@ -21,8 +21,8 @@ export type AddToQueue = (job: StepJob) => Promise<unknown>;
  * While the ledger finds no other process starting jobs itself on the queue, a job waits here for a
  * slot this long, and this many per slot may wait so: no other worker could take it from Redis
  * sooner, and a job through Redis costs about twenty Redis commands and a read of its rows, which
- * one started here does without (bench: three in four jobs of a burst went through Redis, at a
- * fifth of the process's CPU per workflow).
+ * one started here does without (BENCHMARKS.md: three in four jobs of the bench's bursts went
+ * through Redis; kept here, a fifth less CPU per workflow signal first).
  */
 export const ALONE_HOLD_MS = 10_000;
 export const ALONE_HELD_PER_SLOT = 200;
