@@ -115,16 +115,18 @@ function preparedStatementsSuite(kind: 'postgres' | 'mysql'): void {
     if (kind === 'postgres') {
       const prepared = await namedStatements(dataSource);
       expect(prepared.some(({ statement }) => statement.includes(' FOR UPDATE OF w, e'))).toBe(true);
-      // signal() is one message: its statement prepared by a PREPARE of the message, and logged inside the message.
-      // (The session records a PREPARE with the whole message it came in.)
-      expect(prepared.some(({ statement }) => /PREPARE \w+ AS WITH .*INSERT INTO "geneva_drive_signals"/s.test(statement))).toBe(true);
-      expect(log.statements.some((statement) => /^BEGIN; .*INSERT INTO "geneva_drive_signals".*; COMMIT$/s.test(statement))).toBe(true);
+      // signal() is one message: its lock read and its statement prepared by PREPAREs of the message, and logged inside the message.
+      // (The session records a PREPARE with the whole message it came in: each statement is the text after its own PREPARE.)
+      const textOf = ({ name, statement }: { name: string; statement: string }) => new RegExp(`PREPARE ${name} AS (.*?); EXECUTE ${name}\\(`, 's').exec(statement)?.[1];
+      expect(prepared.some((one) => /^WITH .*INSERT INTO "geneva_drive_signals"/s.test(textOf(one) ?? ''))).toBe(true);
+      expect(prepared.some((one) => textOf(one) === 'SELECT 1 FROM "geneva_drive_workflows" WHERE "id" = $1 FOR UPDATE')).toBe(true);
+      expect(log.statements.some((statement) => /^BEGIN; SELECT 1 FROM "geneva_drive_workflows" WHERE "id" = \$1 FOR UPDATE; .*INSERT INTO "geneva_drive_signals".*; COMMIT$/s.test(statement))).toBe(true);
       // One name per statement text, and every prepared statement was logged as it ran.
-      expect(new Set(prepared.map(({ name }) => name)).size).toBe(new Set(prepared.map(({ statement }) => statement)).size);
-      for (const { statement } of prepared) {
-        const sent = /PREPARE \w+ AS (.*); EXECUTE /s.exec(statement)?.[1];
+      expect(new Set(prepared.map(({ name }) => name)).size).toBe(new Set(prepared.map((one) => textOf(one) ?? one.statement)).size);
+      for (const one of prepared) {
+        const sent = textOf(one);
         if (sent !== undefined) expect(log.statements.some((logged) => logged.includes(sent))).toBe(true);
-        else expect(log.statements).toContain(statement);
+        else expect(log.statements).toContain(one.statement);
       }
     } else {
       // The lock read, the signal's insert, the writes of every phase: well over ten.

@@ -184,11 +184,12 @@ export class PostgresHotPathSql extends HotPathSql {
 
   /**
    * See postgres-signal-message.ts. The signal gets its id first (PgSignalIds) unless it has one (uuid
-   * keys). The statement is prepared on the session by the first message that needs it (PREPARE in
-   * the message, as EXECUTE runs it), and is dropped with the session's others when one goes stale
-   * (PgPreparedStatements); without `preparedStatements` each message prepares and drops it. A
-   * message the server refused wrote nothing: it is rolled back, its statement dropped, the error
-   * rethrown.
+   * keys). The statement, and the lock read before it, are prepared on the session by the first
+   * message that needs them (PREPARE in the message, as EXECUTE runs them: parsing and planning the
+   * lock read in every message was a seventh of the call), and are dropped with the session's others
+   * when one goes stale (PgPreparedStatements); without `preparedStatements` each message prepares
+   * and drops the statement, and sends the lock read as a literal. A message the server refused
+   * wrote nothing: it is rolled back, its statements dropped, the error rethrown.
    */
   async deliverSignal(delivery: SignalDelivery): Promise<DeliveredSignal | null> {
     if (delivery.signal.id === undefined) {
@@ -207,22 +208,27 @@ export class PostgresHotPathSql extends HotPathSql {
     const args = executeArguments(values);
     if (args === undefined) return null;
     const { name } = statement;
-    const lock = `SELECT 1 FROM ${this.workflows.table} WHERE ${this.workflows.column('id')} = ${sqlLiteral(delivery.signal.workflowId)} FOR UPDATE`;
-    // Logged and told to subscribers as what it does, its values apart, whether or not its statement is prepared yet.
-    const logged = `BEGIN; ${lock}; ${statement.sql}; COMMIT`;
+    const workflowId = sqlLiteral(delivery.signal.workflowId);
+    const lock = `SELECT 1 FROM ${this.workflows.table} WHERE ${this.workflows.column('id')} = ${workflowId} FOR UPDATE`;
+    // Logged and told to subscribers as what it does, its values apart (the lock read's $1 is the statement's too), whether or not its statements are prepared yet.
+    const logged = `BEGIN; ${this.prepares ? this.signalLockSql() : lock}; ${statement.sql}; COMMIT`;
     try {
       const rows = await this.onConnection(this.dataSource.manager, logged, values, async (client: PgClient) => {
         const kept = this.prepares && (await this.statements.has(client, name));
-        const text = ['BEGIN', lock, ...(kept ? [] : [`PREPARE ${name} AS ${statement.sql}`]), `EXECUTE ${name}(${args})`, ...(this.prepares ? [] : [`DEALLOCATE ${name}`]), 'COMMIT'].join('; ');
+        const lockKept = this.prepares && (await this.statements.has(client, SIGNAL_LOCK));
+        const lockRead = this.prepares ? [...(lockKept ? [] : [`PREPARE ${SIGNAL_LOCK} AS ${this.signalLockSql()}`]), `EXECUTE ${SIGNAL_LOCK}(${workflowId})`] : [lock];
+        const parts = ['BEGIN', ...lockRead, ...(kept ? [] : [`PREPARE ${name} AS ${statement.sql}`]), `EXECUTE ${name}(${args})`, ...(this.prepares ? [] : [`DEALLOCATE ${name}`]), 'COMMIT'];
         try {
-          const results = (await client.query({ text })) as unknown as Array<{ rows: Array<Record<string, unknown>> }>;
+          const results = (await client.query({ text: parts.join('; ') })) as unknown as Array<{ rows: Array<Record<string, unknown>> }>;
           if (this.prepares && !kept) this.statements.record(client, name, statement.sql);
-          return results[kept ? 2 : 3].rows;
+          if (this.prepares && !lockKept) this.statements.record(client, SIGNAL_LOCK, this.signalLockSql());
+          return results[parts.indexOf(`EXECUTE ${name}(${args})`)].rows;
         } catch (error) {
           // The message stopped at the failed statement, inside its transaction (a lost connection's rolls back by itself).
           if (isConnectionError(error)) throw error;
           await client.query({ text: 'ROLLBACK' });
           await this.statements.drop(client, name, error);
+          if (this.prepares) await this.statements.drop(client, SIGNAL_LOCK, error);
           throw error;
         }
       });
@@ -230,6 +236,11 @@ export class PostgresHotPathSql extends HotPathSql {
     } catch (error) {
       throw isConnectionError(error) ? new CommitOutcomeUnknownError(error) : error;
     }
+  }
+
+  /** signal()'s lock read of the workflow's row, prepared as {@link SIGNAL_LOCK}. */
+  private signalLockSql(): string {
+    return `SELECT 1 FROM ${this.workflows.table} WHERE ${this.workflows.column('id')} = $1 FOR UPDATE`;
   }
 
   /** A table's columns and their types as the database declares them (`format_type`). */
@@ -519,6 +530,9 @@ export class PostgresHotPathSql extends HotPathSql {
     );
   }
 }
+
+/** The name signal()'s lock read is prepared under (PostgresHotPathSql.deliverSignal). */
+const SIGNAL_LOCK = `${STATEMENT_PREFIX}signal_lock`;
 
 /** The concurrency keys' table (persistence/flow-keys.ts). */
 const FLOW_KEYS = 'geneva_drive_flow_keys';
