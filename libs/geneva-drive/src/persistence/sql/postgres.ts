@@ -186,7 +186,7 @@ export class PostgresHotPathSql extends HotPathSql {
    * See postgres-signal-message.ts. The signal gets its id first (PgSignalIds) unless it has one (uuid
    * keys). The statement, and the lock read before it, are prepared on the session by the first
    * message that needs them (PREPARE in the message, as EXECUTE runs them: parsing and planning the
-   * lock read in every message was a seventh of the call), and are dropped with the session's others
+   * lock read in every message was a seventh of the message's time), and are dropped with the session's others
    * when one goes stale (PgPreparedStatements); without `preparedStatements` each message prepares
    * and drops the statement, and sends the lock read as a literal. A message the server refused
    * wrote nothing: it is rolled back, its statements dropped, the error rethrown.
