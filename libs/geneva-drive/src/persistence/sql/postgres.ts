@@ -209,19 +209,19 @@ export class PostgresHotPathSql extends HotPathSql {
     if (args === undefined) return null;
     const { name } = statement;
     const workflowId = sqlLiteral(delivery.signal.workflowId);
-    const lock = `SELECT 1 FROM ${this.workflows.table} WHERE ${this.workflows.column('id')} = ${workflowId} FOR UPDATE`;
+    const lockSql = `SELECT 1 FROM ${this.workflows.table} WHERE ${this.workflows.column('id')} = ${this.prepares ? '$1' : workflowId} FOR UPDATE`;
     // Logged and told to subscribers as what it does, its values apart (the lock read's $1 is the statement's too), whether or not its statements are prepared yet.
-    const logged = `BEGIN; ${this.prepares ? this.signalLockSql() : lock}; ${statement.sql}; COMMIT`;
+    const logged = `BEGIN; ${lockSql}; ${statement.sql}; COMMIT`;
     try {
       const rows = await this.onConnection(this.dataSource.manager, logged, values, async (client: PgClient) => {
         const kept = this.prepares && (await this.statements.has(client, name));
         const lockKept = this.prepares && (await this.statements.has(client, SIGNAL_LOCK));
-        const lockRead = this.prepares ? [...(lockKept ? [] : [`PREPARE ${SIGNAL_LOCK} AS ${this.signalLockSql()}`]), `EXECUTE ${SIGNAL_LOCK}(${workflowId})`] : [lock];
+        const lockRead = this.prepares ? [...(lockKept ? [] : [`PREPARE ${SIGNAL_LOCK} AS ${lockSql}`]), `EXECUTE ${SIGNAL_LOCK}(${workflowId})`] : [lockSql];
         const parts = ['BEGIN', ...lockRead, ...(kept ? [] : [`PREPARE ${name} AS ${statement.sql}`]), `EXECUTE ${name}(${args})`, ...(this.prepares ? [] : [`DEALLOCATE ${name}`]), 'COMMIT'];
         try {
           const results = (await client.query({ text: parts.join('; ') })) as unknown as Array<{ rows: Array<Record<string, unknown>> }>;
           if (this.prepares && !kept) this.statements.record(client, name, statement.sql);
-          if (this.prepares && !lockKept) this.statements.record(client, SIGNAL_LOCK, this.signalLockSql());
+          if (this.prepares && !lockKept) this.statements.record(client, SIGNAL_LOCK, lockSql);
           return results[parts.indexOf(`EXECUTE ${name}(${args})`)].rows;
         } catch (error) {
           // The message stopped at the failed statement, inside its transaction (a lost connection's rolls back by itself).
@@ -236,11 +236,6 @@ export class PostgresHotPathSql extends HotPathSql {
     } catch (error) {
       throw isConnectionError(error) ? new CommitOutcomeUnknownError(error) : error;
     }
-  }
-
-  /** signal()'s lock read of the workflow's row, prepared as {@link SIGNAL_LOCK}. */
-  private signalLockSql(): string {
-    return `SELECT 1 FROM ${this.workflows.table} WHERE ${this.workflows.column('id')} = $1 FOR UPDATE`;
   }
 
   /** A table's columns and their types as the database declares them (`format_type`). */
