@@ -39,10 +39,12 @@ const PG_STATS_FLUSH_MS = 11_000;
  * (10 / 12). Then messages that carry several statements: the hero read rides on the guarded start,
  * the locked finalize's BEGIN on its lock read and its last writes on its COMMIT (7 / 8 round trips:
  * budget 8 / 9; a message counts once). A chained finalize then began its transaction with the
- * outcome's guarded write and the next step's hero and signals read after it (6 / 7: budget 7 / 8).
+ * outcome's guarded write and the next step's hero and signals read after it (6 / 7: budget 7 / 8),
+ * and then a chained step that decides nothing in Node started by a statement in that outcome's
+ * message, which commits with it (5 / 6: budget 6 / 7).
  */
 export const STATEMENT_BUDGET: Record<'postgres' | 'mysql' | 'sqlite', { signalFirst: number; signalAfter: number }> = {
-  postgres: { signalFirst: 7, signalAfter: 8 },
+  postgres: { signalFirst: 6, signalAfter: 7 },
   mysql: { signalFirst: 30, signalAfter: 32 },
   sqlite: { signalFirst: 32, signalAfter: 38 },
 };

@@ -8,7 +8,7 @@
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { GENEVA_DRIVE_CHANNELS, GenevaWorkflow, HousekeepingService, SignalService, Step, Workflow, WorkflowService, type GenevaDriveModuleOptions, type WorkflowRecord } from 'geneva-drive';
+import { GENEVA_DRIVE_CHANNELS, GenevaWorkflow, HousekeepingService, SignalMatcher, SignalService, Step, Workflow, WorkflowService, type GenevaDriveModuleOptions, type WorkflowRecord } from 'geneva-drive';
 import { WorkflowStore } from '../../libs/geneva-drive/src/persistence/workflow-store.js';
 import { pgRowVersion } from '../../libs/geneva-drive/src/persistence/sql/pg-row-version.js';
 import type { AfterQueryEvent, BeforeQueryEvent, DataSource, EntitySubscriberInterface, QueryRunner } from 'typeorm';
@@ -84,6 +84,19 @@ class StalledChainWorkflow extends GenevaWorkflow<TestHero> {
     await stallOnce(this.record.id);
   }
 
+  // A skipIf keeps its start in Node, under the locks of the outcome's transaction.
+  @Step({ skipIf: () => false }) async after() {
+    journal.push(`${this.record.id}:after`);
+  }
+}
+
+/** StalledChainWorkflow's steps, the second deciding nothing in Node: it starts in the outcome's message. */
+@Workflow({ name: 'UnlockedStalledPlainChain', hero: () => TestHero })
+class StalledPlainChainWorkflow extends GenevaWorkflow<TestHero> {
+  @Step() async work() {
+    await stallOnce(this.record.id);
+  }
+
   @Step() async after() {
     journal.push(`${this.record.id}:after`);
   }
@@ -97,6 +110,18 @@ class WaitingWorkflow extends GenevaWorkflow<TestHero> {
   }
 
   @Step({ waitFor: 'go' }) async woken() {
+    journal.push(`${this.record.id}:woken:${String((this.receivedSignal!.payload as { n: number }).n)}`);
+  }
+}
+
+/** WaitingWorkflow with a gate whose matcher looks at the payload: it decides in Node. */
+@Workflow({ name: 'UnlockedPickyWaiting', hero: () => TestHero })
+class PickyWaitingWorkflow extends GenevaWorkflow<TestHero> {
+  @Step() async first() {
+    journal.push(`${this.record.id}:first`);
+  }
+
+  @Step({ waitFor: new SignalMatcher('go', (payload: { n: number }) => payload.n > 0) }) async woken() {
     journal.push(`${this.record.id}:woken:${String((this.receivedSignal!.payload as { n: number }).n)}`);
   }
 }
@@ -170,6 +195,13 @@ const kind = (sql: string) =>
 /** A step's statements, the test's own polling reads aside. */
 const isEngine = (sql: string) => isUnlockedRead(sql) || isGuardedWrite(sql) || isHeroRead(sql) || isBegin(sql) || /^(COMMIT|WITH )/.test(sql) || sql.includes('FOR UPDATE');
 
+/** The columns of a row that are set (not null), by name. */
+const setColumns = (row: object) =>
+  Object.entries(row)
+    .filter(([, value]) => value != null)
+    .map(([key]) => key)
+    .sort();
+
 /** The statements after the COMMIT of the caller's transaction that start()ed the workflow. */
 function afterCallersCommit(statements: string[]): string[] {
   const start = statements.findIndex((sql) => sql.startsWith('WITH w AS (INSERT INTO "geneva_drive_workflows"'));
@@ -185,7 +217,7 @@ suite('unlocked phases [postgres]', () => {
   async function boot(options: GenevaDriveModuleOptions = {}): Promise<{ dataSource: DataSource; workflows: WorkflowService; hero: TestHero }> {
     journal.length = 0;
     // The local queue gives each job its hints (workflow, type, step, hero): what lets phase 1 decide unlocked.
-    app = await createTestApp('postgres', [PlainWorkflow, KeyedWorkflow, HeldKeyedWorkflow, HeldKeyedLedgerWorkflow, StalledWorkflow, StalledChainWorkflow, WaitingWorkflow], { queue: { adapter: 'local', concurrency: 2 }, stuckInProgressThreshold: '1s', ...options });
+    app = await createTestApp('postgres', [PlainWorkflow, KeyedWorkflow, HeldKeyedWorkflow, HeldKeyedLedgerWorkflow, StalledWorkflow, StalledChainWorkflow, StalledPlainChainWorkflow, WaitingWorkflow, PickyWaitingWorkflow], { queue: { adapter: 'local', concurrency: 2 }, stuckInProgressThreshold: '1s', ...options });
     watch = new StatementWatch();
     app.dataSource.subscribers.push(watch);
     const heroes = app.dataSource.getRepository(TestHero);
@@ -455,9 +487,9 @@ suite('unlocked phases [postgres]', () => {
     expect(journal).toEqual([]);
   });
 
-  it('a step that chains into a gate begins the transaction with its guarded outcome, the hero and the gate’s signals read after it in the same message; the gate’s start goes with the COMMIT', async () => {
+  it('a step that chains into a gate whose matcher decides in Node begins the transaction with its guarded outcome, the hero and the gate’s signals read after it in the same message; the gate’s start goes with the COMMIT', async () => {
     const { workflows, hero } = await boot();
-    const wf = await workflows.start(WaitingWorkflow, hero, { signals: [{ name: 'go', payload: { n: 1 } }] });
+    const wf = await workflows.start(PickyWaitingWorkflow, hero, { signals: [{ name: 'go', payload: { n: 1 } }] });
     await settled(workflows, wf, 'finished');
     expect(journal).toEqual([`${wf.id}:first`, `${wf.id}:woken:1`]);
     const begins = afterCallersCommit(watch.statements).filter(isBegin);
@@ -474,7 +506,7 @@ suite('unlocked phases [postgres]', () => {
     const { dataSource, workflows, hero } = await boot();
     const killer = new KillBeforeChainCommit(dataSource);
     dataSource.subscribers.push(killer);
-    const wf = await workflows.start(WaitingWorkflow, hero, { signals: [{ name: 'go', payload: { n: 3 } }] });
+    const wf = await workflows.start(PickyWaitingWorkflow, hero, { signals: [{ name: 'go', payload: { n: 3 } }] });
     await settled(workflows, wf, 'finished');
     expect(killer.killed).toHaveLength(1);
     expect(journal).toEqual([`${wf.id}:first`, `${wf.id}:woken:3`]);
@@ -508,6 +540,114 @@ suite('unlocked phases [postgres]', () => {
       ['after', 'completed', 'success'],
     ]);
     expect(journal).toEqual([`${wf.id}:work`, `${wf.id}:work`, `${wf.id}:after`]);
+  });
+
+  describe('a chained step that decides nothing in Node starts in its predecessor’s outcome message', () => {
+    /** The outcome's guarded write with the next step's start after it: one message, no transaction of the engine's. */
+    const isChainedStart = (sql: string) => isGuardedWrite(sql) && /; WITH h AS \(SELECT .* FROM "test_heroes" h .*\), d AS \(SELECT /s.test(sql);
+    const statementsAfterStart = () => watch.statements.slice(watch.statements.findIndex((sql) => sql.startsWith('WITH w AS (INSERT INTO "geneva_drive_workflows"')) + 1);
+
+    it('a gate waiting for a name alone claims the buffered signal and its step starts and runs inline, with no BEGIN and no lock read', async () => {
+      const { workflows, hero } = await boot();
+      const wf = await workflows.start(WaitingWorkflow, hero, { signals: [{ name: 'go', payload: { n: 1 } }, { name: 'go', payload: { n: 2 } }] });
+      await settled(workflows, wf, 'finished');
+      const engine = statementsAfterStart().filter(isEngine);
+      expect(engine.filter(isChainedStart)).toHaveLength(1);
+      expect(engine.filter((sql) => isBegin(sql) || isLockRead(sql))).toEqual([]);
+      expect(journal).toEqual([`${wf.id}:first`, `${wf.id}:woken:1`]);
+      // The rows as the gate that decides in Node leaves them.
+      const picky = await workflows.start(PickyWaitingWorkflow, hero, { signals: [{ name: 'go', payload: { n: 1 } }, { name: 'go', payload: { n: 2 } }] });
+      await settled(workflows, picky, 'finished');
+      const shape = async (record: WorkflowRecord) => ({
+        executions: (await workflows.executionHistory(record)).map((e) => ({ stepName: e.stepName, state: e.state, outcome: e.outcome, set: setColumns(e).filter((key) => key !== 'signalId') })),
+        signals: (await app!.moduleRef.get(SignalService).list(record)).map((signal) => ({ state: signal.state, claimed: Number(signal.claimed), set: setColumns(signal) })),
+      });
+      expect(await shape(wf)).toEqual(await shape(picky));
+      const history = await workflows.executionHistory(wf);
+      expect(history.map(({ stepName, state, outcome, jobId }) => [stepName, state, outcome, jobId === null ? 'inline' : 'job'])).toEqual([
+        ['first', 'completed', 'success', 'job'],
+        ['woken', 'completed', 'success', 'inline'],
+      ]);
+      const signals = await app!.moduleRef.get(SignalService).list(wf);
+      expect(history[1]).toMatchObject({ signalId: signals[0].id, waitingSince: null });
+      expect(history[1].startedAt).not.toBeNull();
+      // The oldest claimed and consumed; the second still buffered.
+      expect(signals.map((signal) => [(signal.payload as { n: number }).n, signal.state, Number(signal.claimed), Number(signal.consumed)])).toEqual([
+        [1, 'consumed', 1, 1],
+        [2, 'pending', 0, 0],
+      ]);
+      expect(signals[0].claimedAt).not.toBeNull();
+    });
+
+    it('a gate with no signal parks in the same message, and a signal wakes it', async () => {
+      const { workflows, hero } = await boot();
+      const wf = await parked(workflows, hero);
+      const engine = statementsAfterStart().filter(isEngine);
+      expect(engine.filter(isChainedStart)).toHaveLength(1);
+      expect(engine.filter((sql) => isBegin(sql) || isLockRead(sql))).toEqual([]);
+      const [, waiting] = await workflows.executionHistory(wf);
+      expect(waiting).toMatchObject({ stepName: 'woken', state: 'waiting', signalId: null, startedAt: null, jobId: null });
+      expect(waiting.waitingSince).not.toBeNull();
+      // The rows as the gate that decides in Node leaves them.
+      const picky = await workflows.start(PickyWaitingWorkflow, hero);
+      await waitUntil('the other gate to park', async () => ((await workflows.executionHistory(picky)).some((e) => e.state === 'waiting') ? true : null));
+      const shape = async (record: WorkflowRecord) => {
+        const { state, currentStepName, nextStepName, startedAt, finishedAt } = await workflows.find(record.id);
+        const executions = (await workflows.executionHistory(record)).map((e) => ({ ...e, set: setColumns(e) }));
+        return { workflow: { state, currentStepName, nextStepName, started: startedAt !== null, finishedAt }, executions: executions.map(({ stepName, state, outcome, set }) => ({ stepName, state, outcome, set })) };
+      };
+      expect(await shape(wf)).toEqual(await shape(picky));
+      await app!.moduleRef.get(SignalService).signal(wf, 'go', { payload: { n: 4 } });
+      await settled(workflows, wf, 'finished');
+      expect(journal.filter((line) => line.startsWith(`${wf.id}:`))).toEqual([`${wf.id}:first`, `${wf.id}:woken:4`]);
+    });
+
+    it('a plain step starts in the message: in_progress, the workflow performing it, run inline', async () => {
+      const { workflows, hero } = await boot();
+      const wf = await workflows.start(StalledPlainChainWorkflow, hero);
+      await settled(workflows, wf, 'finished');
+      const engine = statementsAfterStart().filter(isEngine);
+      expect(engine.filter(isChainedStart)).toHaveLength(1);
+      expect(engine.filter((sql) => isBegin(sql) || isLockRead(sql))).toEqual([]);
+      expect(journal).toEqual([`${wf.id}:work`, `${wf.id}:after`]);
+      expect((await workflows.executionHistory(wf)).map(({ stepName, state, jobId }) => [stepName, state, jobId === null ? 'inline' : 'job'])).toEqual([
+        ['work', 'completed', 'job'],
+        ['after', 'completed', 'inline'],
+      ]);
+    });
+
+    it('with the hero gone, the message records the outcome and starts nothing: the next step’s own job cancels the workflow', async () => {
+      const { dataSource, workflows, hero } = await boot();
+      stall.during = async () => {
+        await dataSource.getRepository(TestHero).delete(hero.id);
+      };
+      const wf = await workflows.start(StalledPlainChainWorkflow, hero);
+      await settled(workflows, wf, 'canceled');
+      expect(statementsAfterStart().filter(isChainedStart)).toHaveLength(1);
+      expect((await workflows.executionHistory(wf)).map(({ stepName, state, outcome, jobId }) => [stepName, state, outcome, jobId === null ? 'inline' : 'job'])).toEqual([
+        ['work', 'completed', 'success', 'job'],
+        ['after', 'canceled', 'canceled', 'job'],
+      ]);
+      expect(journal).toEqual([`${wf.id}:work`]);
+    });
+
+    it('an outcome whose execution housekeeping recovered while the body ran is refused with the start after it; the locked path records it, and the recovery stands', async () => {
+      const { workflows, hero } = await boot({ chainSteps: { maxDuration: '10m' } });
+      const housekeeping = app!.moduleRef.get(HousekeepingService);
+      stall.during = async () => {
+        await new Promise((resolve) => setTimeout(resolve, 1_100));
+        expect(await housekeeping.run()).toMatchObject({ stuckInProgressRecovered: 1 });
+      };
+      const wf = await workflows.start(StalledPlainChainWorkflow, hero);
+      await settled(workflows, wf, 'finished');
+      await waitUntil('the stalled worker to send its outcome', async () => (watch.statements.filter(isChainedStart).length >= 2 && watch.statements.some(isLockRead) ? true : null));
+      expect((await workflows.executionHistory(wf)).map((e) => [e.stepName, e.state, e.outcome])).toEqual([
+        ['work', 'completed', 'recovered'],
+        ['work', 'completed', 'success'],
+        ['after', 'completed', 'success'],
+      ]);
+      expect(journal).toEqual([`${wf.id}:work`, `${wf.id}:work`, `${wf.id}:after`]);
+    });
   });
 
   it('an outcome whose execution housekeeping recovered while the body ran is not written; the recovery stands and the step runs again', async () => {

@@ -14,6 +14,7 @@ import {
   FAN_OUT,
   FanParentWorkflow,
   GatedWorkflow,
+  NameGatedWorkflow,
   HeroMatchedWorkflow,
   KeyedLastWorkflow,
   KeyedWorkflow,
@@ -343,6 +344,48 @@ export const SCENARIOS: Array<Scenario<any>> = [
     ],
     check: async (h, at: Parked) => [...bodyRanOnce(at.workflow, 'b'), ...(await finalState(h, at.workflow, ['finished']))],
   },
+  {
+    name: 'signal × a finalize starting a name-only gate in its message',
+    setup: async (h) => {
+      const workflow = await workflows(h).start(NameGatedWorkflow, await hero(h));
+      const [job] = h.newJobs();
+      return { workflow, job };
+    },
+    operations: (h, at: Parked) => [
+      { name: 'signal', run: () => signals(h).signal(at.workflow.id, 'go') },
+      { name: 'job', run: () => h.runJob(at.job!) },
+    ],
+    check: async (h, at: Parked, run) => [
+      // A signal never moves the rows a's outcome is guarded on: unless a fault cut it, the job starts b in that outcome's message.
+      ...(run.trace.some((line) => line.fault) || run.trace.some((line) => line.op === 'job' && /^WITH l AS \(.*; WITH h AS \(.*\), d AS \(SELECT /s.test(line.sql)) ? [] : ['the job did not start b in the message of a’s outcome']),
+      ...bodyRanOnce(at.workflow, 'b'),
+      ...bodyRanOnce(at.workflow, 'c'),
+      ...(await finalState(h, at.workflow, ['finished'])),
+    ],
+  },
+  ...(['pause', 'cancel'] as const).map(
+    (action): Scenario<Parked> => ({
+      name: `${action} × a finalize starting a name-only gate in its message, its signal buffered`,
+      setup: async (h) => {
+        const owner = await hero(h);
+        const workflow = await workflows(h).start(NameGatedWorkflow, owner, { signals: [{ name: 'go' }] });
+        const [job] = h.newJobs();
+        return { workflow, job, hero: owner };
+      },
+      operations: (h, at) => [
+        { name: action, run: () => workflows(h)[action](at.workflow.id) },
+        { name: 'job', run: () => h.runJob(at.job!) },
+      ],
+      check: async (h, at) => {
+        const b = runsOf(at.workflow, 'b');
+        return [
+          ...(b.length > 1 ? [`step b ran ${b.length} times`] : []),
+          ...(b.some((run) => run.signalId === null) ? ['step b ran without its signal'] : []),
+          ...(await finalState(h, at.workflow, action === 'pause' ? ['paused', 'finished'] : ['canceled', 'finished'])),
+        ];
+      },
+    }),
+  ),
   ...(['pause', 'skip', 'cancel'] as const).map(
     (action): Scenario<Parked> => ({
       name: `signal × ${action}`,
@@ -717,6 +760,8 @@ export const SCENARIOS: Array<Scenario<any>> = [
 export const WITH_FAULTS: Array<Scenario<any>> = [
   'signal × the waitFor gate',
   'signal × a chained finalize and prepare',
+  'signal × a finalize starting a name-only gate in its message',
+  'pause × a finalize starting a name-only gate in its message, its signal buffered',
   'signal × resume',
   'two signals with one key',
   'the unlocked phase 1 × a duplicate job × pause',

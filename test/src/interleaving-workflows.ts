@@ -55,6 +55,28 @@ export class GatedWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
+/**
+ * GatedWorkflow's steps without its cancelIf (a subclass would inherit it): nothing is decided in
+ * Node before a step's body, so each chained step starts in its predecessor's outcome message (PostgreSQL).
+ */
+@Workflow({ hero: () => TestHero })
+export class NameGatedWorkflow extends GenevaWorkflow<TestHero> {
+  @Step()
+  async a() {
+    record(this, 'a');
+  }
+
+  @Step({ waitFor: 'go' })
+  async b() {
+    record(this, 'b');
+  }
+
+  @Step()
+  async c() {
+    record(this, 'c');
+  }
+}
+
 /** `a → b (waitFor go, only while the hero is active) → c`: the matcher reads the hero. */
 @Workflow({ hero: () => TestHero })
 export class HeroMatchedWorkflow extends GenevaWorkflow<TestHero> {
@@ -272,6 +294,7 @@ export const INTERLEAVING_WORKFLOWS = [
   KeyedLastWorkflow,
   RatedWorkflow,
   GatedWorkflow,
+  NameGatedWorkflow,
   HeroMatchedWorkflow,
   PlainWorkflow,
   DeadlineWorkflow,

@@ -21,6 +21,7 @@ import { UnownedSteps } from './unowned-steps.js';
 import { LOOKUP_ATTEMPTS, LOOKUP_PAUSE_MS, type BodyResult, type Chain, type ExecuteOptions, type Prepared } from './step-run.js';
 import { WaitDeadline } from './wait-deadline.js';
 import { WorkflowInstances } from './workflow-instances.js';
+import { ChainedStarts } from './chained-start.js';
 
 export type { ExecuteOptions } from './step-run.js';
 
@@ -81,7 +82,7 @@ export class ExecutorService {
       new RateWindows(store, schema),
     );
     this.body = new StepBody(transactions, options, () => this.shuttingDown, () => childStart.outputs());
-    this.finalizePhase = new FinalizePhase(transactions, store, outcomes, this.preparePhase, childStart, slots);
+    this.finalizePhase = new FinalizePhase(transactions, store, outcomes, this.preparePhase, childStart, slots, new ChainedStarts(store, instances, logger));
     this.transactionalStep = new TransactionalStep(transactions, store, this.body, this.finalizePhase);
   }
 

@@ -11,6 +11,7 @@ import type { StepOutcomes } from './step-outcome.js';
 import { eventBase, IDEMPOTENT, keepsOutputs, type BodyResult, type Chain, type Prepared } from './step-run.js';
 import { ChildrenRefused, type ChildStart } from './child-start.js';
 import type { ConcurrencySlots } from './concurrency-slots.js';
+import type { ChainedStarts, PlannedStart } from './chained-start.js';
 import { SentAfterWriteError } from '../persistence/phase-batch.js';
 import { resolveExceptionPolicy } from '../exception-policy/exception-policy.js';
 import { isChildrenMatcher } from '../workflow/children-matcher.js';
@@ -43,6 +44,7 @@ export class FinalizePhase {
     private readonly prepare: PreparePhase,
     private readonly childStart: ChildStart,
     private readonly slots: ConcurrencySlots,
+    private readonly starts: ChainedStarts,
   ) {}
 
   /**
@@ -83,7 +85,10 @@ export class FinalizePhase {
 
   private async finalizeOnce(prepared: Prepared, result: BodyResult, chain?: Chain): Promise<Prepared | null> {
     const started = performance.now();
-    const recorded = (this.mayRecordUnlocked(prepared, result, chain) && (await this.recordUnlocked(prepared, result))) || (await this.recordLocked(prepared, result, chain));
+    const recorded =
+      (this.mayRecordUnlocked(prepared, result, chain) && (await this.recordUnlocked(prepared, result))) ||
+      (chain && this.mayStartNextUnlocked(prepared, result) && (await this.recordStartingNext(prepared, result))) ||
+      (await this.recordLocked(prepared, result, chain));
     return this.report(prepared, result, recorded, started);
   }
 
@@ -164,6 +169,63 @@ export class FinalizePhase {
       await this.recordLocked(prepared, result);
     }
     return { states: { workflowState: workflow.state, stepState: execution.state }, next: null };
+  }
+
+  /**
+   * Whether a chained outcome may be recorded as recordUnlocked's is, with the phase 1 of the step it
+   * makes due in the same message (recordStartingNext): as for recordUnlocked, and no parent to tell
+   * and no concurrency key to free (their writes need the locks held).
+   */
+  private mayStartNextUnlocked(prepared: Prepared, result: BodyResult): boolean {
+    return this.mayRecordUnlocked(prepared, result) && !isLastStep(prepared) && parentToTell(prepared, result) === undefined && !prepared.step.concurrency && this.starts.mayStartIn(this.transactions.dataSource.manager, prepared);
+  }
+
+  /**
+   * A chained outcome as recordUnlocked records it, and where the step it made due decides nothing in
+   * Node (ChainedStarts), that step's phase 1 by a statement in the same message, which commits with
+   * it: one round trip where the locked path takes two. Null when that cannot be (the rows moved on,
+   * the due step decides in Node, the message failed): the locked path then records the outcome from
+   * the rows as they are, and starts the due step. When the answer was lost after the message
+   * committed, that path finds the outcome recorded and sends the job of a step left scheduled; one
+   * it started is recovered as any step whose run was lost.
+   */
+  private async recordStartingNext(prepared: Prepared, result: BodyResult): Promise<Recorded | null> {
+    const expected = asPhaseOneLeftThem(prepared);
+    if (!expected) return null;
+    const manager = this.transactions.dataSource.createEntityManager();
+    // The records as phase 1 left them: when nothing was sent, the locked path begins guarded from them (beginChain).
+    const before = { workflow: { ...prepared.workflow }, execution: { ...prepared.execution } };
+    let planned: PlannedStart | null = null;
+    // An instance that cannot be built fails the inline start as the locked path's would (finalize).
+    const instance = await this.starts.instance(prepared).catch((error: unknown) => {
+      throw new ChainedPrepareError(error);
+    });
+    let written: Awaited<ReturnType<WorkflowStore['writeIfUnchanged']>>;
+    try {
+      written = await this.store.writeIfUnchanged(manager, expected, () => this.recordOutcome(manager, prepared, result), (due) => {
+        if (!due) return undefined;
+        planned = this.starts.plan(manager, prepared, due, instance);
+        return planned?.read ?? null;
+      });
+    } catch {
+      // As a failed recordUnlocked's: the locked path re-reads the rows and records only what is still due.
+      return null;
+    }
+    if (!written) {
+      if (!planned) {
+        Object.assign(prepared.workflow, before.workflow);
+        Object.assign(prepared.execution, before.execution);
+      }
+      return null;
+    }
+    // As the outcome left them: starting the next step changes the workflow's state.
+    const states = { workflowState: prepared.workflow.state, stepState: prepared.execution.state };
+    const start = planned as PlannedStart | null;
+    if (!start) return { states, next: null };
+    const { next, started } = start.finish(written.then);
+    const { withheld } = written;
+    if (started === null && withheld) await this.store.enqueue(manager, withheld.workflow, withheld.execution, withheld.jobOptions, withheld.jobId);
+    return { states, next };
   }
 
   /** Records the outcome under the workflow and execution row locks, and with `chain` starts the step it made due (see finalize). */

@@ -40,7 +40,16 @@ export class SentAfterWriteError extends Error {
 /** What {@link PhaseBatch.writeIfUnchanged} wrote: the rows of the read that went with it, when it went. */
 export interface Written {
   then?: Array<Record<string, unknown>>;
+  /** The due job kept back for the statement that started its execution (a {@link DueStart}'s): the caller sends it when that left it scheduled. */
+  withheld?: PendingJob;
 }
+
+/**
+ * For {@link PhaseBatch.writeIfUnchanged}: the statement that runs the phase 1 of the job `work`
+ * scheduled due now (null: none) after the write, in its message; undefined for the write alone
+ * (its jobs sent as usual), null to send nothing.
+ */
+export type DueStart = (due: StepExecution | null) => TrailingRead | null | undefined;
 
 /** A guarded write kept for its transaction's COMMIT (PhaseBatch.endOnCommit). */
 export interface Ending {
@@ -117,9 +126,10 @@ export class PhaseBatch {
    * Runs `work` unlocked and writes its batch with HotPathSql.writeIfUnchanged (see
    * WorkflowStore.writeIfUnchanged); its jobs are sent once that has committed (their failure then
    * throws SentAfterWriteError). False, with nothing written or sent, when the rows had moved on or
-   * `work` needed a read. `then` goes with the write where the dialect can (HotPathSql.writeIfUnchanged).
+   * `work` needed a read. `then` goes with the write where the dialect can (HotPathSql.writeIfUnchanged);
+   * a {@link DueStart} starts the due job's execution there instead of sending the job (Written.withheld).
    */
-  async writeIfUnchanged(manager: EntityManager, expected: ExpectedStates, work: () => Promise<void>, then?: TrailingRead): Promise<Written | false> {
+  async writeIfUnchanged(manager: EntityManager, expected: ExpectedStates, work: () => Promise<void>, then?: TrailingRead | DueStart): Promise<Written | false> {
     const sql = this.sql(manager);
     this.writes.set(manager, emptyBatch());
     this.jobs.set(manager, []);
@@ -136,7 +146,20 @@ export class PhaseBatch {
         return {};
       }
       const slot = this.slots.get(manager);
-      const written = await sql.writeIfUnchanged(manager, this.writes.get(manager)!, slot ? { ...expected, slot } : expected, then);
+      let withheld: PendingJob | undefined;
+      let read: TrailingRead | undefined;
+      if (typeof then !== 'function') read = then;
+      else {
+        const due = this.dueJob(manager);
+        const start = then(due?.execution ?? null);
+        if (start === null) return false;
+        read = start;
+        if (read && due) {
+          withheld = due;
+          this.jobs.set(manager, this.jobs.get(manager)!.filter((job) => job !== due));
+        }
+      }
+      const written = await sql.writeIfUnchanged(manager, this.writes.get(manager)!, slot ? { ...expected, slot } : expected, read);
       if (!written) return false;
       try {
         for (const job of this.jobs.get(manager)!) await this.send(manager, job);
@@ -144,7 +167,7 @@ export class PhaseBatch {
       } catch (error) {
         throw new SentAfterWriteError(error);
       }
-      return written.then ? { then: written.then } : {};
+      return { ...(written.then ? { then: written.then } : {}), ...(withheld ? { withheld } : {}) };
     } finally {
       this.writes.delete(manager);
       this.jobs.delete(manager);

@@ -16,9 +16,9 @@ import { assertWorkflowTransition, STOPPED_WORKFLOW_STATES, type WorkflowState }
 import type { AfterCommitSubscriber } from './after-commit.js';
 import { lockRow } from './row-lock.js';
 import { committedOutside, ownsTransactionEvents } from './transaction-runner.js';
-import { PhaseBatch, type JobWorkflow, type Written } from './phase-batch.js';
+import { PhaseBatch, type DueStart, type JobWorkflow, type Written } from './phase-batch.js';
 import { hotPathSqlFor, type HotPathSql, type HotPathSqlOptions } from './sql/index.js';
-import type { ExpectedStates, HeroRow, SlotChange, TrailingRead } from './sql/hot-path-sql.js';
+import type { ChainedStart, ChainedStartAnswer, ExpectedStates, HeroRow, SlotChange, TrailingRead } from './sql/hot-path-sql.js';
 import { loadHero } from './hero.js';
 import { newExecution, newWorkflow, type NewExecution } from './new-rows.js';
 import { openStepTransaction, type StepTransaction } from './step-transaction.js';
@@ -110,7 +110,7 @@ export class WorkflowStore {
    * locks taken first, goes with the write where the dialect can (Written.then); otherwise the caller
    * reads it after.
    */
-  async writeIfUnchanged(manager: EntityManager, expected: ExpectedStates, work: () => Promise<void>, then?: TrailingRead): Promise<Written | false> {
+  async writeIfUnchanged(manager: EntityManager, expected: ExpectedStates, work: () => Promise<void>, then?: TrailingRead | DueStart): Promise<Written | false> {
     if (!this.sql(manager).writesIfUnchanged) return false;
     return this.phase.writeIfUnchanged(manager, expected, work, then);
   }
@@ -303,6 +303,22 @@ export class WorkflowStore {
   /** Whether the dialect writes a phase in one statement that checks the rows (see writeIfUnchanged). */
   writesIfUnchanged(manager: EntityManager): boolean {
     return this.sql(manager).writesIfUnchanged;
+  }
+
+  /** Whether the dialect starts a chained step in its predecessor's outcome message (HotPathSql.startsChainedSteps). */
+  startsChainedSteps(manager: EntityManager): boolean {
+    return this.sql(manager).startsChainedSteps;
+  }
+
+  /** A chained step's start as one statement (HotPathSql.chainedStart); undefined where the dialect or the schema (a gate without the signals migration) cannot. */
+  chainedStart(manager: EntityManager, start: ChainedStart): TrailingRead | undefined {
+    if (start.gate && !this.schema.hasSignals) return undefined;
+    return this.sql(manager).chainedStart(start);
+  }
+
+  /** What {@link chainedStart}'s statement answered. */
+  chainedStartFrom(manager: EntityManager, start: ChainedStart, rows: Array<Record<string, unknown>>): ChainedStartAnswer {
+    return this.sql(manager).chainedStartFrom(start, rows);
   }
 
   /**

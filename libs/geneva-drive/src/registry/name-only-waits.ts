@@ -1,4 +1,4 @@
-import { SignalMatcher } from '../workflow/signal-matcher.js';
+import { SignalMatcher, type SignalMatcherLike } from '../workflow/signal-matcher.js';
 import type { WorkflowDefinition } from './workflow-definition.js';
 
 /**
@@ -17,14 +17,18 @@ export function nameOnlyWaits(definitions: readonly WorkflowDefinition[], name: 
     for (const step of definition.steps) {
       const matcher = step.waitFor;
       if (!matcher) continue;
-      // The engine's own matcher, not a subclass that may decide otherwise.
       if (Object.getPrototypeOf(matcher) !== SignalMatcher.prototype) decidable = false;
       else if (matcher.signalName === name) {
-        if ((matcher as SignalMatcher).needsWorkflow) decidable = false;
-        else steps.push(step.name);
+        if (waitsForNameAlone(matcher)) steps.push(step.name);
+        else decidable = false;
       }
     }
     if (decidable && steps.length > 0) routes.set(definition.name, steps);
   }
   return routes;
+}
+
+/** Whether a step's matcher accepts a signal by its name alone: the engine's own, not a subclass that may decide otherwise, with no predicate. */
+export function waitsForNameAlone(matcher: SignalMatcherLike): matcher is SignalMatcher & { signalName: string } {
+  return Object.getPrototypeOf(matcher) === SignalMatcher.prototype && !(matcher as SignalMatcher).needsWorkflow;
 }

@@ -100,6 +100,29 @@ export interface TrailingRead {
   sql(bind: (value: unknown) => string): string;
 }
 
+/**
+ * A chained step's phase 1 as one statement decides it ({@link HotPathSql.chainedStart}), with what
+ * Node decided beforehand: the step's and the workflow's changes once it starts.
+ */
+export interface ChainedStart {
+  workflowId: string;
+  /** The step the predecessor's outcome scheduled, due now. */
+  stepName: string;
+  hero: { codec: EntityCodec<ObjectLiteral>; id: string };
+  /** The step's changes when it starts (`in_progress`), and the workflow's (`performing`). */
+  started: Partial<StepExecution>;
+  workflow: Partial<WorkflowRecord>;
+  /** A gate that waits for a signal by name alone: the name, the step's changes when it parks, the time of a claim. */
+  gate?: { name: string; parked: Partial<StepExecution>; now: Date };
+}
+
+/** What {@link HotPathSql.chainedStart}'s statement did: the step's state as it left it (null: not started, no hero), the hero, the signal it claimed. */
+export interface ChainedStartAnswer {
+  state: 'in_progress' | 'waiting' | null;
+  hero: object | null;
+  signal: Signal | null;
+}
+
 /** The hero row a new workflow needs: inserted only if `SELECT 1 FROM table WHERE column = value` finds it. */
 export interface HeroRow {
   table: string;
@@ -217,6 +240,27 @@ export abstract class HotPathSql {
    */
   async endAndCommit(_runner: QueryRunner, _batch: WriteBatch, _expected: ExpectedStates): Promise<'committed' | 'written' | 'refused'> {
     throw new Error(`${this.constructor.name} cannot end a step with its COMMIT`);
+  }
+
+  /**
+   * The statement that runs a chained step's phase 1 after its predecessor's guarded write, in its
+   * message ({@link writeIfUnchanged}'s `then`); undefined where the dialect cannot (PostgreSQL's,
+   * with prepared statements: see postgres-chained-start.ts).
+   */
+  chainedStart(_start: ChainedStart): TrailingRead | undefined {
+    return undefined;
+  }
+
+  /** Whether {@link chainedStart} gives a statement here. */
+  get startsChainedSteps(): boolean {
+    return false;
+  }
+
+  /** What {@link chainedStart}'s statement answered. */
+  chainedStartFrom(start: ChainedStart, rows: Array<Record<string, unknown>>): ChainedStartAnswer {
+    const [row] = rows;
+    const state = row?.started === 'in_progress' || row?.started === 'waiting' ? row.started : null;
+    return { state, hero: this.heroFrom(start.hero.codec, rows), signal: state === 'in_progress' && row.s_id != null ? this.signals.fromRow(row, 's') : null };
   }
 
   /** The codec of a hero entity read by fixed SQL, or null when it must be read through TypeORM (see EntityCodec.isPlain). */
@@ -483,13 +527,13 @@ export abstract class HotPathSql {
   }
 
   /** The condition on `s` of a workflow's signals a gate may attach: not consumed, named `name` unless null. */
-  private attachable(bind: (value: unknown) => string, workflowId: string, name: string | null): string {
+  protected attachable(bind: (value: unknown) => string, workflowId: string, name: string | null): string {
     const s = this.signals;
     return `s.${s.column('workflowId')} = ${bind(workflowId)} AND s.${s.column('state')} <> '${CONSUMED}'${name === null ? '' : ` AND s.${s.column('name')} = ${bind(name)}`}`;
   }
 
   /** Signals oldest first, as a gate takes them. */
-  private get signalOrder(): string {
+  protected get signalOrder(): string {
     return `s.${this.signals.column('createdAt')}, s.${this.signals.column('id')}`;
   }
 

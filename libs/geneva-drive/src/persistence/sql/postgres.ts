@@ -6,9 +6,10 @@ import type { WorkflowRecord } from '../../entities/workflow.entity.js';
 import { CommitOutcomeUnknownError } from '../../errors/commit-outcome-unknown.error.js';
 import { inOwnTransaction, isConnectionError } from '../transaction-runner.js';
 import { isStaleStatement } from '../stale-statement.js';
-import { HotPathSql, type DeliveredSignal, type ExpectedStates, type GuardedWrite, type HeroRow, type SignalDelivery, type SlotChange, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
+import { HotPathSql, type ChainedStart, type DeliveredSignal, type ExpectedStates, type GuardedWrite, type HeroRow, type SignalDelivery, type SlotChange, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
 import { PgSignalIds } from './postgres-signal-ids.js';
 import { deliveredSignal, signalStatement, type SignalStatement } from './postgres-signal-message.js';
+import { chainedStartStatement } from './postgres-chained-start.js';
 import { pgRowVersion } from './pg-row-version.js';
 import { PgPreparedStatements, STATEMENT_PREFIX, type PgClient } from './pg-prepared-statements.js';
 import { toRow } from '../flow-keys.js';
@@ -341,6 +342,26 @@ export class PostgresHotPathSql extends HotPathSql {
       ...(expected.slot?.take === false && expected.slot.freed ? { freedSlot: toRow({ holding: row.slot_holding, waiters: row.slot_waiters }) } : {}),
       ...(results ? { then: results[1] } : {}),
     };
+  }
+
+  /** See postgres-chained-start.ts: with prepared statements only, for its message is sent by EXECUTE (sendStatements). */
+  override get startsChainedSteps(): boolean {
+    return this.prepares;
+  }
+
+  override chainedStart(start: ChainedStart): TrailingRead | undefined {
+    if (!this.prepares) return undefined;
+    return chainedStartStatement(
+      {
+        workflows: this.workflows,
+        executions: this.executions,
+        signals: this.signals,
+        heroRead: (codec, heroId) => this.heroRead(codec, heroId),
+        attachable: (bind, workflowId, name) => this.attachable(bind, workflowId, name),
+        signalOrder: this.signalOrder,
+      },
+      start,
+    );
   }
 
   override get beginsWritingIfUnchanged(): boolean {
