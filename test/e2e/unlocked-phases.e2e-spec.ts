@@ -648,6 +648,26 @@ suite('unlocked phases [postgres]', () => {
       ]);
       expect(journal).toEqual([`${wf.id}:work`, `${wf.id}:work`, `${wf.id}:after`]);
     });
+
+    it('a refused outcome starts nothing, not even a next step an operator scheduled meanwhile: that step runs from its own job', async () => {
+      // One slot: the stalled run holds it, so the step the skip schedules waits in the queue.
+      const { workflows, hero } = await boot({ queue: { adapter: 'local', concurrency: 1 }, chainSteps: { maxDuration: '10m' } });
+      const housekeeping = app!.moduleRef.get(HousekeepingService);
+      let wf: WorkflowRecord | undefined;
+      stall.during = async () => {
+        await new Promise((resolve) => setTimeout(resolve, 1_100));
+        expect(await housekeeping.run()).toMatchObject({ stuckInProgressRecovered: 1 });
+        await workflows.skip(wf!.id);
+      };
+      wf = await workflows.start(StalledPlainChainWorkflow, hero);
+      await settled(workflows, wf, 'finished');
+      expect((await workflows.executionHistory(wf)).map(({ stepName, state, outcome, jobId }) => [stepName, state, outcome, jobId === null ? 'no job' : 'job'])).toEqual([
+        ['work', 'completed', 'recovered', 'job'],
+        ['work', 'skipped', 'skipped', 'no job'],
+        ['after', 'completed', 'success', 'job'],
+      ]);
+      expect(journal).toEqual([`${wf.id}:work`, `${wf.id}:after`]);
+    });
   });
 
   it('an outcome whose execution housekeeping recovered while the body ran is not written; the recovery stands and the step runs again', async () => {

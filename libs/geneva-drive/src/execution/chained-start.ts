@@ -32,9 +32,13 @@ export class ChainedStarts {
     private readonly logger: LoggerService,
   ) {}
 
-  /** Whether a step of `prepared`'s workflow may start so at all: where the dialect can, in a class with no cancelIf (see plan for the step's own conditions). */
-  mayStartIn(manager: EntityManager, { definition }: Prepared): boolean {
-    return definition.cancelIf.length === 0 && this.store.startsChainedSteps(manager);
+  /**
+   * Whether the step after `prepared`'s may start so, where the dialect can: a chain goes on only after
+   * a plain completion, which schedules the next step in the class's order (plan checks the row).
+   */
+  mayStartAfter(manager: EntityManager, { definition, step }: Prepared): boolean {
+    const next = definition.steps[definition.steps.indexOf(step) + 1];
+    return next !== undefined && decidesInSql(definition, next) && this.store.startsChainedSteps(manager);
   }
 
   /**
@@ -49,7 +53,7 @@ export class ChainedStarts {
   plan(manager: EntityManager, prepared: Prepared, due: StepExecution, instance: GenevaWorkflow<any>): PlannedStart | null {
     const { definition, workflow } = prepared;
     const step = definition.step(due.stepName);
-    if (!step || !decidesInSql(definition, step, due)) return null;
+    if (!step || !decidesInSql(definition, step) || !isFresh(due)) return null;
     const codec = this.store.sql(manager).heroCodec(workflow.heroType);
     if (!codec) return null;
     const now = this.store.now();
@@ -98,13 +102,16 @@ export class ChainedStarts {
 
 /**
  * Whether the step's phase 1 decides nothing the statement cannot: no cancelIf, skipIf, rate limit
- * or concurrency key, not transactional or resumable (their starts are their own), a gate that
- * waits for a signal by name alone with no timeout, and a fresh execution (no signal pinned, not
- * continuing another).
+ * or concurrency key, not transactional or resumable (their starts are their own), and a gate, if
+ * any, that waits for a signal by name alone with no timeout.
  */
-function decidesInSql(definition: WorkflowDefinition, step: StepDefinition, due: StepExecution): boolean {
+function decidesInSql(definition: WorkflowDefinition, step: StepDefinition): boolean {
   if (!startsWithoutDecisions(definition, step) || step.concurrency || step.transactional || step.resumable || definition.removedStep(step.name)) return false;
-  if (due.signalId != null || due.continuesFromId != null || due.flowKey != null || due.metadata?.timedOut === true) return false;
   const { waitFor } = step;
   return !waitFor || (waitsForNameAlone(waitFor) && step.timeoutMs === undefined);
+}
+
+/** A fresh execution: no signal pinned, not continuing another, no key, not timed out. */
+function isFresh(due: StepExecution): boolean {
+  return due.signalId == null && due.continuesFromId == null && due.flowKey == null && due.metadata?.timedOut !== true;
 }

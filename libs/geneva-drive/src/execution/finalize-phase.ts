@@ -177,7 +177,7 @@ export class FinalizePhase {
    * and no concurrency key to free (their writes need the locks held).
    */
   private mayStartNextUnlocked(prepared: Prepared, result: BodyResult): boolean {
-    return this.mayRecordUnlocked(prepared, result) && !isLastStep(prepared) && parentToTell(prepared, result) === undefined && !prepared.step.concurrency && this.starts.mayStartIn(this.transactions.dataSource.manager, prepared);
+    return this.mayRecordUnlocked(prepared, result) && !isLastStep(prepared) && parentToTell(prepared, result) === undefined && !prepared.step.concurrency && this.starts.mayStartAfter(this.transactions.dataSource.manager, prepared);
   }
 
   /**
@@ -207,9 +207,13 @@ export class FinalizePhase {
         planned = this.starts.plan(manager, prepared, due, instance);
         return planned?.read ?? null;
       });
-    } catch {
-      // As a failed recordUnlocked's: the locked path re-reads the rows and records only what is still due.
-      return null;
+    } catch (error) {
+      // As a failed recordUnlocked's: the locked path re-reads the rows and records only what is
+      // still due. Recorded, with only its jobs failing to go: that path sends them again.
+      if (!(error instanceof SentAfterWriteError)) return null;
+      const states = { workflowState: prepared.workflow.state, stepState: prepared.execution.state };
+      await this.recordLocked(prepared, result);
+      return { states, next: null };
     }
     if (!written) {
       if (!planned) {
@@ -222,10 +226,17 @@ export class FinalizePhase {
     const states = { workflowState: prepared.workflow.state, stepState: prepared.execution.state };
     const start = planned as PlannedStart | null;
     if (!start) return { states, next: null };
-    const { next, started } = start.finish(written.then);
-    const { withheld } = written;
-    if (started === null && withheld) await this.store.enqueue(manager, withheld.workflow, withheld.execution, withheld.jobOptions, withheld.jobId);
-    return { states, next };
+    try {
+      const { next, started } = start.finish(written.then);
+      const { withheld } = written;
+      if (started === null && withheld) await this.store.enqueue(manager, withheld.workflow, withheld.execution, withheld.jobOptions, withheld.jobId);
+      return { states, next };
+    } catch {
+      // Committed; reading the answer or sending the job of a step left scheduled failed: the locked
+      // path sends that job again (a step the message started is recovered as any run lost).
+      await this.recordLocked(prepared, result);
+      return { states, next: null };
+    }
   }
 
   /** Records the outcome under the workflow and execution row locks, and with `chain` starts the step it made due (see finalize). */

@@ -20,7 +20,7 @@ interface Parts {
 /**
  * A chained step's phase 1 as the statement that follows its predecessor's guarded write in one
  * message (HotPathSql.chainedStart). That write took the workflow and execution row locks and
- * scheduled the step (`d`, the workflow's one `scheduled` execution of that step); this statement,
+ * scheduled the step (`d`, the row it inserted; none when it refused); this statement,
  * with a snapshot of its own taken once they are held, sees every commit made under them. It reads
  * the hero and, when the hero is there, starts the step: `in_progress` and the workflow `performing`.
  * A gate that waits for a name alone claims the oldest attachable signal of that name and starts
@@ -33,9 +33,14 @@ export function chainedStartStatement(parts: Parts, start: ChainedStart): Traili
   return {
     sql: (bind) => {
       const hero = parts.heroRead(start.hero.codec, start.hero.id).sql(bind);
+      // The row the guarded write inserted in this message's transaction (its xmin, the transaction's
+      // 32-bit id): when the guard refused, it inserted nothing, and nothing here writes. A
+      // `scheduled` row of that step written by anyone else (an operator's skip meanwhile) is its
+      // own job's.
       const due =
         `SELECT x.${e.column('id')} AS id FROM ${e.table} x WHERE x.${e.column('workflowId')} = ${bind(start.workflowId)} ` +
-        `AND x.${e.column('state')} = 'scheduled' AND x.${e.column('stepName')} = ${bind(start.stepName)} AND EXISTS (SELECT 1 FROM h)`;
+        `AND x.${e.column('state')} = 'scheduled' AND x.${e.column('stepName')} = ${bind(start.stepName)} ` +
+        `AND x.xmin::text = (txid_current() % 4294967296)::text AND EXISTS (SELECT 1 FROM h)`;
       const ctes = [`h AS (${hero})`, `d AS (${due})`];
       let found = 'true';
       let executionSet: string[];
