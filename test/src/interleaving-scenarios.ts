@@ -386,6 +386,25 @@ export const SCENARIOS: Array<Scenario<any>> = [
       },
     }),
   ),
+  {
+    // Taken over while a runs: a's outcome, refused, starts nothing, and no run is left going (the
+    // step the takeover scheduled is its own job's, left in the queue).
+    name: 'a finalize starting the next step in its message × a takeover of its run',
+    setup: async (h) => {
+      const owner = await hero(h);
+      const workflow = await workflows(h).start(NameGatedWorkflow, owner, { signals: [{ name: 'go' }] });
+      const [job] = h.newJobs();
+      return { workflow, job, hero: owner };
+    },
+    operations: (h, at: Parked) => [
+      { name: 'job', run: () => h.runJob(at.job!) },
+      { name: 'takeover', run: () => takeOver(h, at.job!) },
+    ],
+    check: async (h, at: Parked) => {
+      const started = (await workflows(h).executionHistory(at.workflow.id)).filter((execution) => execution.state === 'in_progress');
+      return [...started.map((execution) => `step ${execution.stepName} of workflow ${at.workflow.id} is in_progress with no run`), ...(await ranOncePerRecovery(h, at.workflow, 'b'))];
+    },
+  },
   ...(['pause', 'skip', 'cancel'] as const).map(
     (action): Scenario<Parked> => ({
       name: `signal × ${action}`,
@@ -762,6 +781,7 @@ export const WITH_FAULTS: Array<Scenario<any>> = [
   'signal × a chained finalize and prepare',
   'signal × a finalize starting a name-only gate in its message',
   'pause × a finalize starting a name-only gate in its message, its signal buffered',
+  'a finalize starting the next step in its message × a takeover of its run',
   'signal × resume',
   'two signals with one key',
   'the unlocked phase 1 × a duplicate job × pause',
