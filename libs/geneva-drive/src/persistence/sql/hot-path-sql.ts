@@ -5,7 +5,7 @@ import { QueryFailedError, QueryRunnerProviderAlreadyReleasedError, type DataSou
 import { Signal } from '../../entities/signal.entity.js';
 import { StepExecution } from '../../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../../entities/workflow.entity.js';
-import { ACTIVE_EXECUTION_STATES } from '../../state/step-execution-state.js';
+import { ACTIVE_EXECUTION_STATES, type StepExecutionState } from '../../state/step-execution-state.js';
 import { EntityCodec } from './entity-codec.js';
 import { CLAIMED, CONSUMED } from '../../state/signal-state.js';
 import type { FlowKeyRow } from '../flow-keys.js';
@@ -121,6 +121,17 @@ export interface ChainedStartAnswer {
   state: 'in_progress' | 'waiting' | null;
   hero: object | null;
   signal: Signal | null;
+}
+
+/**
+ * The condition that `alias` is the workflow's current execution and in `state`. The active states
+ * are named besides: they are the predicate of PostgreSQL's one-active unique index on the workflow,
+ * which then serves the read. On the state alone the planner may prefer an index on state, which
+ * other workflows' rows fill in a burst (2,000 parked: each read scanned them all).
+ */
+export function currentExecutionIn(e: EntityCodec<StepExecution>, alias: string, state: StepExecutionState): string {
+  const column = `${alias}.${e.column('state')}`;
+  return `${column} IN (${ACTIVE_EXECUTION_STATES.map((active) => `'${active}'`).join(', ')}) AND ${column} = '${state}'`;
 }
 
 /** The hero row a new workflow needs: inserted only if `SELECT 1 FROM table WHERE column = value` finds it. */
@@ -508,7 +519,7 @@ export abstract class HotPathSql {
     const rows: Array<Record<string, unknown>> = await this.query(
       manager,
       `SELECT ${e.selectList('e')} FROM ${e.table} e${this.waitingIndexHint()} WHERE e.${e.column('workflowId')} = ${this.placeholder(1)} ` +
-        `AND e.${e.column('state')} = 'waiting' ORDER BY e.${e.column('createdAt')}, e.${e.column('id')}${this.latestRowsClause()}`,
+        `AND ${currentExecutionIn(e, 'e', 'waiting')} ORDER BY e.${e.column('createdAt')}, e.${e.column('id')}${this.latestRowsClause()}`,
       [workflowId],
     );
     return rows.map((row) => e.fromRow(row, 'e'));

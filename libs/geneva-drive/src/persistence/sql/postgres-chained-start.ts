@@ -4,7 +4,7 @@ import type { StepExecution } from '../../entities/step-execution.entity.js';
 import type { WorkflowRecord } from '../../entities/workflow.entity.js';
 import { CLAIMED, PENDING } from '../../state/signal-state.js';
 import type { EntityCodec } from './entity-codec.js';
-import type { ChainedStart, TrailingRead } from './hot-path-sql.js';
+import { currentExecutionIn, type ChainedStart, type TrailingRead } from './hot-path-sql.js';
 
 interface Parts {
   workflows: EntityCodec<WorkflowRecord>;
@@ -39,7 +39,7 @@ export function chainedStartStatement(parts: Parts, start: ChainedStart): Traili
       // own job's.
       const due =
         `SELECT x.${e.column('id')} AS id FROM ${e.table} x WHERE x.${e.column('workflowId')} = ${bind(start.workflowId)} ` +
-        `AND x.${e.column('state')} = 'scheduled' AND x.${e.column('stepName')} = ${bind(start.stepName)} ` +
+        `AND ${currentExecutionIn(e, 'x', 'scheduled')} AND x.${e.column('stepName')} = ${bind(start.stepName)} ` +
         `AND x.xmin::text = (txid_current() % 4294967296)::text AND EXISTS (SELECT 1 FROM h)`;
       const ctes = [`h AS (${hero})`, `d AS (${due})`];
       let found = 'true';

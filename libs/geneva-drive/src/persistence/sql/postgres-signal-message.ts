@@ -5,7 +5,7 @@ import { RUNNABLE_WORKFLOW_STATES } from '../../state/workflow-state.js';
 import { CLAIMED, PENDING } from '../../state/signal-state.js';
 import type { EntityCodec } from './entity-codec.js';
 import { pgRowVersion } from './pg-row-version.js';
-import type { DeliveredSignal, SignalDelivery } from './hot-path-sql.js';
+import { currentExecutionIn, type DeliveredSignal, type SignalDelivery } from './hot-path-sql.js';
 
 
 /** {@link signalStatement}'s text, and its parameters for a signal of the kind it was built for. */
@@ -72,7 +72,7 @@ export function signalStatement(codecs: Codecs, delivery: SignalDelivery, column
     `WITH w AS (SELECT ${w.selectList('w')}, ${pgRowVersion('w')} AS w_version, w.${w.column('id')} AS id, w.${w.column('type')} AS type FROM ${w.table} w ` +
     `WHERE w.${w.column('id')} = ${workflowId} AND w.${w.column('state')} IN (${list([...RUNNABLE_WORKFLOW_STATES])}) AND w.${w.column('type')} IN (${list([...routes.keys()])})), ` +
     `e AS (SELECT p.${e.column('id')} AS id FROM ${e.table} p JOIN w ON p.${e.column('workflowId')} = w.id ` +
-    `WHERE p.${e.column('state')} = 'waiting' AND (w.type, p.${e.column('stepName')}) IN (${pairs.join(', ')})), ` +
+    `WHERE ${currentExecutionIn(e, 'p', 'waiting')} AND (w.type, p.${e.column('stepName')}) IN (${pairs.join(', ')})), ` +
     `i AS (INSERT INTO ${s.table} (${inserted.map(({ column }) => column).join(', ')}) SELECT ${insertValues.join(', ')} FROM w ON CONFLICT DO NOTHING RETURNING 1), ` +
     `x AS (UPDATE ${e.table} x SET ${e.column('state')} = 'scheduled', ${e.column('signalId')} = ${signalId}, ${e.column('scheduledFor')} = ${now}, ` +
     `${e.column('jobId')} = x.${e.column('id')}::text || '-wake-' || ${signalId}::text, ${e.column('updatedAt')} = ${now} ` +

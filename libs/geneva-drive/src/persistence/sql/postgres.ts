@@ -6,7 +6,7 @@ import type { WorkflowRecord } from '../../entities/workflow.entity.js';
 import { CommitOutcomeUnknownError } from '../../errors/commit-outcome-unknown.error.js';
 import { inOwnTransaction, isConnectionError } from '../transaction-runner.js';
 import { isStaleStatement } from '../stale-statement.js';
-import { HotPathSql, type ChainedStart, type DeliveredSignal, type ExpectedStates, type GuardedWrite, type HeroRow, type SignalDelivery, type SlotChange, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
+import { currentExecutionIn, HotPathSql, type ChainedStart, type DeliveredSignal, type ExpectedStates, type GuardedWrite, type HeroRow, type SignalDelivery, type SlotChange, type Statement, type TrailingRead, type WriteBatch } from './hot-path-sql.js';
 import { PgSignalIds } from './postgres-signal-ids.js';
 import { deliveredSignal, signalStatement, type SignalStatement } from './postgres-signal-message.js';
 import { chainedStartStatement } from './postgres-chained-start.js';
@@ -257,7 +257,7 @@ export class PostgresHotPathSql extends HotPathSql {
     const rows: Array<Record<string, unknown>> = await this.query(
       manager,
       `WITH s AS (${insert}) SELECT s.${this.signals.column('id')} AS "signal_id", ${e.selectList('e')} FROM s LEFT JOIN ${e.table} e ` +
-        `ON e.${e.column('workflowId')} = ${this.bind(params, signal.workflowId)} AND e.${e.column('state')} = 'waiting' ORDER BY e.${e.column('createdAt')}, e.${e.column('id')}`,
+        `ON e.${e.column('workflowId')} = ${this.bind(params, signal.workflowId)} AND ${currentExecutionIn(e, 'e', 'waiting')} ORDER BY e.${e.column('createdAt')}, e.${e.column('id')}`,
       params,
     );
     if (rows.length === 0) return { inserted: false, waiting: [] };
@@ -274,7 +274,7 @@ export class PostgresHotPathSql extends HotPathSql {
     if (batch.updates.length === 0 && batch.inserts.length === 0 && batch.consumptions.length === 0) return this.insertSignal(manager, signal, withWaiting);
     const e = this.executions;
     const waiting: TrailingRead | undefined = withWaiting
-      ? { sql: (bind) => `SELECT ${e.selectList('e')} FROM ${e.table} e WHERE e.${e.column('workflowId')} = ${bind(signal.workflowId)} AND e.${e.column('state')} = 'waiting'` }
+      ? { sql: (bind) => `SELECT ${e.selectList('e')} FROM ${e.table} e WHERE e.${e.column('workflowId')} = ${bind(signal.workflowId)} AND ${currentExecutionIn(e, 'e', 'waiting')}` }
       : undefined;
     const statement = this.batchStatement(batch, waiting, undefined, false, {
       insert: (params) => this.insertIgnoringDuplicate(signal, params),
