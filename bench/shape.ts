@@ -54,7 +54,8 @@ export const STATEMENT_BUDGET: Record<'postgres' | 'mysql' | 'sqlite', { signalF
  * (PostgreSQL 9 / 10, MySQL 27 / 32, SQLite 33 / 38) plus half a statement, so that one statement
  * more per workflow fails the run while a few workflows whose `b` parked before its signal arrived
  * (a race of the signal-first order, a few statements each) do not. The plain ledger shape costs
- * 7 / 8 on PostgreSQL, 27 / 33 and 33 / 39: the difference, and where it comes from, is in docs/BENCHMARKS.md.
+ * 6 / 7 on PostgreSQL (its `b` starts in `a`'s outcome message; the transactional `b` does not),
+ * 27 / 33 and 33 / 39: the difference, and where it comes from, is in docs/BENCHMARKS.md.
  */
 export const LEDGER_STATEMENT_BUDGET: Record<'postgres' | 'mysql' | 'sqlite', { signalFirst: number; signalAfter: number }> = {
   postgres: { signalFirst: 9.5, signalAfter: 10.5 },
