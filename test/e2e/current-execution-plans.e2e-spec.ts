@@ -1,9 +1,11 @@
 /**
  * PostgreSQL: `signal()`'s message finds the parked execution of its workflow by the one-active
- * unique index on the workflow, whatever the planner knows of the table. Other workflows' parked rows
- * fill an index on the state in a burst; a plan that went by it read every one of them on every
- * signal (2,000 parked: 2,000 rows per call). The plan checked is the generic one, which a session
- * keeps for a prepared statement once it has run it a few times.
+ * unique index on the workflow while the table has no statistics yet (a new table, a burst before
+ * autovacuum). Other workflows' parked rows fill an index that begins with the state; a plan that
+ * went by it read every one of them on every signal (2,000 parked: 2,000 rows per call). The plan
+ * checked is the generic one, which a session keeps for a prepared statement once it has run it a
+ * few times; sequential scans are off for it, so that a vacuum of the small table meanwhile does not
+ * decide the plan.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { GenevaWorkflow, SignalService, Step, Workflow, WorkflowService } from 'geneva-drive';
@@ -14,6 +16,8 @@ import { enabledDatabases } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 
 const PARKED = 150;
+/** The executions' indexes that begin with the state. */
+const STATE_FIRST = ['geneva_drive_step_executions_scheduled', 'geneva_drive_step_executions_state_flow_key', 'geneva_drive_step_executions_state_timeout'];
 
 @Workflow({ name: 'PlanParked', hero: () => TestHero })
 class ParkedWorkflow extends GenevaWorkflow<TestHero> {
@@ -70,14 +74,16 @@ function indexesOn(plan: unknown, relation: string): string[] {
     const runner = app.dataSource.createQueryRunner();
     try {
       await runner.query('SET plan_cache_mode = force_generic_plan');
+      await runner.query('SET enable_seqscan = off');
       await runner.query(`PREPARE plan_check AS ${statement}`);
       const [{ 'QUERY PLAN': plan }] = await runner.query(`EXPLAIN (FORMAT JSON) EXECUTE plan_check(${message.seen!.parameters.map(literal).join(', ')})`);
       const used = indexesOn(plan[0].Plan, 'geneva_drive_step_executions');
       expect(used).toContain('geneva_drive_step_executions_one_active');
-      expect(used.filter((name) => name.includes('state') || name.includes('scheduled'))).toEqual([]);
+      expect(used.filter((name) => STATE_FIRST.includes(name))).toEqual([]);
     } finally {
-      await runner.query('DEALLOCATE ALL').catch(() => undefined);
+      await runner.query('DEALLOCATE plan_check').catch(() => undefined);
       await runner.query('RESET plan_cache_mode').catch(() => undefined);
+      await runner.query('RESET enable_seqscan').catch(() => undefined);
       await runner.release();
     }
   });

@@ -5,7 +5,7 @@ import { QueryFailedError, QueryRunnerProviderAlreadyReleasedError, type DataSou
 import { Signal } from '../../entities/signal.entity.js';
 import { StepExecution } from '../../entities/step-execution.entity.js';
 import { WorkflowRecord } from '../../entities/workflow.entity.js';
-import { ACTIVE_EXECUTION_STATES, type StepExecutionState } from '../../state/step-execution-state.js';
+import { ACTIVE_EXECUTION_STATES } from '../../state/step-execution-state.js';
 import { EntityCodec } from './entity-codec.js';
 import { CLAIMED, CONSUMED } from '../../state/signal-state.js';
 import type { FlowKeyRow } from '../flow-keys.js';
@@ -125,11 +125,13 @@ export interface ChainedStartAnswer {
 
 /**
  * The condition that `alias` is the workflow's current execution and in `state`. The active states
- * are named besides: they are the predicate of PostgreSQL's one-active unique index on the workflow,
- * which then serves the read. On the state alone the planner may prefer an index on state, which
- * other workflows' rows fill in a burst (2,000 parked: each read scanned them all).
+ * are named besides, to weigh PostgreSQL's plan towards its one-active unique index on the workflow:
+ * on the state alone, with no statistics of the table (a new one, a burst before autovacuum), an
+ * index that begins with the state costs the same and may be taken, and other workflows' rows fill
+ * it (2,000 parked: each read scanned them all). The list costs such an index a descent per state,
+ * and nothing on the one-active index, whose predicate it is.
  */
-export function currentExecutionIn(e: EntityCodec<StepExecution>, alias: string, state: StepExecutionState): string {
+export function currentExecutionIn(e: EntityCodec<StepExecution>, alias: string, state: (typeof ACTIVE_EXECUTION_STATES)[number]): string {
   const column = `${alias}.${e.column('state')}`;
   return `${column} IN (${ACTIVE_EXECUTION_STATES.map((active) => `'${active}'`).join(', ')}) AND ${column} = '${state}'`;
 }

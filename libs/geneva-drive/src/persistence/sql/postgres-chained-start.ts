@@ -33,10 +33,10 @@ export function chainedStartStatement(parts: Parts, start: ChainedStart): Traili
   return {
     sql: (bind) => {
       const hero = parts.heroRead(start.hero.codec, start.hero.id).sql(bind);
-      // The row the guarded write inserted in this message's transaction (its xmin, the transaction's
-      // 32-bit id): when the guard refused, it inserted nothing, and nothing here writes. A
-      // `scheduled` row of that step written by anyone else (an operator's skip meanwhile) is its
-      // own job's.
+      // A row this message's transaction wrote (its xmin, the transaction's 32-bit id; the message
+      // opens no savepoint): the one the guarded write inserted. When the guard refused, that write
+      // touched no execution, and nothing here writes. A `scheduled` row of that step written by
+      // anyone else (an operator's skip meanwhile) is its own job's.
       const due =
         `SELECT x.${e.column('id')} AS id FROM ${e.table} x WHERE x.${e.column('workflowId')} = ${bind(start.workflowId)} ` +
         `AND ${currentExecutionIn(e, 'x', 'scheduled')} AND x.${e.column('stepName')} = ${bind(start.stepName)} ` +
