@@ -36,46 +36,34 @@ function record(workflow: GenevaWorkflow<TestHero>, step: string): void {
   });
 }
 
+/** `a → b (waitFor go) → c`, the steps of GatedWorkflow and NameGatedWorkflow. */
+abstract class GatedSteps extends GenevaWorkflow<TestHero> {
+  @Step()
+  async a() {
+    record(this, 'a');
+  }
+
+  @Step({ waitFor: 'go' })
+  async b() {
+    record(this, 'b');
+  }
+
+  @Step()
+  async c() {
+    record(this, 'c');
+  }
+}
+
 /** `a → b (waitFor go) → c`; the hero's cancellation cancels it at any step's start. */
 @Workflow({ hero: () => TestHero, cancelIf: [(wf: GenevaWorkflow<TestHero>) => wf.hero.canceled] })
-export class GatedWorkflow extends GenevaWorkflow<TestHero> {
-  @Step()
-  async a() {
-    record(this, 'a');
-  }
-
-  @Step({ waitFor: 'go' })
-  async b() {
-    record(this, 'b');
-  }
-
-  @Step()
-  async c() {
-    record(this, 'c');
-  }
-}
+export class GatedWorkflow extends GatedSteps {}
 
 /**
- * GatedWorkflow's steps without its cancelIf (a subclass would inherit it): nothing is decided in
- * Node before a step's body, so each chained step starts in its predecessor's outcome message (PostgreSQL).
+ * GatedWorkflow's steps without its cancelIf: nothing is decided in Node before a step's body, so
+ * each chained step starts in its predecessor's outcome message (PostgreSQL).
  */
 @Workflow({ hero: () => TestHero })
-export class NameGatedWorkflow extends GenevaWorkflow<TestHero> {
-  @Step()
-  async a() {
-    record(this, 'a');
-  }
-
-  @Step({ waitFor: 'go' })
-  async b() {
-    record(this, 'b');
-  }
-
-  @Step()
-  async c() {
-    record(this, 'c');
-  }
-}
+export class NameGatedWorkflow extends GatedSteps {}
 
 /** `a → b (waitFor go, only while the hero is active) → c`: the matcher reads the hero. */
 @Workflow({ hero: () => TestHero })
