@@ -78,9 +78,15 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
   async onApplicationBootstrap(): Promise<void> {
     await this.warnOfStrandedWorkflows();
     // A deadline job (its own job id) times a parked wait out; every other job runs its execution.
+    // The job ends once the jobs its commits called for are handed to the queue (see settledSince).
     await this.queue.start(async (executionId, jobId, hints) => {
-      if (isDeadlineJob(jobId)) await this.deadline.fire(executionId);
-      else await this.executor.execute(executionId, { jobId, hints, chain: true });
+      const mark = this.afterCommit.mark;
+      try {
+        if (isDeadlineJob(jobId)) await this.deadline.fire(executionId);
+        else await this.executor.execute(executionId, { jobId, hints, chain: true });
+      } finally {
+        await this.afterCommit.settledSince(mark);
+      }
     });
     // In the process table from now on, with the classes and steps it runs (housekeeping reads it).
     await this.roster.start();

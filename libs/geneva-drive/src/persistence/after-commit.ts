@@ -13,8 +13,9 @@ interface Pending {
  */
 export class AfterCommitSubscriber implements EntitySubscriberInterface {
   private readonly pending = new WeakMap<QueryRunner, Pending[]>();
-  /** Callbacks started after a commit and not settled yet (a job being added to the queue). */
-  private readonly running = new Set<Promise<void>>();
+  /** Callbacks started after a commit and not settled yet (a job being added to the queue), with the order they started in. */
+  private readonly running = new Map<Promise<void>, number>();
+  private started = 0;
 
   constructor(private readonly onError: (error: unknown) => void) {}
 
@@ -69,7 +70,24 @@ export class AfterCommitSubscriber implements EntitySubscriberInterface {
   /** Tracks a started callback until it settles (see drain), reporting its failure. */
   private launch(started: Promise<void>): void {
     const done: Promise<void> = started.catch((error) => this.onError(error)).finally(() => this.running.delete(done));
-    this.running.add(done);
+    this.running.set(done, this.started++);
+  }
+
+  /** Where the callbacks started from now on begin, for {@link settledSince}. */
+  get mark(): number {
+    return this.started;
+  }
+
+  /**
+   * Waits for the callbacks started since `mark` and still running; undefined when there are none.
+   * A step job ends only after those its run started: until the jobs its commits call for are in the
+   * queue's hands, its own record in Redis (Bull's active job, the run ledger's entry) is what lets
+   * another worker take its run over should this process die. Not the callbacks started before the
+   * run: one of them may be the enqueue that runs it (an adapter that runs a job as it is enqueued).
+   */
+  settledSince(mark: number): Promise<void> | undefined {
+    const since = [...this.running].filter(([, order]) => order >= mark).map(([done]) => done);
+    return since.length === 0 ? undefined : Promise.all(since).then(() => undefined);
   }
 
   /**
@@ -77,7 +95,7 @@ export class AfterCommitSubscriber implements EntitySubscriberInterface {
    * command, a deploy) still hands its jobs to the queue before the queue closes.
    */
   async drain(): Promise<void> {
-    while (this.running.size > 0) await Promise.allSettled([...this.running]);
+    while (this.running.size > 0) await Promise.allSettled([...this.running.keys()]);
   }
 
   afterTransactionRollback(event: TransactionRollbackEvent): void {
