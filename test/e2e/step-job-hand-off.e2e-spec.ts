@@ -1,17 +1,18 @@
 /**
- * A step job ends only once the jobs its commits call for are in the queue's hands (the lifecycle's
- * job handler, AfterCommitSubscriber.settledSince), with each Redis queue adapter on a real Redis.
- * Until then the job's own record in Redis — Bull's or BullMQ's active job, or the run ledger's entry
- * of a job the process started itself — is what lets another worker take its run over should the
- * process die; dropped earlier, a SIGKILL in between left the next step scheduled with no job.
+ * A step job's run ends only once the jobs of its workflow that it enqueued after its commits are in
+ * the queue's hands (StepJobGate.run, AfterCommitSubscriber.settledSince), with each Redis queue
+ * adapter on a real Redis. Until then the job's own record in Redis — Bull's or BullMQ's active job,
+ * or the run ledger's entry of a job the process started itself — is what lets another worker take
+ * its run over should the process die; dropped earlier, a SIGKILL in between left the next step
+ * scheduled with no job, or a parked step with no deadline job.
  *
- * `first` schedules `later` an hour on, so `later`'s job is an add to Redis. The spec holds that add,
- * lets the executor finish `first`, and finds `first`'s run (StepJobGate.run, after which the queue
- * marks the job done or the ledger drops it) still open; released, the run ends after the add.
- * Deterministic: once the executor returned, the run ends within that turn's microtasks unless it
- * waits for the add.
+ * The spec holds the add to Redis of the job the run calls for (`later`'s, due in an hour, or the
+ * deadline job of a step that parks), lets the executor finish, and finds the run (StepJobGate.run,
+ * after which the queue marks the job done or the ledger drops it) still open; released, the run
+ * ends after the add. Deterministic: once the executor returned, the run ends within that turn's
+ * microtasks unless it waits for the add.
  */
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { GenevaWorkflow, QUEUE_PORT, Step, Workflow, WorkflowService } from 'geneva-drive';
 import { ExecutorService } from '../../libs/geneva-drive/src/execution/executor.service.js';
 import { STEP_JOB_GATE } from '../../libs/geneva-drive/src/queue/queue.tokens.js';
@@ -42,6 +43,19 @@ class HandOffFromRedisWorkflow extends GenevaWorkflow<TestHero> {
   async later() {}
 }
 
+/** `awaited` parks at once: its deadline job is an add to Redis. */
+@Workflow({ hero: () => TestHero })
+class HandOffDeadlineWorkflow extends GenevaWorkflow<TestHero> {
+  @Step({ waitFor: 'go', timeout: '10m' })
+  async awaited() {}
+}
+
+const CASES = [
+  { workflow: HandOffInProcessWorkflow, held: 'later', rows: [['first', 'completed'], ['later', 'scheduled']] },
+  { workflow: HandOffFromRedisWorkflow, held: 'later', rows: [['first', 'completed'], ['later', 'scheduled']] },
+  { workflow: HandOffDeadlineWorkflow, held: 'awaited', rows: [['awaited', 'waiting']] },
+];
+
 const QUEUE_NAME = 'geneva-drive-hand-off';
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -50,8 +64,9 @@ function handOffSuite(adapter: RedisAdapter, kind: DatabaseKind): void {
   const prefix = `gd-e2e-hand-off-${adapter}-${process.pid}-${kind}`;
   let admin: ReturnType<typeof driver.handle>;
   let app: TestApp;
-  const events: string[] = [];
-  let holdAdd: { called: () => void; released: Promise<void> } | undefined;
+  /** The current test's: what a previous test's run does late lands in that test's list. */
+  let events: string[] = [];
+  let hold: { step: string; called: () => void; released: Promise<void> } | undefined;
   /** Lets the held add go (also after a failed test, so that the application can close). */
   let release = () => undefined as void;
   let executed: ((executionId: string) => void) | undefined;
@@ -59,18 +74,24 @@ function handOffSuite(adapter: RedisAdapter, kind: DatabaseKind): void {
   beforeAll(async () => {
     admin = driver.handle(QUEUE_NAME, prefix);
     await admin.obliterate();
-    app = await createTestApp(kind, [HandOffInProcessWorkflow, HandOffFromRedisWorkflow], { queue: driver.options({ prefix, name: QUEUE_NAME, concurrency: 2 }) });
+    app = await createTestApp(
+      kind,
+      CASES.map((c) => c.workflow),
+      { queue: driver.options({ prefix, name: QUEUE_NAME, concurrency: 2 }) },
+    );
 
-    // Holds the add of `later`'s job while a hold is set; records when it settles.
+    // Holds the add of a job of the held step; records when it settles.
     const queue = (app.moduleRef.get(QUEUE_PORT) as unknown as { queue: { add: (...args: unknown[]) => Promise<unknown> } }).queue;
     const add = queue.add.bind(queue);
     queue.add = async (...args: unknown[]) => {
       const data = args.find((arg): arg is { stepName?: string } => typeof arg === 'object' && arg !== null && 'executionId' in arg);
-      if (data?.stepName !== 'later' || !holdAdd) return add(...args);
-      holdAdd.called();
-      await holdAdd.released;
+      const held = hold;
+      if (!held || data?.stepName !== held.step) return add(...args);
+      const list = events;
+      held.called();
+      await held.released;
       const added = await add(...args);
-      events.push('later added');
+      list.push(`${held.step}'s job added`);
       return added;
     };
     // Records when the executor returned, and when the run of a job ended.
@@ -86,10 +107,11 @@ function handOffSuite(adapter: RedisAdapter, kind: DatabaseKind): void {
     const gate = app.moduleRef.get<StepJobGate>(STEP_JOB_GATE, { strict: false });
     const run = gate.run.bind(gate);
     gate.run = async (...args: Parameters<typeof run>) => {
+      const list = events;
       try {
         return await run(...args);
       } finally {
-        events.push(`run of ${args[0]} ended`);
+        list.push(`run of ${args[0]} ended`);
       }
     };
   });
@@ -100,36 +122,32 @@ function handOffSuite(adapter: RedisAdapter, kind: DatabaseKind): void {
     await admin?.close();
   });
 
-  beforeEach(() => {
-    events.length = 0;
-  });
   afterEach(() => {
     release();
-    holdAdd = undefined;
+    hold = undefined;
   });
 
-  for (const workflow of [HandOffInProcessWorkflow, HandOffFromRedisWorkflow]) {
-    it(`${workflow.name}: the run of \`first\` ends only after \`later\`'s job is in Redis`, async () => {
+  for (const { workflow, held, rows } of CASES) {
+    it(`${workflow.name}: the run of its first job ends only after ${held}'s job is in Redis`, async () => {
+      events = [];
       let called!: () => void;
       const addCalled = new Promise<void>((resolve) => (called = resolve));
-      holdAdd = { called, released: new Promise<void>((resolve) => (release = resolve)) };
+      hold = { step: held, called, released: new Promise<void>((resolve) => (release = resolve)) };
       const firstExecuted = new Promise<string>((resolve) => (executed = resolve));
 
+      const workflows = app.moduleRef.get(WorkflowService);
       const hero = await app.dataSource.getRepository(TestHero).save({ name: 'hand-off' });
-      const wf = await app.moduleRef.get(WorkflowService).start(workflow, hero);
-      const [first] = await app.moduleRef.get(WorkflowService).executionHistory(wf.id);
+      const wf = await workflows.start(workflow, hero);
+      const [first] = await workflows.executionHistory(wf.id);
       await addCalled;
       expect(await firstExecuted).toBe(first.id);
       await nextTurn();
       expect(events).toEqual([]);
 
       release();
-      await waitUntil('the run of `first` ended', () => events.includes(`run of ${first.id} ended`));
-      expect(events).toEqual(['later added', `run of ${first.id} ended`]);
-      expect((await app.moduleRef.get(WorkflowService).executionHistory(wf.id)).map((e) => [e.stepName, e.state])).toEqual([
-        ['first', 'completed'],
-        ['later', 'scheduled'],
-      ]);
+      await waitUntil('the run ended', () => events.includes(`run of ${first.id} ended`));
+      expect(events).toEqual([`${held}'s job added`, `run of ${first.id} ended`]);
+      expect((await workflows.executionHistory(wf.id)).map((e) => [e.stepName, e.state])).toEqual(rows);
     });
   }
 }
@@ -137,7 +155,7 @@ function handOffSuite(adapter: RedisAdapter, kind: DatabaseKind): void {
 if (!redisAvailable()) {
   describe.skip('step job hand-off (skipped: Redis not reachable)', () => undefined);
 } else {
-  describeEachDatabase('A step job ends once the jobs its commits call for are in Redis', (kind) => {
+  describeEachDatabase("A step job's run ends once its workflow's next jobs are in Redis", (kind) => {
     for (const adapter of REDIS_ADAPTERS) describe(`on ${adapter}`, () => handOffSuite(adapter, kind));
   });
 }

@@ -1,4 +1,4 @@
-import { Inject, Injectable, type BeforeApplicationShutdown, type LoggerService, type OnApplicationBootstrap, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Optional, type BeforeApplicationShutdown, type LoggerService, type OnApplicationBootstrap, type OnModuleInit } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
@@ -13,6 +13,8 @@ import { AfterCommitSubscriber } from './persistence/after-commit.js';
 import { SchemaCapabilities } from './persistence/schema-capabilities.js';
 import { TransactionRunner } from './persistence/transaction-runner.js';
 import { isDeadlineJob } from './queue/deadline-job.js';
+import { STEP_JOB_GATE } from './queue/queue.tokens.js';
+import type { StepJobGate } from './queue/step-job-gate.js';
 import type { QueuePort } from './interfaces/queue.port.js';
 import { WaitDeadline } from './execution/wait-deadline.js';
 import { WorkflowRegistry } from './registry/workflow.registry.js';
@@ -39,6 +41,8 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
     private readonly roster: ProcessRoster,
     @Inject(GENEVA_DRIVE_OPTIONS) private readonly options: ResolvedGenevaDriveOptions,
     @Inject(GENEVA_DRIVE_LOGGER) private readonly logger: LoggerService,
+    /** A Redis queue adapter's (none with the local or a custom queue). */
+    @Optional() @Inject(STEP_JOB_GATE) private readonly gate?: StepJobGate,
   ) {}
 
   async onModuleInit(): Promise<void> {
@@ -78,15 +82,11 @@ export class GenevaDriveLifecycle implements OnModuleInit, OnApplicationBootstra
   async onApplicationBootstrap(): Promise<void> {
     await this.warnOfStrandedWorkflows();
     // A deadline job (its own job id) times a parked wait out; every other job runs its execution.
-    // The job ends once the jobs its commits called for are handed to the queue (see settledSince).
+    // A Redis job's run ends once its workflow's next jobs are handed to the queue (StepJobGate.run).
+    this.gate?.onHandOffs(this.afterCommit);
     await this.queue.start(async (executionId, jobId, hints) => {
-      const mark = this.afterCommit.mark;
-      try {
-        if (isDeadlineJob(jobId)) await this.deadline.fire(executionId);
-        else await this.executor.execute(executionId, { jobId, hints, chain: true });
-      } finally {
-        await this.afterCommit.settledSince(mark);
-      }
+      if (isDeadlineJob(jobId)) await this.deadline.fire(executionId);
+      else await this.executor.execute(executionId, { jobId, hints, chain: true });
     });
     // In the process table from now on, with the classes and steps it runs (housekeeping reads it).
     await this.roster.start();

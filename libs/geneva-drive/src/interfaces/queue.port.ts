@@ -34,9 +34,7 @@ export interface StepJobHints {
 /**
  * Runs one execution; the queue calls it when a job is due, with the job's id in the queue (the
  * execution id, or StepJob.jobId), which is recorded on the execution as `jobId`, and the job's
- * hints. It resolves once the jobs its commits called for are enqueued: an adapter drops its record
- * of the job (marks it done) only then, so that a process dying in between leaves the job to be
- * taken over rather than its successor with no job.
+ * hints.
  */
 export type StepJobHandler = (executionId: string, jobId?: string, hints?: StepJobHints) => Promise<void>;
 

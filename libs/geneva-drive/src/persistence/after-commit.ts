@@ -4,6 +4,12 @@ type Callback = () => void | Promise<void>;
 interface Pending {
   depth: number;
   run: Callback;
+  workflowId?: string;
+}
+/** A callback started and not settled yet: the order it started in, and the workflow whose job it enqueues. */
+interface Running {
+  order: number;
+  workflowId?: string;
 }
 
 /**
@@ -13,8 +19,8 @@ interface Pending {
  */
 export class AfterCommitSubscriber implements EntitySubscriberInterface {
   private readonly pending = new WeakMap<QueryRunner, Pending[]>();
-  /** Callbacks started after a commit and not settled yet (a job being added to the queue), with the order they started in. */
-  private readonly running = new Map<Promise<void>, number>();
+  /** Callbacks started after a commit and not settled yet (a job being added to the queue). */
+  private readonly running = new Map<Promise<void>, Running>();
   private started = 0;
 
   constructor(private readonly onError: (error: unknown) => void) {}
@@ -32,16 +38,17 @@ export class AfterCommitSubscriber implements EntitySubscriberInterface {
   /**
    * Registers `run` for after the outermost commit of `manager`'s transaction. With none, the writes
    * committed as they were made (PostgreSQL's one-statement start()): `run` starts now, and like any
-   * after-commit callback it is not waited for and its failure is reported, not thrown at the caller.
+   * after-commit callback it is not waited for by the caller, and its failure is reported, not thrown
+   * at the caller. `workflowId`: the workflow whose job `run` enqueues (see settledSince).
    */
-  async register(manager: EntityManager, run: Callback): Promise<void> {
+  async register(manager: EntityManager, run: Callback, workflowId?: string): Promise<void> {
     const runner = manager.queryRunner;
     if (!runner || !runner.isTransactionActive) {
-      this.launch((async () => run())());
+      this.launch((async () => run())(), workflowId);
       return;
     }
     const list = this.pending.get(runner) ?? [];
-    list.push({ depth: transactionDepth(runner), run });
+    list.push({ depth: transactionDepth(runner), run, workflowId });
     this.pending.set(runner, list);
   }
 
@@ -64,13 +71,13 @@ export class AfterCommitSubscriber implements EntitySubscriberInterface {
     const list = this.pending.get(runner);
     if (!list) return;
     this.pending.delete(runner);
-    for (const entry of list) this.launch(Promise.resolve().then(entry.run));
+    for (const entry of list) this.launch(Promise.resolve().then(entry.run), entry.workflowId);
   }
 
   /** Tracks a started callback until it settles (see drain), reporting its failure. */
-  private launch(started: Promise<void>): void {
+  private launch(started: Promise<void>, workflowId: string | undefined): void {
     const done: Promise<void> = started.catch((error) => this.onError(error)).finally(() => this.running.delete(done));
-    this.running.set(done, this.started++);
+    this.running.set(done, { order: this.started++, workflowId });
   }
 
   /** Where the callbacks started from now on begin, for {@link settledSince}. */
@@ -79,14 +86,14 @@ export class AfterCommitSubscriber implements EntitySubscriberInterface {
   }
 
   /**
-   * Waits for the callbacks started since `mark` and still running; undefined when there are none.
-   * A step job ends only after those its run started: until the jobs its commits call for are in the
-   * queue's hands, its own record in Redis (Bull's active job, the run ledger's entry) is what lets
-   * another worker take its run over should this process die. Not the callbacks started before the
-   * run: one of them may be the enqueue that runs it (an adapter that runs a job as it is enqueued).
+   * Waits for the callbacks enqueuing a job of `workflowId` that started since `mark` and still run;
+   * undefined when there are none (StepJobGate.run: a job's run ends once its workflow's next jobs
+   * are in the queue's hands). Not those started before `mark`: one of them is the enqueue that
+   * started the run.
    */
-  settledSince(mark: number): Promise<void> | undefined {
-    const since = [...this.running].filter(([, order]) => order >= mark).map(([done]) => done);
+  settledSince(mark: number, workflowId: string): Promise<void> | undefined {
+    const since: Array<Promise<void>> = [];
+    for (const [done, running] of this.running) if (running.order >= mark && running.workflowId === workflowId) since.push(done);
     return since.length === 0 ? undefined : Promise.all(since).then(() => undefined);
   }
 

@@ -365,8 +365,12 @@ export class PhaseBatch {
       await this.queue.enqueue(job);
       return;
     }
-    await this.afterCommit.register(manager, async () => {
-      await this.queue.enqueue(job, { afterCommit: true });
-    });
+    await this.afterCommit.register(
+      manager,
+      async () => {
+        await this.queue.enqueue(job, { afterCommit: true });
+      },
+      workflow.id,
+    );
   }
 }

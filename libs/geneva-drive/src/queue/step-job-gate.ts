@@ -6,6 +6,14 @@ import type { StepJobHandler, StepJobHints } from '../interfaces/queue.port.js';
  */
 export type RunTakeover = (executionId: string, jobId: string, hints?: StepJobHints) => Promise<void>;
 
+/** The jobs a run enqueues after its commits, followed until they are in the queue's hands (AfterCommitSubscriber). */
+export interface RunHandOffs {
+  /** Where the enqueues started from now on begin. */
+  readonly mark: number;
+  /** Settles once the enqueues of `workflowId`'s jobs started since `mark` have; undefined when none runs. */
+  settledSince(mark: number, workflowId: string): Promise<void> | undefined;
+}
+
 /**
  * Hands jobs from a queue consumer Nest starts itself (a `@Processor` of @nestjs/bull, which
  * consumes from module init) to the engine, which is ready only once the application has
@@ -22,6 +30,7 @@ export class StepJobGate {
   private taken = 0;
   private readonly waiting: Array<() => void> = [];
   private takeover: RunTakeover | undefined;
+  private handOffs: RunHandOffs | undefined;
 
   /** The process's `concurrency`: at most this many jobs run at once. */
   constructor(readonly slots: number) {}
@@ -75,13 +84,34 @@ export class StepJobGate {
     this.takeover = takeover;
   }
 
+  /** How a run follows the jobs it enqueues after its commits (see run). */
+  onHandOffs(handOffs: RunHandOffs): void {
+    this.handOffs = handOffs;
+  }
+
   /**
    * Runs the job in a slot: the one `slotTaken` says it holds, or the next free one. A `takeover`
    * (the job of a run whose process died: a redelivery after Bull's stalled-job check, or a RunLedger
    * takeover job) first recovers what that run left in progress, then runs the job as usual, which
    * starts the execution if the run died before it could.
+   *
+   * Settles, once the slot is given back, only when the jobs of the job's workflow that the run
+   * enqueued after its commits (its next step's, its deadline's) are in Redis or in the run ledger:
+   * until then the job's own record — Bull's active job, the ledger's entry — is what a takeover
+   * finds should the process die, and it finds them from the rows. Jobs of other workflows (a
+   * child's first step, a parent's wake-up) are left to housekeeping, which a takeover of this run
+   * would not find either.
    */
   async run(executionId: string, jobId: string, hints?: StepJobHints, options?: { slotTaken?: boolean; takeover?: boolean }): Promise<void> {
+    const mark = this.handOffs?.mark ?? 0;
+    try {
+      await this.runInSlot(executionId, jobId, hints, options);
+    } finally {
+      if (hints?.workflowId !== undefined) await this.handOffs?.settledSince(mark, hints.workflowId);
+    }
+  }
+
+  private async runInSlot(executionId: string, jobId: string, hints?: StepJobHints, options?: { slotTaken?: boolean; takeover?: boolean }): Promise<void> {
     if (!options?.slotTaken && !this.tryTake()) await new Promise<void>((resolve) => this.waiting.push(resolve));
     try {
       const handler = await this.handler;
