@@ -20,7 +20,8 @@ import { ChildHandle, compileChildEntry, forkCompiled, ROOT } from '../src/child
 import { waitUntil } from '../src/bull-wait.js';
 import { REDIS_ADAPTERS, REDIS_QUEUE_DRIVERS, type RedisAdapter } from '../src/redis-queues.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
-import { TAKEOVER_LOCKS, TAKEOVER_WORKFLOWS, TakeoverChainWorkflow, TakeoverLaterWorkflow, type TakeoverVictimMessage } from '../src/takeover-workflows.js';
+import { TAKEOVER_LOCKS, TAKEOVER_WORKFLOWS, TakeoverChainWorkflow, TakeoverLaterWorkflow, TakeoverParkedWorkflow, type TakeoverVictimMessage } from '../src/takeover-workflows.js';
+import { deadlineJobId } from '../../libs/geneva-drive/src/queue/deadline-job.js';
 import { describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 
@@ -142,32 +143,47 @@ function takeoverSuite(adapter: RedisAdapter, kind: DatabaseKind): void {
     expect(tookMs).toBeLessThan(TAKEOVER_WITHIN_MS);
   }, BOOT_TIMEOUT_MS * 2 + TAKEOVER_WITHIN_MS);
 
-  it('a takeover enqueues again a step the dead run scheduled, whose job died with it', async () => {
-    // The worker of the previous test (or a new one) runs `first` from Redis and schedules `later`
-    // an hour on; its delayed job is then taken away, as if the process had died before adding it.
+  /**
+   * The worker of the first test (or a new one) runs `first` of `workflow` from Redis, which leaves
+   * the step `step` with a delayed job (`jobOf` its execution); that job is then taken away, as if
+   * the process had died before adding it, and `first`'s run is taken over, as the run ledger would
+   * add it for a dead worker. Resolves once the job is back in Redis, with the workflow's executions.
+   */
+  const takeOverAfterLostJob = async (workflow: typeof TakeoverLaterWorkflow | typeof TakeoverParkedWorkflow, step: string, jobOf: (executionId: string) => string) => {
     survivor ??= await createTestApp(kind, TAKEOVER_WORKFLOWS, {
       prepare: false,
       queue: { ...driver.options({ prefix, name: QUEUE_NAME, concurrency: 2 }), ...TAKEOVER_LOCKS[adapter] },
     });
     const workflows = app.moduleRef.get(WorkflowService);
     const queue = driver.view(app.moduleRef.get(QUEUE_PORT));
-    const hero = await app.dataSource.getRepository(TestHero).save({ name: 'takeover later' });
-    const wf = await workflows.start(TakeoverLaterWorkflow, hero);
-    const later = await waitUntil('`later` scheduled', async () => {
+    const hero = await app.dataSource.getRepository(TestHero).save({ name: `takeover ${step}` });
+    const wf = await workflows.start(workflow, hero);
+    const lost = await waitUntil(`\`${step}\`'s job`, async () => {
       const current = await workflows.currentExecution(wf.id);
-      return current?.stepName === 'later' ? current : null;
+      return current?.stepName === step && (await queue.getJob(jobOf(current.id))) ? current : null;
     });
-    await waitUntil('`later`’s delayed job', () => queue.getJob(later.id));
     await queue.removePending();
-    expect(await queue.getJob(later.id)).toBeNull();
+    expect(await queue.getJob(jobOf(lost.id))).toBeNull();
 
-    // The takeover of `first`'s run, as the run ledger would add it for a dead worker.
     const [first] = await workflows.executionHistory(wf.id);
     await queue.addStepJob({ executionId: first.id, takeoverOf: first.jobId } as { executionId: string }, `${first.jobId}-takeover`);
-    await waitUntil('`later`’s job back in Redis', async () => (await queue.getJob(later.id))?.state === 'delayed');
-    expect((await workflows.executionHistory(wf.id)).map((e) => [e.stepName, e.state, e.outcome])).toEqual([
+    await waitUntil(`\`${step}\`'s job back in Redis`, async () => (await queue.getJob(jobOf(lost.id)))?.state === 'delayed');
+    return (await workflows.executionHistory(wf.id)).map((e) => [e.stepName, e.state, e.outcome]);
+  };
+
+  it('a takeover enqueues again a step the dead run scheduled, whose job died with it', async () => {
+    // `later` is scheduled an hour on.
+    expect(await takeOverAfterLostJob(TakeoverLaterWorkflow, 'later', (id) => id)).toEqual([
       ['first', 'completed', 'success'],
       ['later', 'scheduled', null],
+    ]);
+  }, BOOT_TIMEOUT_MS + TAKEOVER_WITHIN_MS);
+
+  it('a takeover enqueues again the deadline job of a step the dead run parked', async () => {
+    // `awaited`, chained after `first`, parks with a deadline an hour on.
+    expect(await takeOverAfterLostJob(TakeoverParkedWorkflow, 'awaited', deadlineJobId)).toEqual([
+      ['first', 'completed', 'success'],
+      ['awaited', 'waiting', null],
     ]);
   }, BOOT_TIMEOUT_MS + TAKEOVER_WITHIN_MS);
 }

@@ -79,7 +79,17 @@ export class TakeoverLaterWorkflow extends GenevaWorkflow<TestHero> {
   async later() {}
 }
 
-export const TAKEOVER_WORKFLOWS = [TakeoverChainWorkflow, TakeoverRunningWorkflow, TakeoverHeldWorkflow, TakeoverLaterWorkflow];
+/** `awaited`, chained after `first`, parks with a deadline an hour on: its deadline job is a delayed one. */
+@Workflow({ hero: () => TestHero })
+export class TakeoverParkedWorkflow extends GenevaWorkflow<TestHero> {
+  @Step()
+  async first() {}
+
+  @Step({ waitFor: 'go', timeout: '1h' })
+  async awaited() {}
+}
+
+export const TAKEOVER_WORKFLOWS = [TakeoverChainWorkflow, TakeoverRunningWorkflow, TakeoverHeldWorkflow, TakeoverLaterWorkflow, TakeoverParkedWorkflow];
 
 /**
  * Short locks, as a deployment may choose them: a dead process's jobs (Bull's lock) and in-process

@@ -152,6 +152,25 @@ export class WaitDeadline {
   }
 
   /**
+   * A takeover of the run that parked the execution (its process died, perhaps before the deadline job
+   * reached the queue): the job is enqueued again — an add of a job still queued adds nothing — or,
+   * the deadline passed meanwhile, the wait times out now. Nothing for an execution no longer
+   * parked, a workflow not runnable, or a class or step this process does not have.
+   */
+  async rearm(executionId: string): Promise<void> {
+    if (!this.schema.hasDeadlines) return;
+    const manager = this.transactions.dataSource.manager;
+    const execution = await manager.findOne(StepExecution, { where: { id: executionId } });
+    if (execution?.state !== 'waiting' || !execution.timeoutAt) return;
+    const workflow = await manager.findOne(WorkflowRecord, { where: { id: execution.workflowId } });
+    const definition = workflow && this.registry.findByName(workflow.type);
+    const step = definition?.step(execution.stepName);
+    if (!workflow || workflow.state !== 'ready' || !definition || !step) return;
+    if (this.isDue(execution)) await this.fire(execution.id);
+    else await this.enqueueDeadline(manager, workflow, execution, definition, step);
+  }
+
+  /**
    * Housekeeping: parked executions of runnable workflows whose deadline passed more than
    * `stuckScheduledThreshold` ago — their job was lost — are timed out now (see overdueDeadlinePage).
    */

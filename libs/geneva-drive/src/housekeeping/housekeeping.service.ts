@@ -95,12 +95,14 @@ export class HousekeepingService implements OnModuleInit {
    * last of these is recovered as a stuck one would be — in progress: closed as `recovered` and run
    * again (same `stuckRecoveryAction`, same `maxRecoveries`), its successor starting in this worker
    * once the takeover ends rather than behind the queue's backlog; scheduled by the run: its job,
-   * which may have died with the process, enqueued again — only without waiting for the thresholds.
-   * The job's own execution still scheduled is left to the job, which runs next.
+   * which may have died with the process, enqueued again — only without waiting for the thresholds;
+   * parked by the run with a deadline: its deadline job, likewise (WaitDeadline.rearm). The job's own
+   * execution still scheduled is left to the job, which runs next.
    */
   private async takeOverRun(executionId: string, jobId: string, hints?: StepJobHints): Promise<void> {
     try {
       const last = await this.lastOfRun(executionId, jobId, hints?.workflowId);
+      if (last?.state === 'waiting') return await this.deadline.rearm(last.id);
       if (!last || (last.state !== 'in_progress' && last.state !== 'scheduled')) return;
       if (last.state === 'scheduled' && last.id === executionId && !isDeadlineJob(jobId)) return;
       const summary = emptySummary();
