@@ -9,7 +9,7 @@ import Bull from 'bull';
 import type { LoggerService } from '@nestjs/common';
 import type { StepJob } from 'geneva-drive';
 import { bullRunLedger } from '../../libs/geneva-drive/src/queue/bull-queue.adapter.js';
-import type { RunLedger } from '../../libs/geneva-drive/src/queue/run-ledger.js';
+import { RunLedger } from '../../libs/geneva-drive/src/queue/run-ledger.js';
 import { waitUntil } from '../src/bull-wait.js';
 import { redisAvailable, redisUrl } from '../utils/databases.js';
 
@@ -58,6 +58,37 @@ describeRedis('the run ledger on Redis', () => {
     ledger.end(job('2', '2-wake-7'));
     await ledger.stop();
     expect(await keys(queue)).toEqual([]);
+  });
+
+  it('says the runs recorded so far are written only once Redis answered their HSET', async () => {
+    fresh();
+    const queue = new Bull(QUEUE_NAME, redisUrl(), { prefix, settings: { lockDuration: 400 } });
+    const client = queue.client;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    // Bull's client as bullRunLedger gives it, its HSET held until released.
+    const ledger = new RunLedger(
+      async () => ({
+        defineCommand: (name, definition) => client.defineCommand(name, definition),
+        run: async () => null,
+        hset: async (key, data) => {
+          await held;
+          return client.hset(key, data);
+        },
+        hdel: (key, ...fields) => client.hdel(key, ...fields),
+      }),
+      () => ({ keyPrefix: queue.toKey(''), leaseMs: 400 }),
+      silent,
+    );
+    opened.push({ queue, ledger });
+    ledger.begin(job('1'));
+    let written = false;
+    const settled = ledger.written().then(() => (written = true));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(written).toBe(false);
+    release();
+    await settled;
+    expect(Object.keys(await runsOf(queue, ledger))).toEqual(['1']);
   });
 
   it('keeps a job taken twice recorded until both runs end', async () => {

@@ -170,6 +170,21 @@ async function atTransactionalStep(h: ExplorerHarness): Promise<Parked> {
   return atStepB(h, LedgerGatedWorkflow);
 }
 
+interface ParkedWithDeadline {
+  workflow: WorkflowRecord;
+  /** The job whose run parked b (its execution's). */
+  job: StepJob;
+}
+
+/** Starts DeadlineWorkflow and runs b's job: b parks with its deadline an hour on, the deadline job left out of the queue. */
+async function parkedWithDeadline(h: ExplorerHarness): Promise<ParkedWithDeadline> {
+  const workflow = await workflows(h).start(DeadlineWorkflow, await hero(h));
+  const [job] = h.newJobs();
+  await h.runJob(job, { chain: false });
+  h.newJobs();
+  return { workflow, job };
+}
+
 /** What a worker does with the job of a run whose process died (StepJobGate's takeover): recovers the run's execution, whatever its age. */
 function takeOver(h: ExplorerHarness, job: StepJob): Promise<void> {
   const housekeeping = h.get(HousekeepingService) as unknown as { takeOverRun(executionId: string, jobId: string): Promise<void> };
@@ -536,19 +551,26 @@ export const SCENARIOS: Array<Scenario<any>> = [
   ),
   {
     name: 'signal × a deadline firing',
-    setup: async (h) => {
-      const workflow = await workflows(h).start(DeadlineWorkflow, await hero(h));
-      const [job] = h.newJobs();
-      await h.runJob(job, { chain: false });
-      h.newJobs();
-      const execution = (await workflows(h).currentExecution(workflow.id))!;
-      return { workflow, executionId: execution.id };
-    },
-    operations: (h, at: { workflow: WorkflowRecord; executionId: string }) => [
+    setup: (h) => parkedWithDeadline(h),
+    operations: (h, at: ParkedWithDeadline) => [
       { name: 'signal', run: () => signals(h).signal(at.workflow.id, 'go') },
-      { name: 'deadline', run: () => h.get(WaitDeadline).fire(at.executionId, { force: true }) },
+      { name: 'deadline', run: () => h.get(WaitDeadline).fire(at.job.executionId, { force: true }) },
     ],
     check: async (h, at: { workflow: WorkflowRecord }) => [...bodyRanOnce(at.workflow, 'b'), ...(await finalState(h, at.workflow, ['finished']))],
+  },
+  {
+    // The run that parked b is taken over (its worker looked dead, maybe before the deadline job
+    // reached the queue): the deadline job enqueued again, which finds b woken and does nothing.
+    name: 'signal × a takeover of the run that parked a step with a deadline',
+    setup: (h) => parkedWithDeadline(h),
+    operations: (h, at: ParkedWithDeadline) => [
+      { name: 'signal', run: () => signals(h).signal(at.workflow.id, 'go') },
+      { name: 'takeover', run: () => takeOver(h, at.job) },
+    ],
+    check: async (h, at: { workflow: WorkflowRecord }) => {
+      const b = runsOf(at.workflow, 'b');
+      return [...bodyRanOnce(at.workflow, 'b'), ...(b.some((run) => run.signalId === null) ? ['step b timed out although its deadline is an hour on'] : []), ...(await finalState(h, at.workflow, ['finished']))];
+    },
   },
   {
     name: 'signal × housekeeping recovery',
@@ -783,6 +805,7 @@ export const WITH_FAULTS: Array<Scenario<any>> = [
   'pause × a finalize starting a name-only gate in its message, its signal buffered',
   'a finalize starting the next step in its message × a takeover of its run',
   'signal × resume',
+  'signal × a takeover of the run that parked a step with a deadline',
   'two signals with one key',
   'the unlocked phase 1 × a duplicate job × pause',
   'a transactional step × signal',

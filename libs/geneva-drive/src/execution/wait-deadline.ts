@@ -165,8 +165,10 @@ export class WaitDeadline {
     const workflow = await manager.findOne(WorkflowRecord, { where: { id: execution.workflowId } });
     const definition = workflow && this.registry.findByName(workflow.type);
     const step = definition?.step(execution.stepName);
-    if (!workflow || workflow.state !== 'ready' || !definition || !step) return;
-    if (this.isDue(execution)) await this.fire(execution.id);
+    if (!workflow || workflow.state !== 'ready' || !definition || step?.timeoutMs === undefined) return;
+    const due = this.isDue(execution);
+    this.logger.warn(`The run that parked execution ${execution.id} was taken over from a dead process: its deadline ${due ? 'applies now' : 'job is enqueued again'}`);
+    if (due) await this.fire(execution.id);
     else await this.enqueueDeadline(manager, workflow, execution, definition, step);
   }
 

@@ -107,7 +107,10 @@ export class BullQueueAdapter implements QueuePort {
    */
   async enqueue(job: StepJob, options?: EnqueueOptions): Promise<boolean> {
     if (options?.afterCommit) await handOffTurn();
-    if (this.starter.tryStart(job, (held) => this.add(held), options)) return true;
+    if (this.starter.tryStart(job, (held) => this.add(held), options)) {
+      await this.starter.recorded();
+      return true;
+    }
     let queued = false;
     if (options?.reportAdded) {
       const existing = await this.queue.getJob(job.jobId ?? job.executionId);

@@ -63,6 +63,7 @@ function loneLedger(): StarterLedger & { share(): void } {
   return {
     begin: () => undefined,
     end: () => undefined,
+    written: async () => undefined,
     start: async () => undefined,
     stop: async () => undefined,
     get isAlone() {

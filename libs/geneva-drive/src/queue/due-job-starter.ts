@@ -28,7 +28,7 @@ export const ALONE_HOLD_MS = 10_000;
 export const ALONE_HELD_PER_SLOT = 200;
 
 /** What the starter needs of its RunLedger. */
-export type StarterLedger = Pick<RunLedger, 'begin' | 'end' | 'start' | 'stop' | 'isAlone' | 'onShared'>;
+export type StarterLedger = Pick<RunLedger, 'begin' | 'end' | 'written' | 'start' | 'stop' | 'isAlone' | 'onShared'>;
 
 /**
  * Starts a Redis queue's job in the enqueuing process instead of going through Redis, for the Bull
@@ -103,6 +103,15 @@ export class DueJobStarter {
       }),
     );
     return true;
+  }
+
+  /**
+   * Settles once the jobs taken here so far are recorded in the run ledger: an enqueue that started
+   * its job here returns only then, so that the run that enqueued it ends (and its own record in
+   * Redis goes) after its successor's is written, whichever Redis connection each goes by.
+   */
+  recorded(): Promise<void> {
+    return this.ledger?.written() ?? Promise.resolve();
   }
 
   /** Takes the ledger's lease (when jobs may start here); `takeOver` adds a dead process's run to Redis. */

@@ -79,6 +79,8 @@ export class RunLedger {
   private takeOver: ((job: StepJob) => Promise<unknown>) | undefined;
   private alone = false;
   private shared: (() => void) | undefined;
+  /** The last write sent: Redis answers one connection's commands in order, so once it settles every write before it has. */
+  private lastWrite: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly redis: () => Promise<LedgerRedis>,
@@ -155,10 +157,18 @@ export class RunLedger {
     }
   }
 
+  /** Settles once the runs recorded so far are in Redis (or, as logged, could not be written). */
+  written(): Promise<void> {
+    return this.lastWrite;
+  }
+
   private write(id: string, entry: LedgerEntry): void {
-    void this.redis()
+    this.lastWrite = this.redis()
       .then((redis) => redis.hset(this.runsKey(this.token), { [id]: JSON.stringify(entry) }))
-      .catch((error) => this.logger.warn(`Run ledger: could not record job ${id} (${String(error)}); housekeeping covers it should this process die`));
+      .then(
+        () => undefined,
+        (error: unknown) => this.logger.warn(`Run ledger: could not record job ${id} (${String(error)}); housekeeping covers it should this process die`),
+      );
   }
 
   private tick(): Promise<void> {

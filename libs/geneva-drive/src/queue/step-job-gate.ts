@@ -100,7 +100,7 @@ export class StepJobGate {
    * until then the job's own record — Bull's active job, the ledger's entry — is what a takeover
    * finds should the process die, and it finds them from the rows. Jobs of other workflows (a
    * child's first step, a parent's wake-up) are left to housekeeping, which a takeover of this run
-   * would not find either.
+   * would not find either; so is a job that names no workflow in its hints (none this version makes).
    */
   async run(executionId: string, jobId: string, hints?: StepJobHints, options?: { slotTaken?: boolean; takeover?: boolean }): Promise<void> {
     const mark = this.handOffs?.mark ?? 0;
