@@ -11,6 +11,7 @@ import {
   AddGenevaDriveFlowControl1730000000007,
   AddGenevaDriveFlowKeyIndex1730000000008,
   AddGenevaDriveRateLimits1730000000009,
+  PartialGenevaDriveIndexes1730000000010,
   AddGenevaDriveListIndexes1730000000003,
   CreateGenevaDriveTables1730000000000,
   ExactGenevaDriveIdentifiers1730000000002,
@@ -37,6 +38,18 @@ const GENEVA_TABLES = ['geneva_drive_workflows', 'geneva_drive_step_executions',
 const FLOW_KEY_INDEX = 'geneva_drive_step_executions_state_flow_key';
 /** The indexes AddGenevaDriveListIndexes1730000000003 adds. */
 const LIST_INDEXES = ['geneva_drive_workflows_type_state', 'geneva_drive_workflows_hero_id'];
+/** PostgreSQL: the indexes PartialGenevaDriveIndexes1730000000010 keeps to the rows where their column is set, by that column. */
+const PARTIAL_INDEXES: Record<string, string> = {
+  geneva_drive_step_executions_finished_at: 'finished_at',
+  geneva_drive_step_executions_continues_from: 'continues_from_id',
+  geneva_drive_step_executions_signal_id: 'signal_id',
+  geneva_drive_step_executions_state_flow_key: 'flow_key',
+  geneva_drive_step_executions_state_timeout: 'timeout_at',
+  geneva_drive_workflows_parent: 'parent_id',
+  geneva_drive_workflows_child_key: 'parent_id',
+};
+/** PostgreSQL: the indexes it drops, which others serve. */
+const COVERED_INDEXES = ['geneva_drive_step_executions_workflow_state', 'geneva_drive_signals_workflow_state'];
 
 /** Identity strings of the rows the exactness checks start from (each also spelled differently). */
 const BASE = { type: 'Bílling', heroType: 'Hérö', heroId: 'Hérö-1', stepName: 'shíp', name: CAFE_NFC, key: 'Évt_1NqXaB' };
@@ -237,6 +250,14 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     return rows.map((row) => row.name).sort();
   }
 
+  /** PostgreSQL: each geneva-drive index's definition, by name. */
+  async function indexDefinitions(): Promise<Map<string, string>> {
+    const rows: Array<{ name: string; definition: string }> = await dataSource.query(
+      `SELECT indexname AS name, indexdef AS definition FROM pg_indexes WHERE schemaname = current_schema() AND tablename LIKE 'geneva_drive_%'`,
+    );
+    return new Map(rows.map((row) => [row.name, row.definition]));
+  }
+
   /** The names of the indexes on geneva_drive_step_executions. */
   const executionIndexNames = () => indexNames('geneva_drive_step_executions');
 
@@ -273,10 +294,42 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
         'AddGenevaDriveFlowControl1730000000007',
         'AddGenevaDriveFlowKeyIndex1730000000008',
         'AddGenevaDriveRateLimits1730000000009',
+        'PartialGenevaDriveIndexes1730000000010',
       ]);
       for (const table of [...GENEVA_TABLES, 'geneva_drive_flow_keys', 'test_heroes', 'test_uuid_heroes']) {
         expect(await hasTable(table)).toBe(true);
       }
+    });
+
+    (kind === 'postgres' ? it : it.skip)('keeps the mostly-null columns’ indexes to the rows that have them, and the engine’s reads still go by them [postgres]', async () => {
+      const definitions = await indexDefinitions();
+      for (const [name, column] of Object.entries(PARTIAL_INDEXES)) expect([name, definitions.get(name)]).toEqual([name, expect.stringMatching(new RegExp(`WHERE \\(${column} IS NOT NULL\\)$`))]);
+      for (const name of COVERED_INDEXES) expect(definitions.has(name)).toBe(false);
+      // Each read as the engine words it (recovery, gauges, purge, children, signals' settlement, resumable steps).
+      const reads: Array<[string, string]> = [
+        [`SELECT id FROM geneva_drive_step_executions WHERE state = 'waiting' AND timeout_at < now()`, 'geneva_drive_step_executions_state_timeout'],
+        [`SELECT state, count(*) FROM geneva_drive_step_executions WHERE state IN ('scheduled', 'in_progress') AND flow_key IS NOT NULL GROUP BY state`, 'geneva_drive_step_executions_state_flow_key'],
+        [`SELECT id FROM geneva_drive_step_executions WHERE signal_id = 7 AND step_name = 'charge'`, 'geneva_drive_step_executions_signal_id'],
+        [`SELECT id FROM geneva_drive_step_executions s WHERE s.continues_from_id = 7`, 'geneva_drive_step_executions_continues_from'],
+        [`SELECT id FROM geneva_drive_step_executions WHERE finished_at < now()`, 'geneva_drive_step_executions_finished_at'],
+        [`SELECT id FROM geneva_drive_workflows WHERE parent_id = 7 AND id > 3 ORDER BY id LIMIT 10`, 'geneva_drive_workflows_parent'],
+      ];
+      const runner = dataSource.createQueryRunner();
+      try {
+        await runner.query('SET enable_seqscan = off');
+        await runner.query('SET enable_bitmapscan = off');
+        for (const [sql, index] of reads) {
+          const plan = (await runner.query(`EXPLAIN ${sql}`)) as Array<{ 'QUERY PLAN': string }>;
+          expect([sql, plan.map((row) => row['QUERY PLAN']).join('\n')]).toEqual([sql, expect.stringContaining(index)]);
+        }
+      } finally {
+        await runner.release();
+      }
+      // Still unique among a parent's children.
+      const parentId = await insertWorkflow({ allowMultiple: true });
+      const child = { allowMultiple: true, parentId, parentStepName: 'fan_out', childKey: 'k1' } as Partial<WorkflowRecord>;
+      await insertWorkflow(child);
+      await expectUniqueViolation(insertWorkflow(child), 'geneva_drive_workflows_child_key');
     });
 
     it('stores and loads every entity column (the schema matches the entities)', async () => {
@@ -548,6 +601,11 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     });
 
     it('goes down and up again', async () => {
+      await dataSource.undoLastMigration(); // the partial indexes (PostgreSQL): whole again, and the two it dropped back
+      if (kind === 'postgres') {
+        const definitions = await indexDefinitions();
+        for (const name of [...Object.keys(PARTIAL_INDEXES), ...COVERED_INDEXES]) expect([name, definitions.get(name)]).toEqual([name, expect.not.stringContaining('WHERE')]);
+      }
       expect(await hasColumn('geneva_drive_flow_keys', 'rate_window')).toBe(true);
       await dataSource.undoLastMigration(); // rate limits: their column goes
       expect(await hasColumn('geneva_drive_flow_keys', 'rate_window')).toBe(false);
@@ -771,7 +829,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
     primaryKey: 'bigint' | 'uuid',
     options: { withoutSignals?: boolean; migrations?: Array<new () => object>; from?: Array<new () => MigrationInterface> } = {},
   ): Promise<{ fresh: unknown[]; beforeDeadlines: unknown[] }> {
-    await prepareDatabase(kind, { primaryKey, withoutDeadlines: true, withoutProcesses: true, withoutChildren: true, withoutFlowControl: true });
+    await prepareDatabase(kind, { primaryKey, withoutDeadlines: true, withoutProcesses: true, withoutChildren: true, withoutFlowControl: true, withoutPartialIndexes: true });
     dataSource = await new DataSource(dataSourceOptions(kind)).initialize();
     const beforeDeadlines = await schemaSnapshot();
     await dataSource.destroy();
@@ -834,6 +892,7 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       expect(await schemaSnapshot()).toEqual(fresh); // the schema of a new install
       expect(await rowsOf(workflowId)).toEqual(before);
       await expectVariantsKeptApart(workflowId);
+      await dataSource.undoLastMigration(); // the partial indexes
       await dataSource.undoLastMigration(); // rate limits
       await dataSource.undoLastMigration(); // the flow-key index
       await dataSource.undoLastMigration(); // flow control

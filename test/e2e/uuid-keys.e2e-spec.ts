@@ -31,6 +31,7 @@ import {
   AddGenevaDriveFlowControl1730000000007,
   AddGenevaDriveFlowKeyIndex1730000000008,
   AddGenevaDriveRateLimits1730000000009,
+  PartialGenevaDriveIndexes1730000000010,
   CreateGenevaDriveTables1730000000000,
   ExactGenevaDriveIdentifiers1730000000002,
 } from '../../libs/geneva-drive/src/migrations/index.js';
@@ -118,6 +119,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
       AddGenevaDriveFlowControl1730000000007,
       AddGenevaDriveFlowKeyIndex1730000000008,
       AddGenevaDriveRateLimits1730000000009,
+      PartialGenevaDriveIndexes1730000000010,
     ]);
     const uuid = genevaDriveMigrations({ primaryKey: 'uuid' });
     expect(uuid.map((migration) => new migration().name)).toEqual([
@@ -131,6 +133,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
       'AddGenevaDriveFlowControl1730000000007',
       'AddGenevaDriveFlowKeyIndex1730000000008',
       'AddGenevaDriveRateLimits1730000000009',
+      'PartialGenevaDriveIndexes1730000000010',
     ]);
     expect(uuid[0].prototype).toBeInstanceOf(CreateGenevaDriveTables1730000000000);
     expect(uuid[1].prototype).toBeInstanceOf(AddGenevaDriveSignals1730000000001);
@@ -143,6 +146,7 @@ describe('uuid keys: the migration sets and the id generator', () => {
     expect(uuid[7]).toBe(AddGenevaDriveFlowControl1730000000007);
     expect(uuid[8]).toBe(AddGenevaDriveFlowKeyIndex1730000000008);
     expect(uuid[9]).toBe(AddGenevaDriveRateLimits1730000000009);
+    expect(uuid[10]).toBe(PartialGenevaDriveIndexes1730000000010);
     expect(genevaDriveMigrations({ primaryKey: 'uuid' })).toEqual(uuid); // the same classes on every call
     expect(() => genevaDriveMigrations({ primaryKey: 'int' as never })).toThrow(TypeError);
   });
@@ -229,6 +233,7 @@ describeEachDatabase('uuid keys', (kind) => {
         'AddGenevaDriveFlowControl1730000000007',
         'AddGenevaDriveFlowKeyIndex1730000000008',
         'AddGenevaDriveRateLimits1730000000009',
+        'PartialGenevaDriveIndexes1730000000010',
       ]);
     });
   });

@@ -24,6 +24,7 @@ import {
   AddGenevaDriveFlowControl1730000000007,
   AddGenevaDriveFlowKeyIndex1730000000008,
   AddGenevaDriveRateLimits1730000000009,
+  PartialGenevaDriveIndexes1730000000010,
   AddGenevaDriveProcesses1730000000005,
   AddGenevaDriveSignals1730000000001,
   AddGenevaDriveWaitDeadlines1730000000004,
@@ -116,6 +117,8 @@ export interface SchemaOptions {
   withoutFlowKeyIndex?: boolean;
   /** Leave out the rate-limits migration (a database not upgraded for rate limits; implied by withoutFlowControl). */
   withoutRateLimits?: boolean;
+  /** Leave out PartialGenevaDriveIndexes1730000000010 (the indexes as they were before it). */
+  withoutPartialIndexes?: boolean;
   /** The key type of the geneva-drive tables (`genevaDriveMigrations({ primaryKey })`). @default 'bigint' */
   primaryKey?: PrimaryKeyType;
 }
@@ -131,6 +134,7 @@ function migrationsFor(opts: SchemaOptions = {}): (new () => MigrationInterface)
   const isFlowControl = (migration: Function) => migration === AddGenevaDriveFlowControl1730000000007;
   const isFlowKeyIndex = (migration: Function) => migration === AddGenevaDriveFlowKeyIndex1730000000008;
   const isRateLimits = (migration: Function) => migration === AddGenevaDriveRateLimits1730000000009;
+  const isPartialIndexes = (migration: Function) => migration === PartialGenevaDriveIndexes1730000000010;
   const kept = geneva.filter(
     (migration) =>
       !(opts.withoutSignals && isSignals(migration)) &&
@@ -139,7 +143,8 @@ function migrationsFor(opts: SchemaOptions = {}): (new () => MigrationInterface)
       !(opts.withoutChildren && isChildren(migration)) &&
       !(opts.withoutFlowControl && isFlowControl(migration)) &&
       !((opts.withoutFlowControl || opts.withoutFlowKeyIndex) && isFlowKeyIndex(migration)) &&
-      !((opts.withoutFlowControl || opts.withoutRateLimits) && isRateLimits(migration)),
+      !((opts.withoutFlowControl || opts.withoutRateLimits) && isRateLimits(migration)) &&
+      !(opts.withoutPartialIndexes && isPartialIndexes(migration)),
   );
   return [CreateTestFixtures1600000000000, ...kept];
 }

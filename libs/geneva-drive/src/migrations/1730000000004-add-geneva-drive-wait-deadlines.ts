@@ -1,5 +1,6 @@
 import { TableColumn, type MigrationInterface, type QueryRunner } from 'typeorm';
 import { columnTypes, dialectOf } from './column-types.js';
+import { indexCondition } from './partial-indexes.js';
 
 const EXECUTIONS = 'geneva_drive_step_executions';
 const TIMEOUT_COLUMN = 'timeout_at';
@@ -24,7 +25,7 @@ export class AddGenevaDriveWaitDeadlines1730000000004 implements MigrationInterf
     // everywhere (TypeORM would rebuild the SQLite table and cannot introspect the MySQL one).
     const type = driver.createFullType(new TableColumn(columnTypes(dialectOf(queryRunner), 'bigint').datetime(TIMEOUT_COLUMN, { nullable: true })));
     await queryRunner.query(`ALTER TABLE ${q(EXECUTIONS)} ADD COLUMN ${q(TIMEOUT_COLUMN)} ${type} NULL`);
-    await queryRunner.query(`CREATE INDEX ${q(TIMEOUT_INDEX)} ON ${q(EXECUTIONS)} (${q('state')}, ${q(TIMEOUT_COLUMN)})`);
+    await queryRunner.query(`CREATE INDEX ${q(TIMEOUT_INDEX)} ON ${q(EXECUTIONS)} (${q('state')}, ${q(TIMEOUT_COLUMN)})${indexCondition(queryRunner, TIMEOUT_INDEX)}`);
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {

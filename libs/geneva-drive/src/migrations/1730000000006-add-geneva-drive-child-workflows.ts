@@ -1,6 +1,7 @@
 import { TableColumn, type MigrationInterface, type QueryRunner, type TableColumnOptions } from 'typeorm';
 import { detectPrimaryKeyType } from './primary-keys.js';
 import { columnTypes, dialectOf } from './column-types.js';
+import { indexCondition } from './partial-indexes.js';
 
 const WORKFLOWS = 'geneva_drive_workflows';
 /** One start of a child per (parent, step that started it, key): a step re-run after a crash cannot start it twice. */
@@ -41,8 +42,8 @@ export class AddGenevaDriveChildWorkflows1730000000006 implements MigrationInter
     for (const column of columns) await queryRunner.query(`ALTER TABLE ${q(WORKFLOWS)} ADD COLUMN ${q(column.name)} ${fullType(queryRunner, column)} NULL`);
     // NULLs never collide: workflows started by start() are outside the unique index. MySQL key size:
     // 8 + 2 x (1020 + 2) = 2052 bytes of VARBINARY(1020) (2080 with uuid keys), under InnoDB's 3072.
-    await queryRunner.query(`CREATE UNIQUE INDEX ${q(CHILD_KEY_INDEX)} ON ${q(WORKFLOWS)} (${q('parent_id')}, ${q('parent_step_name')}, ${q('child_key')})`);
-    await queryRunner.query(`CREATE INDEX ${q(PARENT_INDEX)} ON ${q(WORKFLOWS)} (${q('parent_id')}, ${q('id')})`);
+    await queryRunner.query(`CREATE UNIQUE INDEX ${q(CHILD_KEY_INDEX)} ON ${q(WORKFLOWS)} (${q('parent_id')}, ${q('parent_step_name')}, ${q('child_key')})${indexCondition(queryRunner, CHILD_KEY_INDEX)}`);
+    await queryRunner.query(`CREATE INDEX ${q(PARENT_INDEX)} ON ${q(WORKFLOWS)} (${q('parent_id')}, ${q('id')})${indexCondition(queryRunner, PARENT_INDEX)}`);
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {

@@ -1,5 +1,6 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { dialectOf } from './column-types.js';
+import { indexCondition } from './partial-indexes.js';
 
 const EXECUTIONS = 'geneva_drive_step_executions';
 /**
@@ -22,7 +23,7 @@ export class AddGenevaDriveFlowKeyIndex1730000000008 implements MigrationInterfa
 
   async up(queryRunner: QueryRunner): Promise<void> {
     const q = (identifier: string) => queryRunner.dataSource.driver.escape(identifier);
-    await queryRunner.query(`CREATE INDEX ${q(FLOW_KEY_INDEX)} ON ${q(EXECUTIONS)} (${q('state')}, ${q('flow_key')})`);
+    await queryRunner.query(`CREATE INDEX ${q(FLOW_KEY_INDEX)} ON ${q(EXECUTIONS)} (${q('state')}, ${q('flow_key')})${indexCondition(queryRunner, FLOW_KEY_INDEX)}`);
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {

@@ -10,6 +10,7 @@ import { AddGenevaDriveChildWorkflows1730000000006 } from './1730000000006-add-g
 import { AddGenevaDriveFlowControl1730000000007 } from './1730000000007-add-geneva-drive-flow-control.js';
 import { AddGenevaDriveFlowKeyIndex1730000000008 } from './1730000000008-add-geneva-drive-flow-key-index.js';
 import { AddGenevaDriveRateLimits1730000000009 } from './1730000000009-add-geneva-drive-rate-limits.js';
+import { PartialGenevaDriveIndexes1730000000010 } from './1730000000010-partial-geneva-drive-indexes.js';
 
 export {
   AddGenevaDriveChildWorkflows1730000000006,
@@ -22,6 +23,7 @@ export {
   AddGenevaDriveWaitDeadlines1730000000004,
   CreateGenevaDriveTables1730000000000,
   ExactGenevaDriveIdentifiers1730000000002,
+  PartialGenevaDriveIndexes1730000000010,
 };
 
 /**
@@ -41,6 +43,7 @@ export const GENEVA_DRIVE_MIGRATIONS = [
   AddGenevaDriveFlowControl1730000000007,
   AddGenevaDriveFlowKeyIndex1730000000008,
   AddGenevaDriveRateLimits1730000000009,
+  PartialGenevaDriveIndexes1730000000010,
 ];
 
 /** Options of {@link genevaDriveMigrations}. @publicApi */
@@ -51,7 +54,7 @@ export interface GenevaDriveMigrationsOptions {
 
 /*
  * The same migrations configured for uuid keys (the exact-identifiers upgrade, the list indexes, the
- * wait deadlines, the process table, the child workflows' columns, flow control, its index and rate limits do not depend on the key type: the same class serves both sets). TypeORM
+ * wait deadlines, the process table, the child workflows' columns, flow control, its index, rate limits and the partial indexes do not depend on the key type: the same class serves both sets). TypeORM
  * identifies a migration by its `name` (class name + 13-digit timestamp) — the subclasses inherit
  * the name of their parent, so the migrations table reads the same whichever set ran — and
  * instantiates the classes it is given without arguments, hence subclasses rather than constructor
@@ -90,6 +93,7 @@ export function genevaDriveMigrations(options: GenevaDriveMigrationsOptions = {}
         AddGenevaDriveFlowControl1730000000007,
         AddGenevaDriveFlowKeyIndex1730000000008,
         AddGenevaDriveRateLimits1730000000009,
+        PartialGenevaDriveIndexes1730000000010,
       ];
     default:
       throw new TypeError(`genevaDriveMigrations: primaryKey must be 'bigint' or 'uuid', got ${JSON.stringify(primaryKey)}`);
