@@ -1,6 +1,6 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { dialectOf } from './column-types.js';
-import { COVERED_INDEXES, PARTIAL_INDEXES, type PartialIndex } from './partial-indexes.js';
+import { COVERED_INDEXES, indexCondition, PARTIAL_INDEXES, type PartialIndex } from './partial-indexes.js';
 
 /**
  * PostgreSQL: fewer index entries per write on the hot path. An update that changes an indexed
@@ -25,7 +25,7 @@ export class PartialGenevaDriveIndexes1730000000010 implements MigrationInterfac
     for (const index of PARTIAL_INDEXES) {
       if (!(await exists(queryRunner, index.name))) continue;
       await queryRunner.query(`DROP INDEX ${quote(queryRunner, index.name)}`);
-      await queryRunner.query(`${create(queryRunner, index)} WHERE ${quote(queryRunner, index.notNull)} IS NOT NULL`);
+      await queryRunner.query(`${create(queryRunner, index)}${indexCondition(queryRunner, index.name)}`);
     }
     for (const index of COVERED_INDEXES) await queryRunner.query(`DROP INDEX IF EXISTS ${quote(queryRunner, index.name)}`);
   }
