@@ -301,7 +301,8 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       }
     });
 
-    (kind === 'postgres' ? it : it.skip)('keeps the mostly-null columns’ indexes to the rows that have them, and the engine’s reads still go by them [postgres]', async () => {
+    // PostgreSQL only: the other databases have no partial indexes, and the migration leaves them as they are.
+    if (kind === 'postgres') it('keeps the mostly-null columns’ indexes to the rows that have them, and the engine’s reads still go by them [postgres]', async () => {
       const definitions = await indexDefinitions();
       for (const [name, column] of Object.entries(PARTIAL_INDEXES)) expect([name, definitions.get(name)]).toEqual([name, expect.stringMatching(new RegExp(`WHERE \\(${column} IS NOT NULL\\)$`))]);
       for (const name of COVERED_INDEXES) expect(definitions.has(name)).toBe(false);
