@@ -146,10 +146,17 @@ function takeoverSuite(adapter: RedisAdapter, kind: DatabaseKind): void {
   /**
    * The worker of the first test (or a new one) runs `first` of `workflow` from Redis, which leaves
    * the step `step` with a delayed job (`jobOf` its execution); that job is then taken away, as if
-   * the process had died before adding it, and `first`'s run is taken over, as the run ledger would
-   * add it for a dead worker. Resolves once the job is back in Redis, with the workflow's executions.
+   * the process had died before adding it, `meanwhile` runs (time passing while no process runs the
+   * workflow), and `first`'s run is taken over, as the run ledger would add it for a dead worker.
+   * Resolves once `settled` says so (default: the job is back in Redis), with the workflow's executions.
    */
-  const takeOverAfterLostJob = async (workflow: typeof TakeoverLaterWorkflow | typeof TakeoverParkedWorkflow, step: string, jobOf: (executionId: string) => string) => {
+  const takeOverAfterLostJob = async (
+    workflow: typeof TakeoverLaterWorkflow | typeof TakeoverParkedWorkflow,
+    step: string,
+    jobOf: (executionId: string) => string,
+    meanwhile: (lost: StepExecution) => Promise<unknown> = async () => undefined,
+    settled: (lost: StepExecution) => Promise<boolean> = async (lost) => (await driver.view(app.moduleRef.get(QUEUE_PORT)).getJob(jobOf(lost.id)))?.state === 'delayed',
+  ) => {
     survivor ??= await createTestApp(kind, TAKEOVER_WORKFLOWS, {
       prepare: false,
       queue: { ...driver.options({ prefix, name: QUEUE_NAME, concurrency: 2 }), ...TAKEOVER_LOCKS[adapter] },
@@ -164,10 +171,11 @@ function takeoverSuite(adapter: RedisAdapter, kind: DatabaseKind): void {
     });
     await queue.removePending();
     expect(await queue.getJob(jobOf(lost.id))).toBeNull();
+    await meanwhile(lost);
 
     const [first] = await workflows.executionHistory(wf.id);
     await queue.addStepJob({ executionId: first.id, takeoverOf: first.jobId } as { executionId: string }, `${first.jobId}-takeover`);
-    await waitUntil(`\`${step}\`'s job back in Redis`, async () => (await queue.getJob(jobOf(lost.id)))?.state === 'delayed');
+    await waitUntil(`\`${step}\` taken over`, () => settled(lost));
     return (await workflows.executionHistory(wf.id)).map((e) => [e.stepName, e.state, e.outcome]);
   };
 
@@ -184,6 +192,17 @@ function takeoverSuite(adapter: RedisAdapter, kind: DatabaseKind): void {
     expect(await takeOverAfterLostJob(TakeoverParkedWorkflow, 'awaited', deadlineJobId)).toEqual([
       ['first', 'completed', 'success'],
       ['awaited', 'waiting', null],
+    ]);
+  }, BOOT_TIMEOUT_MS + TAKEOVER_WITHIN_MS);
+
+  it('a takeover times out now the wait of a step the dead run parked, when its deadline passed meanwhile', async () => {
+    const executions = app.dataSource.getRepository(StepExecution);
+    // The deadline passed while no process ran the workflow; its default onTimeout ('run') runs the step.
+    const passed = (lost: StepExecution) => executions.update(lost.id, { timeoutAt: new Date(Date.now() - 60_000) });
+    const ran = async (lost: StepExecution) => (await executions.findOneByOrFail({ id: lost.id })).state === 'completed';
+    expect(await takeOverAfterLostJob(TakeoverParkedWorkflow, 'awaited', deadlineJobId, passed, ran)).toEqual([
+      ['first', 'completed', 'success'],
+      ['awaited', 'completed', 'success'],
     ]);
   }, BOOT_TIMEOUT_MS + TAKEOVER_WITHIN_MS);
 }
