@@ -12,6 +12,7 @@ import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { ExecutorService, GenevaDriveModule, GenevaWorkflow, SignalService, Step, Workflow, WorkflowService, type GenevaDriveModuleOptions, type StepJob, type WorkflowRecord } from 'geneva-drive';
 import { GenevaDriveTesting } from 'geneva-drive/testing';
 import { DataSource, type DataSourceOptions, type Logger as TypeOrmLogger } from 'typeorm';
+import { PartialGenevaDriveIndexes1730000000010 } from '../../libs/geneva-drive/src/migrations/index.js';
 import { engineLogger } from '../src/test-app.js';
 import { dataSourceOptions, enabledDatabases, prepareDatabase } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
@@ -270,6 +271,19 @@ function preparedStatementsSuite(kind: 'postgres' | 'mysql'): void {
       // On B: its statements were prepared afresh before its first one.
       expect(rollbacksOf(await runJob(second, secondJob))).toBe(0);
       await again.release();
+    });
+
+    it('while the partial-indexes migration goes down and up, every path runs on: the statements prepared before it are planned again', async () => {
+      await runEachPathAfter(async (round) => {
+        const migration = await new DataSource({ ...dataSourceOptions(kind), migrations: [] } as DataSourceOptions).initialize();
+        const runner = migration.createQueryRunner();
+        try {
+          await new PartialGenevaDriveIndexes1730000000010()[round % 2 === 1 ? 'down' : 'up'](runner);
+        } finally {
+          await runner.release();
+          await migration.destroy();
+        }
+      });
     });
 
     it('after the session’s prepared statements are dropped (DISCARD ALL, as a pooler does), every path runs on', async () => {
