@@ -8,7 +8,7 @@ import { COVERED_INDEXES, indexCondition, PARTIAL_INDEXES, type PartialIndex } f
  * meets; an execution had ten, and its `finished_at`, `continues_from_id`, `signal_id`, `flow_key`
  * and `timeout_at` are null for most of its life. Seven indexes become partial (the rows where their
  * column is set, partial-indexes.ts) and two that others serve go: a step's start, its end, a park
- * and a wake write four or five entries instead of ten on the executions, and seven instead of nine
+ * and a wake write four or five entries instead of nine or ten on the executions, and seven instead of nine
  * on a workflow without a parent. Indexes only: no column, no row and no statement's result changes,
  * so the engine of the release before runs on either schema. Building them reads each table once and
  * blocks writes to it while it does (PostgreSQL's CREATE INDEX), as the other index migrations.
