@@ -21,7 +21,7 @@ import { waitUntil } from '../src/bull-wait.js';
 import { REDIS_ADAPTERS, REDIS_QUEUE_DRIVERS, type RedisAdapter } from '../src/redis-queues.js';
 import { createTestApp, type TestApp } from '../src/test-app.js';
 import { TAKEOVER_LOCKS, TAKEOVER_WORKFLOWS, TakeoverChainWorkflow, TakeoverLaterWorkflow, TakeoverParkedWorkflow, type TakeoverVictimMessage } from '../src/takeover-workflows.js';
-import { deadlineJobId } from '../../libs/geneva-drive/src/queue/deadline-job.js';
+import { deadlineJobId, timeoutJobId } from '../../libs/geneva-drive/src/queue/deadline-job.js';
 import { describeEachDatabase, redisAvailable, redisUrl, type DatabaseKind } from '../utils/databases.js';
 import { TestHero } from '../utils/fixtures.js';
 
@@ -146,8 +146,9 @@ function takeoverSuite(adapter: RedisAdapter, kind: DatabaseKind): void {
   /**
    * The worker of the first test (or a new one) runs `first` of `workflow` from Redis, which leaves
    * the step `step` with a delayed job (`jobOf` its execution); that job is then taken away, as if
-   * the process had died before adding it, `meanwhile` runs (time passing while no process runs the
-   * workflow), and `first`'s run is taken over, as the run ledger would add it for a dead worker.
+   * the process had died before adding it, `meanwhile` runs (what happened before the death, time
+   * passing while no process runs the workflow), and the dead run is taken over (`first`'s unless
+   * `deadRun` names another job), as the run ledger or Bull's stalled check would hand it on.
    * Resolves once `settled` says so (default: the job is back in Redis), with the workflow's executions.
    */
   const takeOverAfterLostJob = async (
@@ -156,6 +157,8 @@ function takeoverSuite(adapter: RedisAdapter, kind: DatabaseKind): void {
     jobOf: (executionId: string) => string,
     meanwhile: (lost: StepExecution) => Promise<unknown> = async () => undefined,
     settled: (lost: StepExecution) => Promise<boolean> = async (lost) => (await driver.view(app.moduleRef.get(QUEUE_PORT)).getJob(jobOf(lost.id)))?.state === 'delayed',
+    /** The dead run taken over: `first`'s (default), or the job of `step`'s execution this names. */
+    deadRun?: (executionId: string) => string,
   ) => {
     survivor ??= await createTestApp(kind, TAKEOVER_WORKFLOWS, {
       prepare: false,
@@ -174,7 +177,8 @@ function takeoverSuite(adapter: RedisAdapter, kind: DatabaseKind): void {
     await meanwhile(lost);
 
     const [first] = await workflows.executionHistory(wf.id);
-    await queue.addStepJob({ executionId: first.id, takeoverOf: first.jobId } as { executionId: string }, `${first.jobId}-takeover`);
+    const [executionId, takeoverOf] = deadRun ? [lost.id, deadRun(lost.id)] : [first.id, first.jobId!];
+    await queue.addStepJob({ executionId, takeoverOf } as { executionId: string }, `${takeoverOf}-takeover`);
     await waitUntil(`\`${step}\` taken over`, () => settled(lost));
     return (await workflows.executionHistory(wf.id)).map((e) => [e.stepName, e.state, e.outcome]);
   };
@@ -203,6 +207,32 @@ function takeoverSuite(adapter: RedisAdapter, kind: DatabaseKind): void {
     expect(await takeOverAfterLostJob(TakeoverParkedWorkflow, 'awaited', deadlineJobId, passed, ran)).toEqual([
       ['first', 'completed', 'success'],
       ['awaited', 'completed', 'success'],
+    ]);
+  }, BOOT_TIMEOUT_MS + TAKEOVER_WITHIN_MS);
+
+  it('a takeover of a deadline job’s run enqueues again the step it timed out to run, whose job died with it', async () => {
+    const executions = app.dataSource.getRepository(StepExecution);
+    // The deadline job's run timed the wait out (onTimeout 'run'), wrote so as WaitDeadline.expire
+    // does, and died before that step's job reached Redis.
+    const timedOut = (lost: StepExecution) =>
+      executions.update(lost.id, { state: 'scheduled', jobId: timeoutJobId(lost.id), scheduledFor: new Date(), metadata: { timedOut: true } });
+    const ran = async (lost: StepExecution) => (await executions.findOneByOrFail({ id: lost.id })).state === 'completed';
+    expect(await takeOverAfterLostJob(TakeoverParkedWorkflow, 'awaited', deadlineJobId, timedOut, ran, deadlineJobId)).toEqual([
+      ['first', 'completed', 'success'],
+      ['awaited', 'completed', 'success'],
+    ]);
+  }, BOOT_TIMEOUT_MS + TAKEOVER_WITHIN_MS);
+
+  it('a takeover of a deadline job’s run leaves alone the step it timed out to run once that step’s own job started it', async () => {
+    const executions = app.dataSource.getRepository(StepExecution);
+    const queue = driver.view(app.moduleRef.get(QUEUE_PORT));
+    // Timed out as above, and its job, which reached Redis, started it: the execution is that job's.
+    const started = (lost: StepExecution) =>
+      executions.update(lost.id, { state: 'in_progress', jobId: timeoutJobId(lost.id), startedAt: new Date(), metadata: { timedOut: true } });
+    const takenOver = async (lost: StepExecution) => (await queue.getJob(`${deadlineJobId(lost.id)}-takeover`)) === null;
+    expect(await takeOverAfterLostJob(TakeoverParkedWorkflow, 'awaited', deadlineJobId, started, takenOver, deadlineJobId)).toEqual([
+      ['first', 'completed', 'success'],
+      ['awaited', 'in_progress', null],
     ]);
   }, BOOT_TIMEOUT_MS + TAKEOVER_WITHIN_MS);
 }

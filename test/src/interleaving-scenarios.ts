@@ -6,6 +6,7 @@
 import { CHILD_FINISHED, CommitOutcomeUnknownError, HousekeepingService, Signal, SignalService, StepExecution, WorkflowService, type StepJob, type WorkflowRecord } from 'geneva-drive';
 import type { Run } from '../utils/explorer/schedule-explorer.js';
 import { WaitDeadline } from '../../libs/geneva-drive/src/execution/wait-deadline.js';
+import { deadlineJobId } from '../../libs/geneva-drive/src/queue/deadline-job.js';
 import type { ExplorerHarness, Scenario } from '../utils/explorer/harness.js';
 import { TestHero } from '../utils/fixtures.js';
 import {
@@ -571,6 +572,23 @@ export const SCENARIOS: Array<Scenario<any>> = [
       const b = runsOf(at.workflow, 'b');
       return [...bodyRanOnce(at.workflow, 'b'), ...(b.some((run) => run.signalId === null) ? ['step b timed out although its deadline is an hour on'] : []), ...(await finalState(h, at.workflow, ['finished']))];
     },
+  },
+  {
+    // The deadline job's run timed b out to run it (onTimeout 'run') and its worker looked dead before
+    // b's job reached the queue: the takeover enqueues b again while b is not started; b's own job,
+    // which did reach it, may start b first.
+    name: 'a timed-out step’s job × a takeover of the deadline job’s run',
+    setup: async (h) => {
+      const at = await parkedWithDeadline(h);
+      await h.get(WaitDeadline).fire(at.job.executionId, { force: true });
+      const [timedOut] = h.newJobs();
+      return { ...at, timedOut };
+    },
+    operations: (h, at: ParkedWithDeadline & { timedOut: StepJob }) => [
+      { name: 'job', run: () => h.runJob(at.timedOut) },
+      { name: 'takeover', run: () => takeOver(h, { ...at.timedOut, jobId: deadlineJobId(at.timedOut.executionId) }) },
+    ],
+    check: async (h, at: { workflow: WorkflowRecord }) => [...bodyRanOnce(at.workflow, 'b'), ...(await finalState(h, at.workflow, ['finished']))],
   },
   {
     name: 'signal × housekeeping recovery',

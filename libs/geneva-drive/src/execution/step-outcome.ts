@@ -15,6 +15,7 @@ import { errorColumns, withMetadata } from './error-record.js';
 import type { SignalRendezvous } from './signal-rendezvous.js';
 import type { Prepared } from './step-run.js';
 import { isRunnable } from '../state/workflow-state.js';
+import { timeoutJobId } from '../queue/deadline-job.js';
 
 /**
  * Outcome → state changes: what ending a step execution does to the execution, to the signal it
@@ -262,7 +263,7 @@ export class StepOutcomes {
     const metadata = withMetadata(execution, { timedOut: true });
     switch (step.onTimeout) {
       case 'run': {
-        const jobId = `${execution.id}-timeout`;
+        const jobId = timeoutJobId(execution.id);
         await this.store.transitionExecution(manager, execution, 'scheduled', null, { scheduledFor: this.store.now(), jobId, metadata });
         await this.store.enqueue(manager, workflow, execution, jobOptionsFor(definition, step), jobId);
         return;

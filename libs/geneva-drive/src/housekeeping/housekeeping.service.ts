@@ -10,7 +10,7 @@ import { consecutiveRecoveries, executionsAfter, runHead, stuckPage } from '../p
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { TransactionRunner } from '../persistence/transaction-runner.js';
 import { WorkflowStore } from '../persistence/workflow-store.js';
-import { isDeadlineJob } from '../queue/deadline-job.js';
+import { isDeadlineJob, timeoutJobId } from '../queue/deadline-job.js';
 import type { QueuePort, StepJob, StepJobHints } from '../interfaces/queue.port.js';
 import { STEP_JOB_GATE } from '../queue/queue.tokens.js';
 import type { StepJobGate } from '../queue/step-job-gate.js';
@@ -96,8 +96,9 @@ export class HousekeepingService implements OnModuleInit {
    * again (same `stuckRecoveryAction`, same `maxRecoveries`), its successor starting in this worker
    * once the takeover ends rather than behind the queue's backlog; scheduled by the run: its job,
    * which may have died with the process, enqueued again — only without waiting for the thresholds;
-   * parked by the run with a deadline: its deadline job, likewise (WaitDeadline.rearm). The job's own
-   * execution still scheduled is left to the job, which runs next.
+   * parked by the run with a deadline: its deadline job, likewise (WaitDeadline.rearm); timed out by
+   * a deadline job's run to run the step (onTimeout 'run') and not started yet: that step's job. The
+   * job's own execution still scheduled is left to the job, which runs next.
    */
   private async takeOverRun(executionId: string, jobId: string, hints?: StepJobHints): Promise<void> {
     try {
@@ -118,7 +119,10 @@ export class HousekeepingService implements OnModuleInit {
   /** The last execution of the run of job `jobId` (see takeOverRun); null when the job's own execution was started by another job. */
   private async lastOfRun(executionId: string, jobId: string, workflowId?: string): Promise<StepExecution | null> {
     const head = await runHead(this.manager, executionId, workflowId);
-    if (!head || (head.jobId !== null && head.jobId !== jobId)) return null;
+    // A deadline job's run that timed the wait out with onTimeout 'run' scheduled the execution under
+    // a job id of its own: still scheduled, it is that run's to hand on (started, it is that job's).
+    const ranBy = (row: StepExecution) => row.jobId === jobId || (isDeadlineJob(jobId) && row.state === 'scheduled' && row.jobId === timeoutJobId(executionId));
+    if (!head || (head.jobId !== null && !ranBy(head))) return null;
     // A chain is at most maxSteps long; the row after it, if any, ends the walk.
     const after = await executionsAfter(this.manager, head, this.options.chainSteps.maxSteps + 1);
     let last = head;

@@ -12,3 +12,11 @@ export function deadlineJobId(executionId: string): string {
 export function isDeadlineJob(jobId: string | undefined): boolean {
   return jobId !== undefined && jobId.endsWith(DEADLINE_SUFFIX);
 }
+
+/**
+ * The job that runs a step whose wait timed out with `onTimeout: 'run'`: the deadline job's run
+ * schedules it under this id, so that a takeover of that run knows the execution was left to it.
+ */
+export function timeoutJobId(executionId: string): string {
+  return `${executionId}-timeout`;
+}
