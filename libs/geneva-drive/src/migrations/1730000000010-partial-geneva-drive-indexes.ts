@@ -6,14 +6,14 @@ import { COVERED_INDEXES, indexCondition, PARTIAL_INDEXES, type PartialIndex } f
  * PostgreSQL: fewer index entries per write on the hot path. An update that changes an indexed
  * column (every state change does) writes an entry into every index of the row whose condition it
  * meets; an execution had ten, and its `finished_at`, `continues_from_id`, `signal_id`, `flow_key`
- * and `timeout_at` are null for most of its life. Seven indexes become partial (the rows where their
- * column is set, partial-indexes.ts) and two that others serve go: a step's start, its end, a park
- * and a wake write four or five entries instead of nine or ten on the executions, and seven instead of nine
- * on a workflow without a parent. Indexes only: no column, no row and no statement's result changes,
- * so the engine of the release before runs on either schema. Building them reads each table once and
- * blocks writes to it while it does (PostgreSQL's CREATE INDEX), as the other index migrations.
- * Nothing on MySQL/MariaDB (no partial indexes) or SQLite. An index whose migration has not run is
- * left to it (it creates it partial).
+ * and `timeout_at` are null for most of its life. Seven indexes become partial (the rows where
+ * their column is set, partial-indexes.ts) and two that others serve go: a step's start, its end, a
+ * park and a wake write four or five entries instead of nine or ten on the executions, and a
+ * workflow update without a parent seven instead of nine. Indexes only: no column, no row and no
+ * statement's result changes, so the engine of the release before runs on either schema. Building
+ * them reads each table once and blocks writes to it while it does (PostgreSQL's CREATE INDEX), as
+ * the other index migrations. Nothing on MySQL/MariaDB (no partial indexes) or SQLite. An index
+ * whose migration has not run is left to it (it creates it partial).
  * @publicApi
  */
 export class PartialGenevaDriveIndexes1730000000010 implements MigrationInterface {
