@@ -333,6 +333,38 @@ describeEachDatabase('geneva-drive migrations', (kind) => {
       await expectUniqueViolation(insertWorkflow(child), 'geneva_drive_workflows_child_key');
     });
 
+    // PostgreSQL only, as above.
+    if (kind === 'postgres') it('lets the engine’s reads go on while it builds the indexes: the tables are locked whole only by the drops at its end [postgres]', async () => {
+      const migration = new PartialGenevaDriveIndexes1730000000010();
+      const runner = dataSource.createQueryRunner();
+      const reader = dataSource.createQueryRunner();
+      const readsBlocked: string[] = [];
+      try {
+        await migration.down(runner);
+        await reader.query(`SET lock_timeout = '2s'`);
+        // Before each index it builds, another connection reads both tables: a read that waits for a lock fails at once with lock_timeout.
+        const query = runner.query.bind(runner);
+        runner.query = (async (sql: string, parameters?: unknown[]) => {
+          if (/^CREATE (UNIQUE )?INDEX/.test(sql)) {
+            for (const table of ['geneva_drive_workflows', 'geneva_drive_step_executions']) {
+              await reader.query(`SELECT count(*) FROM ${table}`).catch((error: Error) => readsBlocked.push(`${table} before "${sql.slice(0, 60)}…": ${error.message}`));
+            }
+          }
+          return query(sql, parameters);
+        }) as typeof runner.query;
+        await runner.startTransaction();
+        await migration.up(runner);
+        await runner.commitTransaction();
+      } finally {
+        if (runner.isTransactionActive) await runner.rollbackTransaction();
+        await runner.release();
+        await reader.release();
+      }
+      expect(readsBlocked).toEqual([]);
+      const definitions = await indexDefinitions();
+      for (const name of Object.keys(PARTIAL_INDEXES)) expect([name, definitions.get(name)]).toEqual([name, expect.stringContaining('IS NOT NULL')]);
+    });
+
     it('stores and loads every entity column (the schema matches the entities)', async () => {
       const at = new Date('2024-05-06T07:08:09.123Z');
       const later = new Date('2024-05-06T08:00:00.456Z');

@@ -12,8 +12,8 @@ import { COVERED_INDEXES, indexCondition, PARTIAL_INDEXES, type PartialIndex } f
  * workflow update without a parent seven instead of nine. Indexes only: no column, no row and no
  * statement's result changes, so the engine of the release before runs on either schema. Building
  * them reads each table once and blocks writes to it while it does (PostgreSQL's CREATE INDEX), as
- * the other index migrations. Nothing on MySQL/MariaDB (no partial indexes) or SQLite. An index
- * whose migration has not run is left to it (it creates it partial).
+ * the other index migrations do; reads go on (see rebuild). Nothing on MySQL/MariaDB (no partial
+ * indexes) or SQLite. An index whose migration has not run is left to it (it creates it partial).
  * @publicApi
  */
 export class PartialGenevaDriveIndexes1730000000010 implements MigrationInterface {
@@ -22,11 +22,7 @@ export class PartialGenevaDriveIndexes1730000000010 implements MigrationInterfac
 
   async up(queryRunner: QueryRunner): Promise<void> {
     if (dialectOf(queryRunner) !== 'postgres') return;
-    for (const index of PARTIAL_INDEXES) {
-      if (!(await exists(queryRunner, index.name))) continue;
-      await queryRunner.query(`DROP INDEX ${quote(queryRunner, index.name)}`);
-      await queryRunner.query(`${create(queryRunner, index)}${indexCondition(queryRunner, index.name)}`);
-    }
+    await rebuild(queryRunner, PARTIAL_INDEXES, (index) => indexCondition(queryRunner, index.name));
     for (const index of COVERED_INDEXES) await queryRunner.query(`DROP INDEX IF EXISTS ${quote(queryRunner, index.name)}`);
   }
 
@@ -35,11 +31,25 @@ export class PartialGenevaDriveIndexes1730000000010 implements MigrationInterfac
     for (const index of COVERED_INDEXES) {
       if ((await exists(queryRunner, index.table)) && !(await exists(queryRunner, index.name))) await queryRunner.query(create(queryRunner, index));
     }
-    for (const index of [...PARTIAL_INDEXES].reverse()) {
-      if (!(await exists(queryRunner, index.name))) continue;
-      await queryRunner.query(`DROP INDEX ${quote(queryRunner, index.name)}`);
-      await queryRunner.query(create(queryRunner, index));
-    }
+    await rebuild(queryRunner, PARTIAL_INDEXES, () => '');
+  }
+}
+
+/**
+ * Builds each of `indexes` that exists anew (`condition` after its columns) under a name of its own,
+ * then drops the old one and gives the new one its name. A build locks its table against writes only
+ * (CREATE INDEX takes SHARE), a drop against every access (ACCESS EXCLUSIVE) until the migration's
+ * transaction ends: with every build first, the engine's reads go on while the indexes build, and
+ * only the drops and renames at the end, which take no time, hold the tables whole.
+ */
+async function rebuild(queryRunner: QueryRunner, indexes: readonly PartialIndex[], condition: (index: PartialIndex) => string): Promise<void> {
+  const present: PartialIndex[] = [];
+  for (const index of indexes) if (await exists(queryRunner, index.name)) present.push(index);
+  const building = (index: PartialIndex) => `${index.name}_new`;
+  for (const index of present) await queryRunner.query(`${create(queryRunner, { ...index, name: building(index) })}${condition(index)}`);
+  for (const index of present) {
+    await queryRunner.query(`DROP INDEX ${quote(queryRunner, index.name)}`);
+    await queryRunner.query(`ALTER INDEX ${quote(queryRunner, building(index))} RENAME TO ${quote(queryRunner, index.name)}`);
   }
 }
 
