@@ -29,7 +29,7 @@ export class PartialGenevaDriveIndexes1730000000010 implements MigrationInterfac
   async down(queryRunner: QueryRunner): Promise<void> {
     if (dialectOf(queryRunner) !== 'postgres') return;
     for (const index of COVERED_INDEXES) {
-      if ((await exists(queryRunner, index.table)) && !(await exists(queryRunner, index.name))) await queryRunner.query(create(queryRunner, index));
+      if ((await queryRunner.hasTable(index.table)) && !(await exists(queryRunner, index.name))) await queryRunner.query(create(queryRunner, index));
     }
     await rebuild(queryRunner, PARTIAL_INDEXES, () => '');
   }
@@ -62,7 +62,7 @@ function create(queryRunner: QueryRunner, index: Omit<PartialIndex, 'notNull'>):
   return `CREATE ${index.unique ? 'UNIQUE ' : ''}INDEX ${q(index.name)} ON ${q(index.table)} (${index.columns.map(q).join(', ')})`;
 }
 
-/** Whether the index or table exists where the connection resolves names (its search_path). */
+/** Whether the index exists where the connection resolves names (its search_path). */
 async function exists(queryRunner: QueryRunner, name: string): Promise<boolean> {
   const [row] = (await queryRunner.query('SELECT to_regclass($1) IS NOT NULL AS found', [quote(queryRunner, name)])) as Array<{ found: boolean }>;
   return row.found;
