@@ -33,6 +33,7 @@ import {
   DEADLINE_WORKFLOWS,
   deadlineJournal,
   DelayedDeadlineWorkflow,
+  FlakyOnTimeoutWorkflow,
   HeroAddressedWorkflow,
   LaterWaiterWorkflow,
   NoDeadlineWorkflow,
@@ -129,6 +130,39 @@ describeEachDatabase('wait deadlines', (kind) => {
       expect(deadlineJournal).toEqual(['first(timedOut)', `second(${late.id})`]);
       await app.gd.assertSignalState(wf, 'signed', 'consumed');
       await expect(app.gd.assertTimedOut(wf, 'second')).rejects.toBeInstanceOf(AssertionError);
+    });
+
+    it("a step timed out to run whose worker died in its body is run again timed out by stuck recovery, not parked again", async () => {
+      const wf = await parked(RunOnTimeoutWorkflow);
+      const expired = await app.gd.expireWait(wf);
+      // Its start committed, then the worker died before the outcome.
+      await app.dataSource.getRepository(StepExecution).update({ id: expired.id }, { state: 'in_progress', startedAt: new Date(Date.now() - 3 * HOUR) });
+      expect(await app.moduleRef.get(HousekeepingService).run()).toMatchObject({ stuckInProgressRecovered: 1, unrecoverable: [] });
+      const rerun = await current(wf);
+      expect(rerun).toMatchObject({ stepName: 'awaitSignature', state: 'scheduled', signalId: null, metadata: { timedOut: true } });
+      await app.gd.performNextStep(wf);
+      expect(await executions(wf)).toMatchObject([
+        { stepName: 'send', state: 'completed' },
+        { id: expired.id, state: 'completed', outcome: 'recovered' },
+        { id: rerun.id, state: 'completed', outcome: 'success', timeoutAt: null },
+        { stepName: 'file', state: 'scheduled' },
+      ]);
+      expect(deadlineJournal).toEqual(['send', 'awaitSignature(timedOut)']);
+    });
+
+    it("a step timed out to run whose body fails is retried timed out: the retry does not wait for the signal again", async () => {
+      const wf = await parked(FlakyOnTimeoutWorkflow);
+      const expired = await app.gd.expireWait(wf);
+      await expect(app.gd.performNextStep(wf)).rejects.toThrow('the carrier is down');
+      const retry = await current(wf);
+      expect(retry).toMatchObject({ stepName: 'awaitSignature', state: 'scheduled', signalId: null, metadata: { timedOut: true } });
+      await app.gd.performNextStep(wf);
+      expect(await executions(wf)).toMatchObject([
+        { id: expired.id, state: 'completed', outcome: 'reattempted' },
+        { id: retry.id, state: 'completed', outcome: 'success', timeoutAt: null },
+      ]);
+      expect(deadlineJournal).toEqual(['awaitSignature(timedOut)', 'awaitSignature(timedOut)']);
+      await app.gd.assertWorkflowState(wf, 'finished');
     });
 
     it("onTimeout 'skip': the step is skipped (timedOut recorded) and the next one scheduled", async () => {

@@ -1,7 +1,7 @@
 /**
  * Fixture workflows of the wait-deadline specs: `Countersign` = send → awaitSignature (waitFor
  * 'signed', timeout) → file, one class per `onTimeout`, plus a step that waits after a delay, a
- * resumable waiter and a later waiter of the same signal. Bodies record in `deadlineJournal` what
+ * resumable waiter, a waiter whose body fails once and a later waiter of the same signal. Bodies record in `deadlineJournal` what
  * they saw: `awaitSignature(timedOut|<signal id>)`.
  */
 import type { Type } from '@nestjs/common';
@@ -72,6 +72,16 @@ export class ResumableDeadlineWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
+/** Its body fails the first time it runs (`onException: 'reattempt'`): the retry of a step that timed out. */
+@Workflow({ hero: () => TestHero })
+export class FlakyOnTimeoutWorkflow extends GenevaWorkflow<TestHero> {
+  @Step({ waitFor: 'signed', timeout: '14d', onException: 'reattempt' })
+  async awaitSignature() {
+    seen(this, 'awaitSignature');
+    if (deadlineJournal.length === 1) throw new Error('the carrier is down');
+  }
+}
+
 /** Waits for a signal with no deadline: untouched by the migration and the deadline machinery. */
 @Workflow({ hero: () => TestHero })
 export class NoDeadlineWorkflow extends GenevaWorkflow<TestHero> {
@@ -100,6 +110,7 @@ export const DEADLINE_WORKFLOWS = [
   InstantDeadlineWorkflow,
   LaterWaiterWorkflow,
   ResumableDeadlineWorkflow,
+  FlakyOnTimeoutWorkflow,
   NoDeadlineWorkflow,
   HeroAddressedWorkflow,
 ];

@@ -824,6 +824,7 @@ export const WITH_FAULTS: Array<Scenario<any>> = [
   'a finalize starting the next step in its message × a takeover of its run',
   'signal × resume',
   'signal × a takeover of the run that parked a step with a deadline',
+  'a timed-out step’s job × a takeover of the deadline job’s run',
   'two signals with one key',
   'the unlocked phase 1 × a duplicate job × pause',
   'a transactional step × signal',

@@ -362,7 +362,9 @@ export async function recoverStuck(
   }
   await store.transitionExecution(manager, execution, 'completed', 'recovered');
   const resumable = definition?.step(execution.stepName)?.resumable ?? execution.continuesFromId !== null;
-  const successor = await store.insertExecution(manager, workflow.id, stepName, resumable ? successorOf(execution, undefined) : { signalId: execution.signalId ?? null });
+  // Run again as it ran: with its signal, or timed out (a resumable successor finds the mark on its predecessor).
+  const rerun = resumable ? successorOf(execution, undefined) : { signalId: execution.signalId ?? null, timedOut: execution.metadata?.timedOut === true };
+  const successor = await store.insertExecution(manager, workflow.id, stepName, rerun);
   await store.updateWorkflow(manager, workflow, { ...store.transitionChanges(workflow, 'ready', atNoStep()), nextStepName: stepName });
   return { executionId: successor.id, hints: jobHints(workflow, successor.stepName), runAt: successor.scheduledFor, jobOptions: jobOptionsFor(definition, definition?.step(stepName)) };
 }
@@ -374,10 +376,10 @@ function targetOf({ workflow, execution, definition, fanInSignals }: Prepared): 
 /**
  * The execution that retries this one: a resumable step continues from its cursor (or from the
  * start with `rewind`) and keeps its signal; a plain step starts afresh and its gate re-attaches
- * the still-claimed signal.
+ * the still-claimed signal, or passes again with none when its wait timed out.
  */
 function retryOf(prepared: Prepared, waitMs: number | undefined, rewind = false): NewExecution {
-  if (!prepared.step.resumable) return { waitMs };
+  if (!prepared.step.resumable) return { waitMs, timedOut: prepared.execution.metadata?.timedOut === true };
   const successor = successorOf(prepared.execution, waitMs);
   return rewind ? { ...successor, cursor: null } : successor;
 }

@@ -11,6 +11,8 @@ export interface NewExecution {
   signalId?: string | null;
   cursor?: unknown;
   continuesFromId?: string | null;
+  /** Runs as its wait's timeout: the gate passes with no signal (a recovered execution that had timed out). */
+  timedOut?: boolean;
 }
 
 /** A new `ready` workflow, not written yet. */
@@ -48,7 +50,7 @@ export function newExecution(manager: EntityManager, schema: SchemaCapabilities,
     stepName,
     state: 'scheduled',
     scheduledFor: new Date(now.getTime() + (options.waitMs ?? 0)),
-    metadata: null,
+    metadata: options.timedOut ? { timedOut: true } : null,
     cursor: options.cursor ?? null,
     continuesFromId: options.continuesFromId ?? null,
     signalId: options.signalId ?? null,
