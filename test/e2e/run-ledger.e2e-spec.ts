@@ -91,6 +91,53 @@ describeRedis('the run ledger on Redis', () => {
     expect(Object.keys(await runsOf(queue, ledger))).toEqual(['1']);
   });
 
+  /** A ledger on Bull's client, as bullRunLedger gives it, that notes the fields of each HDEL it sends. */
+  const countingDrops = (queue: Bull.Queue) => {
+    const client = queue.client;
+    const drops: string[][] = [];
+    const ledger = new RunLedger(
+      async () => ({
+        defineCommand: (name, definition) => client.defineCommand(name, definition),
+        run: async () => null,
+        hset: (key, data) => client.hset(key, data),
+        hdel: (key, ...fields) => {
+          drops.push(fields);
+          return client.hdel(key, ...fields);
+        },
+      }),
+      () => ({ keyPrefix: queue.toKey(''), leaseMs: 400 }),
+      silent,
+    );
+    opened.push({ queue, ledger });
+    return { ledger, drops };
+  };
+
+  it('drops the runs that end close together with one HDEL', async () => {
+    fresh();
+    const queue = new Bull(QUEUE_NAME, redisUrl(), { prefix, settings: { lockDuration: 400 } });
+    const { ledger, drops } = countingDrops(queue);
+    for (const id of ['1', '2', '3']) ledger.begin(job(id));
+    await ledger.written();
+    for (const id of ['1', '2', '3']) ledger.end(job(id));
+    await waitUntil('the ended runs dropped', async () => Object.keys(await runsOf(queue, ledger)).length === 0);
+    expect(drops).toEqual([['1', '2', '3']]);
+  });
+
+  it('a run taken again before its end was dropped keeps its record', async () => {
+    fresh();
+    const queue = new Bull(QUEUE_NAME, redisUrl(), { prefix, settings: { lockDuration: 400 } });
+    const { ledger, drops } = countingDrops(queue);
+    ledger.begin(job('1'));
+    ledger.begin(job('2'));
+    ledger.end(job('1'));
+    ledger.end(job('2'));
+    ledger.begin(job('1'));
+    await waitUntil('the ended run dropped', () => drops.length > 0);
+    await queue.client.ping();
+    expect(drops).toEqual([['2']]);
+    expect(Object.keys(await runsOf(queue, ledger))).toEqual(['1']);
+  });
+
   it('keeps a job taken twice recorded until both runs end', async () => {
     fresh();
     const { queue, ledger } = await worker();

@@ -48,12 +48,12 @@ export type StarterLedger = Pick<RunLedger, 'begin' | 'end' | 'written' | 'start
  *
  * Such a job has no lock in Redis for Bull's stalled-job check to find expired should the process
  * die. Its backstop is the process's RunLedger: the job is recorded there (one HSET) from the moment
- * it is taken, waiting or running, until its run ends (one HDEL), under the process's lease; when
- * the lease expires (a SIGKILL), another worker puts it back on the queue as a takeover job within a
- * lease and a half, which starts the execution if the process died before phase 1, and recovers the
- * step the run had in progress (a chained one included) if it died after. Two commands per job
- * rather than a backstop job in Redis (an add and a removal, a dozen commands inside Bull's
- * scripts), and nothing on the database's hot path.
+ * it is taken, waiting or running, until its run ends (one HDEL drops the runs that end close
+ * together), under the process's lease; when the lease expires (a SIGKILL), another worker puts it
+ * back on the queue as a takeover job within a lease and a half, which starts the execution if the
+ * process died before phase 1, and recovers the step the run had in progress (a chained one
+ * included) if it died after. Two commands per job at most rather than a backstop job in Redis (an
+ * add and a removal, a dozen commands inside Bull's scripts), and nothing on the database's hot path.
  */
 export class DueJobStarter {
   private readonly running = new Set<Promise<void>>();

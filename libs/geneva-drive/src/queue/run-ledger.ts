@@ -54,14 +54,20 @@ return runs`;
 /** KEYS: leases, this process's runs. ARGV: token. A clean stop: nothing left to take over. */
 const RELEASE = `redis.call('ZREM', KEYS[1], ARGV[1]) redis.call('DEL', KEYS[2]) return 1`;
 
+/**
+ * How long the runs that ended wait to be dropped from Redis together, by one HDEL: a process killed
+ * meanwhile leaves them to be taken over, and a takeover of a run that ended finds nothing to do.
+ */
+export const ENDED_DROP_MS = 25;
+
 /** What a ledger entry keeps of a job: enough to put it back on the queue. */
 type LedgerEntry = Pick<StepJob, 'executionId' | 'hints' | 'jobOptions' | 'jobId'>;
 
 /**
  * The Redis record of the runs this process started itself (DueJobStarter) — jobs that Redis never
  * held, so that no lock of Bull's or BullMQ's covers them — under a lease the process renews as Bull
- * renews a job's lock. A run is written when it is taken (one HSET) and dropped when it ends (one
- * HDEL); the lease costs one script per half lease, whatever the load. Each renewal also reads the
+ * renews a job's lock. A run is written when it is taken (one HSET) and dropped soon after it ends
+ * (one HDEL for the runs that ended within {@link ENDED_DROP_MS}); the lease costs one script per half lease, whatever the load. Each renewal also reads the
  * leases that expired: a live process claims the runs of a dead one (atomically, one claimer) into
  * its own ledger, puts each back on the queue as a takeover job (StepJobGate.run `takeover`), and
  * drops it once added, so that it outlives a claimer that dies in turn. A process that stops cleanly
@@ -79,6 +85,9 @@ export class RunLedger {
   private takeOver: ((job: StepJob) => Promise<unknown>) | undefined;
   private alone = false;
   private shared: (() => void) | undefined;
+  /** Runs that ended, not yet dropped from Redis, and the timer that drops them. */
+  private readonly ended = new Set<string>();
+  private dropTimer: NodeJS.Timeout | undefined;
   /** The last write sent: Redis answers one connection's commands in order, so once it settles every write before it has. */
   private lastWrite: Promise<void> = Promise.resolve();
 
@@ -138,17 +147,32 @@ export class RunLedger {
     const held = this.runs.get(id);
     if (!held || --held.count > 0) return;
     this.runs.delete(id);
+    this.ended.add(id);
+    if (this.dropTimer) return;
+    this.dropTimer = setTimeout(() => this.dropEnded(), ENDED_DROP_MS);
+    this.dropTimer.unref();
+  }
+
+  /** Drops the runs that ended from Redis, but one taken again meanwhile: that run keeps its record. */
+  private dropEnded(): void {
+    this.dropTimer = undefined;
+    const ids = [...this.ended].filter((id) => !this.runs.has(id));
+    this.ended.clear();
+    if (ids.length === 0) return;
     void this.redis()
-      .then((redis) => redis.hdel(this.runsKey(this.token), id))
-      .catch((error) => this.logger.warn(`Run ledger: could not drop job ${id} (${String(error)})`));
+      .then((redis) => redis.hdel(this.runsKey(this.token), ...ids))
+      .catch((error) => this.logger.warn(`Run ledger: could not drop ${ids.length} ended job(s) (${String(error)})`));
   }
 
   /** Stops renewing and releases the lease (call once the runs have ended). */
   async stop(): Promise<void> {
     clearInterval(this.timer);
     this.timer = undefined;
+    clearTimeout(this.dropTimer);
     await this.ticking;
-    if (!this.takeOver) return;
+    // Releasing the lease deletes every record, ended or not; without one, the ended runs are dropped.
+    if (!this.takeOver) return this.dropEnded();
+    this.ended.clear();
     this.takeOver = undefined;
     try {
       await (await this.redis()).run('genevaDriveReleaseLease', [this.leases, this.runsKey(this.token), this.token]);
