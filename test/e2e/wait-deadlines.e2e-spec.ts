@@ -11,6 +11,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { AssertionError } from 'node:assert';
 import {
   DeadlinesNotMigratedError,
+  HeroTypeNotFoundError,
   GENEVA_DRIVE_CHANNELS,
   GenevaWorkflow,
   HousekeepingService,
@@ -24,7 +25,7 @@ import {
   StepExecution,
   Workflow,
   WorkflowService,
-  type WorkflowRecord,
+  WorkflowRecord,
 } from 'geneva-drive';
 import { buildWorkflowDefinition } from '../../libs/geneva-drive/src/registry/build-definition.js';
 import { WaitDeadline } from '../../libs/geneva-drive/src/execution/wait-deadline.js';
@@ -32,6 +33,7 @@ import {
   CancelOnTimeoutWorkflow,
   DEADLINE_WORKFLOWS,
   deadlineJournal,
+  deadlinePlan,
   DelayedDeadlineWorkflow,
   FlakyOnTimeoutWorkflow,
   HeroAddressedWorkflow,
@@ -151,6 +153,7 @@ describeEachDatabase('wait deadlines', (kind) => {
     });
 
     it("a step timed out to run whose body fails is retried timed out: the retry does not wait for the signal again", async () => {
+      deadlinePlan.bodyFailures = 1;
       const wf = await parked(FlakyOnTimeoutWorkflow);
       const expired = await app.gd.expireWait(wf);
       await expect(app.gd.performNextStep(wf)).rejects.toThrow('the carrier is down');
@@ -162,6 +165,35 @@ describeEachDatabase('wait deadlines', (kind) => {
         { id: retry.id, state: 'completed', outcome: 'success', timeoutAt: null },
       ]);
       expect(deadlineJournal).toEqual(['awaitSignature(timedOut)', 'awaitSignature(timedOut)']);
+      await app.gd.assertWorkflowState(wf, 'finished');
+    });
+
+    it('a step timed out to run whose phase 1 fails is retried timed out', async () => {
+      const wf = await parked(FlakyOnTimeoutWorkflow);
+      const expired = await app.gd.expireWait(wf);
+      await app.dataSource.getRepository(WorkflowRecord).update({ id: wf.id }, { heroType: 'MissingEntity' });
+      await expect(app.gd.performNextStep(wf)).rejects.toBeInstanceOf(HeroTypeNotFoundError);
+      await app.dataSource.getRepository(WorkflowRecord).update({ id: wf.id }, { heroType: 'TestHero' });
+      expect(await current(wf)).toMatchObject({ stepName: 'awaitSignature', state: 'scheduled', signalId: null, metadata: { timedOut: true } });
+      await app.gd.performNextStep(wf);
+      expect((await executions(wf)).map((e) => [e.id === expired.id, e.state, e.outcome])).toEqual([
+        [true, 'failed', 'failed'],
+        [false, 'completed', 'success'],
+      ]);
+      expect(deadlineJournal).toEqual(['awaitSignature(timedOut)']);
+    });
+
+    it('a step timed out to run whose body failed until the workflow paused runs timed out again on resume', async () => {
+      deadlinePlan.bodyFailures = 2;
+      const wf = await parked(FlakyOnTimeoutWorkflow);
+      await app.gd.expireWait(wf);
+      await expect(app.gd.performNextStep(wf)).rejects.toThrow('the carrier is down');
+      await expect(app.gd.performNextStep(wf)).rejects.toThrow('the carrier is down');
+      await app.gd.assertWorkflowState(wf, 'paused');
+      await workflows.resume(wf);
+      expect(await current(wf)).toMatchObject({ stepName: 'awaitSignature', state: 'scheduled', signalId: null, metadata: { timedOut: true } });
+      await app.gd.performNextStep(wf);
+      expect(deadlineJournal).toEqual(['awaitSignature(timedOut)', 'awaitSignature(timedOut)', 'awaitSignature(timedOut)']);
       await app.gd.assertWorkflowState(wf, 'finished');
     });
 

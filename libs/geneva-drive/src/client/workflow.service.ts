@@ -17,10 +17,10 @@ import { traced } from '../instrumentation/geneva-drive.events.js';
 import { rejectUnknownKeys } from '../util/unknown-keys.js';
 import { SchemaCapabilities } from '../persistence/schema-capabilities.js';
 import { isConnectionError, neverSent, TransactionRunner } from '../persistence/transaction-runner.js';
-import { unfinishedChainOf } from '../persistence/step-history.js';
+import { latestExecutionOf, unfinishedChainOf } from '../persistence/step-history.js';
 import { pageOfChildren } from '../persistence/child-queries.js';
 import { isUniqueViolation } from '../persistence/unique-violation.js';
-import { idOf, jobOptionsFor, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
+import { idOf, jobOptionsFor, rerunsTimedOut, successorOf, WorkflowStore } from '../persistence/workflow-store.js';
 import type { WorkflowDefinition } from '../registry/workflow-definition.js';
 import { lacksStep } from '../registry/runnable-steps.js';
 import { WorkflowRegistry } from '../registry/workflow.registry.js';
@@ -239,9 +239,12 @@ export class WorkflowService {
         if (!(await this.deadline.onResume(manager, record, current))) await this.rendezvous.redeliver(manager, record, current);
       } else if (record.nextStepName !== null) {
         // A resumable chain continues from its cursor: the step closed by a pause, or the failed
-        // execution that had already moved its cursor. Anything else starts the step afresh.
+        // execution that had already moved its cursor. Anything else starts the step afresh — timed
+        // out again when its wait had timed out to run it.
         const predecessor = await unfinishedChainOf(manager, record.id, record.nextStepName);
-        await this.store.rescheduleCurrentStep(manager, record, definition, predecessor ? successorOf(predecessor, undefined) : {});
+        const step = definition?.step(record.nextStepName);
+        const timedOut = !predecessor && step?.timeoutMs !== undefined && rerunsTimedOut(step, await latestExecutionOf(manager, record.id, record.nextStepName));
+        await this.store.rescheduleCurrentStep(manager, record, definition, predecessor ? successorOf(predecessor, undefined) : { timedOut });
       }
     });
   }

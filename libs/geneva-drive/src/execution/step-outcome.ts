@@ -6,7 +6,7 @@ import { StepRecoveryLimitError } from '../errors/step-recovery-limit.error.js';
 import type { ExceptionPolicy } from '../exception-policy/exception-policy.js';
 import type { StepJob } from '../interfaces/queue.port.js';
 import { consecutiveErrorReattempts } from '../persistence/sql/error-reattempts.js';
-import { jobHints, jobOptionsFor, successorOf, type NewExecution, type WorkflowStore } from '../persistence/workflow-store.js';
+import { jobHints, jobOptionsFor, rerunsTimedOut, successorOf, type NewExecution, type WorkflowStore } from '../persistence/workflow-store.js';
 import type { StepDefinition, WorkflowDefinition } from '../registry/workflow-definition.js';
 import type { StepOutcome } from '../state/step-execution-state.js';
 import { isFlowControl, type FlowControlIntent } from '../workflow/flow-control.js';
@@ -236,7 +236,7 @@ export class StepOutcomes {
         then = { workflow: 'unchanged' };
         break;
       case 'reattempt':
-        then = { workflow: 'again', execution: { waitMs: verdict.delayMs } };
+        then = { workflow: 'again', execution: { waitMs: verdict.delayMs, timedOut: rerunsTimedOut(target.definition?.step(execution.stepName), execution) } };
         break;
       case 'skip':
         then = NEXT;
@@ -363,7 +363,7 @@ export async function recoverStuck(
   await store.transitionExecution(manager, execution, 'completed', 'recovered');
   const resumable = definition?.step(execution.stepName)?.resumable ?? execution.continuesFromId !== null;
   // Run again as it ran: with its signal, or timed out (a resumable successor finds the mark on its predecessor).
-  const rerun = resumable ? successorOf(execution, undefined) : { signalId: execution.signalId ?? null, timedOut: execution.metadata?.timedOut === true };
+  const rerun = resumable ? successorOf(execution, undefined) : { signalId: execution.signalId ?? null, timedOut: rerunsTimedOut(step, execution) };
   const successor = await store.insertExecution(manager, workflow.id, stepName, rerun);
   await store.updateWorkflow(manager, workflow, { ...store.transitionChanges(workflow, 'ready', atNoStep()), nextStepName: stepName });
   return { executionId: successor.id, hints: jobHints(workflow, successor.stepName), runAt: successor.scheduledFor, jobOptions: jobOptionsFor(definition, definition?.step(stepName)) };
@@ -379,7 +379,7 @@ function targetOf({ workflow, execution, definition, fanInSignals }: Prepared): 
  * the still-claimed signal, or passes again with none when its wait timed out.
  */
 function retryOf(prepared: Prepared, waitMs: number | undefined, rewind = false): NewExecution {
-  if (!prepared.step.resumable) return { waitMs, timedOut: prepared.execution.metadata?.timedOut === true };
+  if (!prepared.step.resumable) return { waitMs, timedOut: rerunsTimedOut(prepared.step, prepared.execution) };
   const successor = successorOf(prepared.execution, waitMs);
   return rewind ? { ...successor, cursor: null } : successor;
 }

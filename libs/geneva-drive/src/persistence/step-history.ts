@@ -40,6 +40,11 @@ export async function latestExecutedOf(manager: EntityManager, workflowId: strin
   return latest?.stepName ?? null;
 }
 
+/** The step's latest execution (its metadata), or null. */
+export function latestExecutionOf(manager: EntityManager, workflowId: string, stepName: string): Promise<Pick<StepExecution, 'id' | 'metadata'> | null> {
+  return manager.findOne(StepExecution, { where: { workflowId, stepName }, select: { id: true, metadata: true }, order: { createdAt: 'DESC', id: 'DESC' } });
+}
+
 /** The latest execution of the step that a successor should continue: completed as `continued`, or failed with a cursor; and not continued yet. */
 export function unfinishedChainOf(manager: EntityManager, workflowId: string, stepName: string): Promise<StepExecution | null> {
   return manager

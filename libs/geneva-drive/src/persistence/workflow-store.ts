@@ -618,6 +618,14 @@ export function jobOptionsFor(definition: WorkflowDefinition | undefined, step: 
   return { ...(definition?.jobOptions ?? {}), ...(step?.jobOptions ?? {}) };
 }
 
+/**
+ * Whether an execution that runs `execution`'s step again runs timed out, as that one did or was
+ * to: its wait timed out and the step's `onTimeout` is `'run'` (with `'pause'`, resume waits again).
+ */
+export function rerunsTimedOut(step: StepDefinition | undefined, execution: Pick<StepExecution, 'metadata'> | null): boolean {
+  return execution?.metadata?.timedOut === true && (step?.onTimeout ?? 'run') === 'run';
+}
+
 /** A successor continuing `execution`'s chain: same step, its persisted cursor and its signal pin. */
 export function successorOf(execution: StepExecution, waitMs: number | undefined): NewExecution {
   return { waitMs, cursor: execution.cursor, signalId: execution.signalId, continuesFromId: execution.id };

@@ -169,6 +169,7 @@ export class RunLedger {
     clearInterval(this.timer);
     this.timer = undefined;
     clearTimeout(this.dropTimer);
+    this.dropTimer = undefined;
     await this.ticking;
     // Releasing the lease deletes every record, ended or not; without one, the ended runs are dropped.
     if (!this.takeOver) return this.dropEnded();
