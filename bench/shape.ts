@@ -66,10 +66,12 @@ export const LEDGER_STATEMENT_BUDGET: Record<'postgres' | 'mysql' | 'sqlite', { 
 /**
  * Redis commands, by queue adapter, gated on what does not depend on the machine's speed. A job that
  * the enqueuing process starts itself (a slot free, or a place held for one) costs the run ledger's
- * HSET and HDEL, which let another worker take it over should that process die: the shape run one
- * workflow at a time, where every job finds a slot, costs 2 commands per workflow signal first (one
- * job) and 4 signal after (two), gated at half a command more (the workers' idle polls, a few per
- * run, stay under it; one command more per workflow does not). A job that goes through Redis costs the queue's own commands: Bull
+ * HSET, and a share of the HDEL that drops the runs ended within 25 ms together, which let another
+ * worker take it over should that process die: the shape run one workflow at a time, where every job
+ * finds a slot, costs at most 2 commands per workflow signal first (one job) and 4 signal after (two)
+ * — fewer as more ends share an HDEL, which depends on the machine's speed — gated at half a command
+ * more than that most (the workers' idle polls, a few per run, stay under it; one command more per
+ * workflow does not). A job that goes through Redis costs the queue's own commands: Bull
  * about 21–22, BullMQ about 34. How many jobs of a burst outrun the process's slots and go through
  * Redis depends on how fast the bodies end, i.e. on the machine: the burst's commands per workflow
  * are printed with that split, not gated; the commands per job that went through Redis are, where at
