@@ -11,7 +11,7 @@ export interface NewExecution {
   signalId?: string | null;
   cursor?: unknown;
   continuesFromId?: string | null;
-  /** Runs as its wait's timeout: the gate passes with no signal (a recovered execution that had timed out). */
+  /** Runs as its wait's timeout: the gate passes with no signal (the step run again after it timed out: rerunsTimedOut). */
   timedOut?: boolean;
 }
 

@@ -67,12 +67,13 @@ type LedgerEntry = Pick<StepJob, 'executionId' | 'hints' | 'jobOptions' | 'jobId
  * The Redis record of the runs this process started itself (DueJobStarter) — jobs that Redis never
  * held, so that no lock of Bull's or BullMQ's covers them — under a lease the process renews as Bull
  * renews a job's lock. A run is written when it is taken (one HSET) and dropped soon after it ends
- * (one HDEL for the runs that ended within {@link ENDED_DROP_MS}); the lease costs one script per half lease, whatever the load. Each renewal also reads the
- * leases that expired: a live process claims the runs of a dead one (atomically, one claimer) into
- * its own ledger, puts each back on the queue as a takeover job (StepJobGate.run `takeover`), and
- * drops it once added, so that it outlives a claimer that dies in turn. A process that stops cleanly
- * waits for its runs and releases its lease. Redis lost (a restart without persistence): the renewal
- * that finds its lease missing writes the process's runs again.
+ * (one HDEL for the runs that ended within {@link ENDED_DROP_MS}); the lease costs one script per
+ * half lease, whatever the load. Each renewal also reads the leases that expired: a live process
+ * claims the runs of a dead one (atomically, one claimer) into its own ledger, puts each back on the
+ * queue as a takeover job (StepJobGate.run `takeover`), and drops it once added, so that it outlives
+ * a claimer that dies in turn. A process that stops cleanly waits for its runs and releases its
+ * lease. Redis lost (a restart without persistence): the renewal that finds its lease missing writes
+ * the process's runs again.
  */
 export class RunLedger {
   readonly token = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
