@@ -197,6 +197,19 @@ describeEachDatabase('wait deadlines', (kind) => {
       await app.gd.assertWorkflowState(wf, 'finished');
     });
 
+    it('a step timed out to run that paused its workflow runs timed out again on resume', async () => {
+      deadlinePlan.pauses = 1;
+      const wf = await parked(FlakyOnTimeoutWorkflow);
+      await app.gd.expireWait(wf);
+      await app.gd.performNextStep(wf);
+      await app.gd.assertWorkflowState(wf, 'paused');
+      await workflows.resume(wf);
+      expect(await current(wf)).toMatchObject({ stepName: 'awaitSignature', state: 'scheduled', signalId: null, metadata: { timedOut: true } });
+      await app.gd.performNextStep(wf);
+      expect(deadlineJournal).toEqual(['awaitSignature(timedOut)', 'awaitSignature(timedOut)']);
+      await app.gd.assertWorkflowState(wf, 'finished');
+    });
+
     it("onTimeout 'skip': the step is skipped (timedOut recorded) and the next one scheduled", async () => {
       const wf = await parked(SkipOnTimeoutWorkflow);
       const expired = await app.gd.expireWait(wf);

@@ -9,12 +9,13 @@ import { GenevaWorkflow, ResumableStep, Step, StepIteration, Workflow, type Step
 import { TestHero } from '../utils/fixtures.js';
 
 export const deadlineJournal: string[] = [];
-/** How many more times FlakyOnTimeoutWorkflow's body fails. */
-export const deadlinePlan = { bodyFailures: 0 };
+/** How many more times FlakyOnTimeoutWorkflow's body fails, and then pauses its workflow. */
+export const deadlinePlan = { bodyFailures: 0, pauses: 0 };
 
 export function resetDeadlineFixtures(): void {
   deadlineJournal.length = 0;
   deadlinePlan.bodyFailures = 0;
+  deadlinePlan.pauses = 0;
 }
 
 const seen = (wf: GenevaWorkflow<TestHero>, step: string) => deadlineJournal.push(`${step}(${wf.timedOut ? 'timedOut' : (wf.receivedSignal?.id ?? 'none')})`);
@@ -75,13 +76,14 @@ export class ResumableDeadlineWorkflow extends GenevaWorkflow<TestHero> {
   }
 }
 
-/** Its body fails `deadlinePlan.bodyFailures` times, reattempted once, then paused: the retries of a step that timed out. */
+/** Its body fails `deadlinePlan.bodyFailures` times (reattempted once, then paused), then pauses `deadlinePlan.pauses` times: a step that timed out, run again. */
 @Workflow({ hero: () => TestHero })
 export class FlakyOnTimeoutWorkflow extends GenevaWorkflow<TestHero> {
   @Step({ waitFor: 'signed', timeout: '14d', onException: 'reattempt', maxReattempts: 1 })
   async awaitSignature() {
     seen(this, 'awaitSignature');
     if (deadlinePlan.bodyFailures-- > 0) throw new Error('the carrier is down');
+    if (deadlinePlan.pauses-- > 0) this.pause();
   }
 }
 
