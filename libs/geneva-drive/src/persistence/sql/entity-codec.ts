@@ -1,5 +1,6 @@
 import type { DataSource, EntityTarget, ObjectLiteral } from 'typeorm';
 import type { ColumnMetadata } from 'typeorm/metadata/ColumnMetadata.js';
+import type { EntityMetadata } from 'typeorm/metadata/EntityMetadata.js';
 
 /**
  * Converts between one entity and the rows of the hot path's fixed SQL, through the entity's own
@@ -8,8 +9,14 @@ import type { ColumnMetadata } from 'typeorm/metadata/ColumnMetadata.js';
  * their migration) are left out, as TypeORM leaves them out.
  */
 export class EntityCodec<T extends ObjectLiteral> {
+  private readonly metadata: EntityMetadata;
   private readonly byProperty = new Map<string, ColumnMetadata>();
+  /** Each column's quoted name, worked out once: the hot path names columns in every statement it builds. */
+  private readonly quoted = new Map<ColumnMetadata, string>();
   private readonly selectable: ColumnMetadata[];
+  /** By alias, the key each selectable column's value has in a row read with {@link selectList} (fromRow reads many rows). */
+  private readonly rowKeys = new Map<string, Array<{ key: string; column: ColumnMetadata }>>();
+  private readonly selectLists = new Map<string, string>();
   readonly table: string;
   /** The property of the (single) primary key. */
   readonly primaryKey: string;
@@ -18,34 +25,47 @@ export class EntityCodec<T extends ObjectLiteral> {
 
   constructor(
     private readonly dataSource: DataSource,
-    private readonly target: EntityTarget<T>,
+    target: EntityTarget<T>,
   ) {
-    const metadata = dataSource.getMetadata(target);
+    const metadata = (this.metadata = dataSource.getMetadata(target));
     this.table = metadata.tablePath.split('.').map((part) => dataSource.driver.escape(part)).join('.');
     this.primaryKey = metadata.primaryColumns[0].propertyName;
     this.deleteDateProperty = metadata.deleteDateColumn?.propertyName;
-    for (const column of metadata.columns) this.byProperty.set(column.propertyName, column);
+    for (const column of metadata.columns) {
+      this.byProperty.set(column.propertyName, column);
+      this.quoted.set(column, dataSource.driver.escape(column.databaseName));
+    }
     this.selectable = metadata.columns.filter((column) => column.isSelect);
   }
 
-  /** The select list of every column (or of `properties`), each aliased `<alias>_<property>`. */
-  selectList(alias: string, properties?: ReadonlyArray<keyof T & string>): string {
-    return this.selectColumns(alias, properties).map(({ column, as }) => `${alias}.${column} AS ${as}`).join(', ');
+  /** The select list of every column, each aliased `<alias>_<property>`. */
+  selectList(alias: string): string {
+    let list = this.selectLists.get(alias);
+    if (list === undefined) {
+      list = this.keysOf(alias)
+        .map(({ key, column }) => `${alias}.${this.quote(column)} AS ${this.dataSource.driver.escape(key)}`)
+        .join(', ');
+      this.selectLists.set(alias, list);
+    }
+    return list;
   }
 
-  /** Each column to select (quoted) and its alias `<alias>_<property>` (quoted), as {@link fromRow} reads them. */
-  selectColumns(alias: string, properties?: ReadonlyArray<keyof T & string>): Array<{ column: string; as: string }> {
-    return this.columnsOf(properties).map((column) => ({ column: this.quote(column), as: this.dataSource.driver.escape(`${alias}_${column.propertyName}`) }));
-  }
-
-  /** The entity a row read with {@link selectList} under `alias` holds (only `properties`, when the list had only those). */
-  fromRow(row: Record<string, unknown>, alias: string, properties?: ReadonlyArray<keyof T & string>): T {
-    const entity = this.dataSource.getMetadata(this.target).create() as T;
-    for (const column of this.columnsOf(properties)) {
-      const value = row[`${alias}_${column.propertyName}`];
-      (entity as Record<string, unknown>)[column.propertyName] = this.dataSource.driver.prepareHydratedValue(value, column);
+  /** The entity a row read with {@link selectList} under `alias` holds. */
+  fromRow(row: Record<string, unknown>, alias: string): T {
+    const entity = this.metadata.create() as T;
+    for (const { key, column } of this.keysOf(alias)) {
+      (entity as Record<string, unknown>)[column.propertyName] = this.dataSource.driver.prepareHydratedValue(row[key], column);
     }
     return entity;
+  }
+
+  private keysOf(alias: string): Array<{ key: string; column: ColumnMetadata }> {
+    let keys = this.rowKeys.get(alias);
+    if (!keys) {
+      keys = this.selectable.map((column) => ({ key: `${alias}_${column.propertyName}`, column }));
+      this.rowKeys.set(alias, keys);
+    }
+    return keys;
   }
 
   /**
@@ -53,7 +73,7 @@ export class EntityCodec<T extends ObjectLiteral> {
    * built in memory and inserted (its unset columns written as NULL), as a read of its row gives it.
    */
   asRead(entity: T): T {
-    const copy = Object.assign(this.dataSource.getMetadata(this.target).create() as T, entity);
+    const copy = Object.assign(this.metadata.create() as T, entity);
     for (const column of this.selectable) (copy as Record<string, unknown>)[column.propertyName] ??= null;
     return copy;
   }
@@ -103,10 +123,6 @@ export class EntityCodec<T extends ObjectLiteral> {
     return out;
   }
 
-  private columnsOf(properties?: ReadonlyArray<string>): ColumnMetadata[] {
-    return properties ? this.selectable.filter((column) => properties.includes(column.propertyName)) : this.selectable;
-  }
-
   private metadataOf(property: string): ColumnMetadata {
     const column = this.byProperty.get(property);
     if (!column) throw new Error(`${this.table} has no column for ${property}`);
@@ -114,6 +130,6 @@ export class EntityCodec<T extends ObjectLiteral> {
   }
 
   private quote(column: ColumnMetadata): string {
-    return this.dataSource.driver.escape(column.databaseName);
+    return this.quoted.get(column)!;
   }
 }

@@ -692,18 +692,20 @@ export abstract class HotPathSql {
       const connection: unknown = await runner.connect();
       const logger = this.dataSource.logger;
       logger.logQuery(sql, params, runner);
-      await runner.broadcaster.broadcast('BeforeQuery', sql, params);
+      // Told as TypeORM tells its own queries; a broadcast nobody listens to is two promises per message.
+      const told = this.dataSource.subscribers.some((subscriber) => typeof subscriber.beforeQuery === 'function' || typeof subscriber.afterQuery === 'function');
+      if (told) await runner.broadcaster.broadcast('BeforeQuery', sql, params);
       const startedAt = Date.now();
       let result: T;
       try {
         result = await run(connection);
       } catch (error) {
         logger.logQueryError(error as Error, sql, params, runner);
-        await runner.broadcaster.broadcast('AfterQuery', sql, params, false, undefined, undefined, error);
+        if (told) await runner.broadcaster.broadcast('AfterQuery', sql, params, false, undefined, undefined, error);
         throw new QueryFailedError(sql, params, error as Error);
       }
       const took = Date.now() - startedAt;
-      await runner.broadcaster.broadcast('AfterQuery', sql, params, true, took, result, undefined);
+      if (told) await runner.broadcaster.broadcast('AfterQuery', sql, params, true, took, result, undefined);
       const slowAfter = this.dataSource.options.maxQueryExecutionTime;
       if (slowAfter && took > slowAfter) logger.logQuerySlow(took, sql, params, runner);
       return result;

@@ -5,7 +5,7 @@ export const STATEMENT_PREFIX = 'geneva_drive_';
 
 /** What the pg driver's client is asked here (pg is an optional peer). */
 export interface PgClient {
-  query(config: { name?: string; text: string; values?: unknown[] }): Promise<{ command: string; rows: unknown[]; rowCount: number | null }>;
+  query(config: string | { name?: string; text: string; values?: unknown[] }): Promise<{ command: string; rows: unknown[]; rowCount: number | null }>;
   /** node-postgres sends a named statement's Parse only when its name is not in `parsedStatements`. */
   connection: { parsedStatements: Record<string, string> };
   /** The session's transaction status as the server last reported it: 'I' idle, 'T' in one, 'E' in a failed one. */
@@ -66,7 +66,7 @@ export class PgPreparedStatements {
   async drop(client: PgClient, name: string, error: unknown): Promise<void> {
     if (isStaleStatement(error)) this.generation = Math.max(this.generation, (this.generations.get(client) ?? 0) + 1);
     delete client.connection.parsedStatements[name];
-    await client.query({ text: `DEALLOCATE ${name}` }).catch(() => undefined);
+    await client.query(`DEALLOCATE ${name}`).catch(() => undefined);
   }
 
   /**
@@ -84,7 +84,7 @@ export class PgPreparedStatements {
       // Those the session still has (none after a DISCARD ALL): DEALLOCATE of a missing one fails.
       const { rows } = await client.query({ text: 'SELECT name FROM pg_prepared_statements WHERE name = ANY($1)', values: [names] });
       const present = (rows as Array<{ name: string }>).map(({ name }) => `DEALLOCATE "${name.replaceAll('"', '""')}"`);
-      if (present.length > 0) await client.query({ text: present.join('; ') });
+      if (present.length > 0) await client.query(present.join('; '));
       for (const name of names) delete parsed[name];
     }
     this.generations.set(client, generation);

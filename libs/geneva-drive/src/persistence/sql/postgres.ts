@@ -76,15 +76,15 @@ export class PostgresHotPathSql extends HotPathSql {
     const sql = this.beginning(['COMMIT', 'START TRANSACTION'], timeoutMs, read);
     const results = await this.onConnection(manager, sql, [], async (client: PgClient) => {
       try {
-        return (await client.query({ text: sql })) as unknown as Array<{ rows: Array<Record<string, unknown>> }>;
+        return (await client.query(sql)) as unknown as Array<{ rows: Array<Record<string, unknown>> }>;
       } catch (error) {
         if (isConnectionError(error)) throw error;
         // The driver answers the error as it reads it, before the server's ReadyForQuery, which says
         // the session's state, may have arrived: an empty query waits for that (and changes nothing).
-        await client.query({ text: '' });
+        await client.query('');
         // Failed in the transaction it began (its bounds, its read): the COMMIT before went through.
         if (client.getTransactionStatus?.() !== 'E') throw error;
-        await client.query({ text: 'ROLLBACK' });
+        await client.query('ROLLBACK');
         return null;
       }
     });
@@ -102,7 +102,7 @@ export class PostgresHotPathSql extends HotPathSql {
 
   /** Sends several statements in one message: the driver answers with one result each. */
   private sendBeginning(manager: EntityManager, sql: string): Promise<Array<{ rows: Array<Record<string, unknown>> }>> {
-    return this.onConnection(manager, sql, [], (client: PgClient) => client.query({ text: sql }) as unknown as Promise<Array<{ rows: Array<Record<string, unknown>> }>>);
+    return this.onConnection(manager, sql, [], (client: PgClient) => client.query(sql) as unknown as Promise<Array<{ rows: Array<Record<string, unknown>> }>>);
   }
 
   /**
@@ -130,7 +130,7 @@ export class PostgresHotPathSql extends HotPathSql {
       const text = `PREPARE ${name} AS ${statement.sql}; EXECUTE ${name}(${args}); DEALLOCATE ${name}; COMMIT`;
       await runner.broadcaster.broadcast('BeforeTransactionCommit');
       prepared = true;
-      const results = await this.onConnection(runner.manager, text, [], (connection: PgClient) => connection.query({ text }) as unknown as Promise<Array<{ rows: Array<Record<string, unknown>> }>>);
+      const results = await this.onConnection(runner.manager, text, [], (connection: PgClient) => connection.query(text) as unknown as Promise<Array<{ rows: Array<Record<string, unknown>> }>>);
       statement.received(results[1].rows[0]);
       return 'committed';
     } catch (error) {
@@ -143,7 +143,7 @@ export class PostgresHotPathSql extends HotPathSql {
       Object.assign(runner, { transactionDepth: 1 });
       await runner
         .rollbackTransaction()
-        .then(() => this.onConnection(runner.manager, drop, [], (connection: PgClient) => connection.query({ text: drop })))
+        .then(() => this.onConnection(runner.manager, drop, [], (connection: PgClient) => connection.query(drop)))
         .catch(() => undefined);
       return 'refused';
     }
@@ -220,14 +220,14 @@ export class PostgresHotPathSql extends HotPathSql {
         const lockRead = this.prepares ? [...(lockKept ? [] : [`PREPARE ${SIGNAL_LOCK} AS ${lockSql}`]), `EXECUTE ${SIGNAL_LOCK}(${workflowId})`] : [lockSql];
         const parts = ['BEGIN', ...lockRead, ...(kept ? [] : [`PREPARE ${name} AS ${statement.sql}`]), `EXECUTE ${name}(${args})`, ...(this.prepares ? [] : [`DEALLOCATE ${name}`]), 'COMMIT'];
         try {
-          const results = (await client.query({ text: parts.join('; ') })) as unknown as Array<{ rows: Array<Record<string, unknown>> }>;
+          const results = (await client.query(parts.join('; '))) as unknown as Array<{ rows: Array<Record<string, unknown>> }>;
           if (this.prepares && !kept) this.statements.record(client, name, statement.sql);
           if (this.prepares && !lockKept) this.statements.record(client, SIGNAL_LOCK, lockSql);
           return results[parts.indexOf(`EXECUTE ${name}(${args})`)].rows;
         } catch (error) {
           // The message stopped at the failed statement, inside its transaction (a lost connection's rolls back by itself).
           if (isConnectionError(error)) throw error;
-          await client.query({ text: 'ROLLBACK' });
+          await client.query('ROLLBACK');
           await this.statements.drop(client, name, error);
           if (this.prepares) await this.statements.drop(client, SIGNAL_LOCK, error);
           throw error;
@@ -429,11 +429,11 @@ export class PostgresHotPathSql extends HotPathSql {
       for (let rerun = manager.queryRunner === undefined; ; rerun = false) {
         for (const { name, sql } of parts) {
           if (await this.statements.has(client, name)) continue;
-          await client.query({ text: `PREPARE ${name} AS ${sql}` });
+          await client.query(`PREPARE ${name} AS ${sql}`);
           this.statements.record(client, name, sql);
         }
         try {
-          const answer = (await client.query({ text })) as unknown as { rows: Array<Record<string, unknown>> } | Array<{ rows: Array<Record<string, unknown>> }>;
+          const answer = (await client.query(text)) as unknown as { rows: Array<Record<string, unknown>> } | Array<{ rows: Array<Record<string, unknown>> }>;
           // The driver answers a message of one statement with that statement's result, not a list.
           return (Array.isArray(answer) ? answer : [answer]).slice(before.length, before.length + parts.length).map(({ rows }) => rows);
         } catch (error) {
