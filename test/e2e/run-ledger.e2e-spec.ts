@@ -190,6 +190,57 @@ describeRedis('the run ledger on Redis', () => {
     expect(await a.queue.client.zscore(a.queue.toKey('gd-leases'), dead.ledger.token)).toBeNull();
   });
 
+  it('a run claimed from a dead worker keeps its record while it goes back on the queue, though a run of the same job ended here', async () => {
+    fresh();
+    const dead = await worker();
+    dead.ledger.begin(job('1'));
+    await dead.queue.client.ping();
+    dead.queue.client.disconnect();
+    // The claimer notes the fields of each HDEL, and holds the claimed run's way back to the queue.
+    const queue = new Bull(QUEUE_NAME, redisUrl(), { prefix, settings: { lockDuration: 400 } });
+    const client = queue.client as unknown as Record<string, (...args: Array<string | number>) => Promise<unknown>> & typeof queue.client;
+    const drops: string[][] = [];
+    const ledger = new RunLedger(
+      async () => ({
+        defineCommand: (name, definition) => client.defineCommand(name, definition),
+        run: (name, args) => client[name](...args),
+        hset: (key, data) => client.hset(key, data),
+        hdel: (key, ...fields) => {
+          drops.push(fields);
+          return client.hdel(key, ...fields);
+        },
+      }),
+      () => ({ keyPrefix: queue.toKey(''), leaseMs: 400 }),
+      silent,
+    );
+    opened.push({ queue, ledger });
+    let putBack!: () => void;
+    const held = new Promise<void>((resolve) => (putBack = resolve));
+    const takenOver: StepJob[] = [];
+    // Its first renewal claims the run, and start() settles once that renewal has put it back.
+    const started = ledger.start(async (taken) => {
+      takenOver.push(taken);
+      await held;
+    });
+    try {
+      await waitUntil('the dead worker’s run claimed', () => takenOver.length === 1);
+      // Meanwhile the same job runs here (its duplicate from Redis), and another beside it; both end.
+      ledger.begin(job('1'));
+      ledger.begin(job('2'));
+      ledger.end(job('1'));
+      ledger.end(job('2'));
+      await waitUntil('the ended runs dropped', () => drops.length > 0);
+      await queue.client.ping();
+      // Should this worker die now, the claimed run is still in its ledger for the next one to take over.
+      expect(drops).toEqual([['2']]);
+      expect(Object.keys(await runsOf(queue, ledger))).toEqual(['1']);
+    } finally {
+      putBack(); // stop() waits for the renewal that puts it back
+    }
+    await started;
+    await waitUntil('the claimed run dropped once back on the queue', async () => Object.keys(await runsOf(queue, ledger)).length === 0);
+  });
+
   it('a claimer that cannot put the runs back keeps them in its own ledger, for the next worker once it dies too', async () => {
     fresh();
     const dead = await worker();

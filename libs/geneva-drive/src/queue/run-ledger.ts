@@ -154,10 +154,13 @@ export class RunLedger {
     this.dropTimer.unref();
   }
 
-  /** Drops the runs that ended from Redis, but one taken again meanwhile: that run keeps its record. */
+  /**
+   * Drops the runs that ended from Redis, but one taken again meanwhile, or claimed from a dead
+   * process and not back on the queue yet: its record is the same field, and keeps that run.
+   */
   private dropEnded(): void {
     this.dropTimer = undefined;
-    const ids = [...this.ended].filter((id) => !this.runs.has(id));
+    const ids = [...this.ended].filter((id) => !this.runs.has(id) && !this.claimed.has(id));
     this.ended.clear();
     if (ids.length === 0) return;
     void this.redis()
