@@ -93,12 +93,12 @@ describeRedis('the run ledger on Redis', () => {
 
   /** A ledger on Bull's client, as bullRunLedger gives it, that notes the fields of each HDEL it sends. */
   const countingDrops = (queue: Bull.Queue) => {
-    const client = queue.client;
+    const client = queue.client as unknown as Record<string, (...args: Array<string | number>) => Promise<unknown>> & typeof queue.client;
     const drops: string[][] = [];
     const ledger = new RunLedger(
       async () => ({
         defineCommand: (name, definition) => client.defineCommand(name, definition),
-        run: async () => null,
+        run: (name, args) => client[name](...args),
         hset: (key, data) => client.hset(key, data),
         hdel: (key, ...fields) => {
           drops.push(fields);
@@ -198,22 +198,7 @@ describeRedis('the run ledger on Redis', () => {
     dead.queue.client.disconnect();
     // The claimer notes the fields of each HDEL, and holds the claimed run's way back to the queue.
     const queue = new Bull(QUEUE_NAME, redisUrl(), { prefix, settings: { lockDuration: 400 } });
-    const client = queue.client as unknown as Record<string, (...args: Array<string | number>) => Promise<unknown>> & typeof queue.client;
-    const drops: string[][] = [];
-    const ledger = new RunLedger(
-      async () => ({
-        defineCommand: (name, definition) => client.defineCommand(name, definition),
-        run: (name, args) => client[name](...args),
-        hset: (key, data) => client.hset(key, data),
-        hdel: (key, ...fields) => {
-          drops.push(fields);
-          return client.hdel(key, ...fields);
-        },
-      }),
-      () => ({ keyPrefix: queue.toKey(''), leaseMs: 400 }),
-      silent,
-    );
-    opened.push({ queue, ledger });
+    const { ledger, drops } = countingDrops(queue);
     let putBack!: () => void;
     const held = new Promise<void>((resolve) => (putBack = resolve));
     const takenOver: StepJob[] = [];
